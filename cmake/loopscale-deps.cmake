@@ -1,0 +1,23 @@
+# Finds loopscale's dependencies and makes the target that gives Thrust its OpenMP device system.
+# Used by the build tree and by the installed package config, so both resolve the same way.
+include(CMakeFindDependencyMacro)
+
+find_dependency(Eigen3 3.4 NO_MODULE)
+find_dependency(Boost 1.71)          # header-only: Hana
+find_dependency(OpenMP)
+find_dependency(nlohmann_json 3.10)
+find_dependency(fmt 8)
+
+# Thrust: from the CUDA toolkit's CCCL where there is one, else Debian's libthrust-dev.
+if(NOT TARGET loopscale_thrust_omp)
+  set(CCCL_ENABLE_DEFAULT_THRUST_TARGET OFF CACHE BOOL "" FORCE)
+  find_package(CCCL CONFIG QUIET COMPONENTS Thrust PATHS /usr/local/cuda/lib/cmake/cccl)
+  if(NOT COMMAND thrust_create_target)
+    find_package(Thrust CONFIG QUIET PATHS /usr/lib/cmake/thrust /usr/share/cmake/thrust)
+  endif()
+  if(NOT COMMAND thrust_create_target)
+    message(FATAL_ERROR "loopscale: no Thrust found; install the CUDA toolkit or Debian's libthrust-dev (scripts/setup.sh)")
+  endif()
+  # Host code: the OMP device system, compiled by the host compiler.
+  thrust_create_target(loopscale_thrust_omp HOST CPP DEVICE OMP GLOBAL)
+endif()

@@ -1,0 +1,91 @@
+// Parameter counts of a spec. Pure constexpr arithmetic: the same numbers at compile time (in a
+// static_assert) and at run time (the `loopscale account` command, a sweep plan, the engine's
+// buffer sizes).
+#pragma once
+
+#include "loopscale/arch/spec.hpp"
+
+namespace loopscale {
+
+// Norms outside the blocks: after the embedding, after the recurrence (before the coda) and before
+// the lm_head, each a learnable scale of d_model. Together with the layers this reproduces the
+// published per-width N tables of the iso-depth paper exactly.
+inline constexpr int64 outer_norms = 3;
+
+struct LayerParams {
+  int64 attention = 0;  // Q, K, V, O matrices
+  int64 ffn = 0;        // all experts (and router, shared expert) for MoE
+  int64 ffn_active = 0; // what one token touches: router + top_k experts + shared expert
+  int64 norms = 0;      // two pre-norm scales
+  constexpr int64 total() const { return attention + ffn + norms; }
+  constexpr int64 active() const { return attention + ffn_active + norms; }
+};
+
+constexpr int64 mlp_params(const FfnSpec& f, int64 d) {
+  const int64 h = ffn_hidden(f, d);
+  return (f.act == Activation::swiglu ? 3 : 2) * d * h;
+}
+
+constexpr LayerParams layer_params(const LayerSpec& l, int64 d) {
+  LayerParams p;
+  const int64 h = attn_heads(l.attn, d), q = attn_head_dim(l.attn, d), kv = attn_kv_heads(l.attn, d);
+  p.attention = d * h * q + 2 * d * kv * q + h * q * d;
+  const int64 mlp = mlp_params(l.ffn, d);
+  if (l.ffn.experts == 0) {
+    p.ffn = p.ffn_active = mlp;
+  } else {
+    const int64 router = d * l.ffn.experts;
+    const int64 shared = l.ffn.shared_expert ? mlp : 0;
+    p.ffn = router + l.ffn.experts * mlp + shared;
+    p.ffn_active = router + l.ffn.top_k * mlp + shared;
+  }
+  p.norms = 2 * d;
+  return p;
+}
+
+constexpr int64 inject_params(const InjectSpec& i, int64 d) {
+  switch (i.kind) {
+    case Inject::linear: return 2 * d * d;  // W in R^{d x 2d} acting on [e ; s]
+    case Inject::hyper: return i.lanes * i.lanes + 2 * i.lanes;  // M (K x K), alpha (K), beta (K)
+    default: return 0;
+  }
+}
+
+struct ParamCounts {
+  int64 embedding = 0;
+  int64 unembedding = 0;
+  int64 once = 0;           // non-embedding params run once per token: prelude, coda, outer norms
+  int64 rec = 0;            // the shared block plus the injection, counted once
+  int64 non_embedding = 0;  // once + rec
+  int64 total = 0;          // embedding + unembedding + non_embedding
+  int64 active = 0;         // total as one token sees it (MoE: top_k experts and router)
+  int64 unrolled = 0;       // once + r * rec: the dense model of the same training cost
+  // Active counterparts of once and rec, the N_act and N_loop of the looped-MoE law.
+  int64 once_active = 0;
+  int64 rec_active = 0;
+};
+
+constexpr ParamCounts count_params(const ModelSpec& m) {
+  validate(m);
+  const int64 d = m.d_model, v = padded_vocab(m);
+  ParamCounts p;
+  p.embedding = v * d;
+  p.unembedding = v * d;
+  const auto stack = [d](const StackSpec& s) {
+    const LayerParams l = s.layers > 0 ? layer_params(s.layer, d) : LayerParams{};
+    return LayerParams{s.layers * l.attention, s.layers * l.ffn, s.layers * l.ffn_active, s.layers * l.norms};
+  };
+  const LayerParams pre = stack(m.prelude), blk = stack(m.recur.block), coda = stack(m.coda);
+  const int64 inj = inject_params(m.recur.inject, d);
+  p.once = pre.total() + coda.total() + outer_norms * d;
+  p.once_active = pre.active() + coda.active() + outer_norms * d;
+  p.rec = blk.total() + inj;
+  p.rec_active = blk.active() + inj;
+  p.non_embedding = p.once + p.rec;
+  p.total = p.embedding + p.unembedding + p.non_embedding;
+  p.active = p.embedding + p.unembedding + p.once_active + p.rec_active;
+  p.unrolled = p.once + m.recur.r * p.rec;
+  return p;
+}
+
+}  // namespace loopscale

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every build, test and demo dependency of loopscale from Debian packages.
+# Idempotent: packages already present are left alone; safe to run before every build.
+set -euo pipefail
+
+pkgs=(
+  cmake g++ make pkg-config
+  libeigen3-dev          # dense linear algebra: GEMMs of the training engine, law fitting
+  libboost-dev           # Boost.Hana: compile-time type lists of the architecture algebra
+  catch2                 # unit tests (Catch2 v2)
+  libbenchmark-dev       # Google Benchmark programs under bench/
+  nlohmann-json3-dev     # JSON in/out of the command line and sweep results
+  libfmt-dev             # formatting of tables and messages
+  libcli11-dev           # the `loopscale` command line
+  liblbfgspp-dev         # L-BFGS-B for the scaling-law fits
+  gnuplot-nox            # plots of sweep reports
+  bible-kjv bible-kjv-text fortunes fortunes-min python3.11-doc  # text corpus sources
+)
+# Debian's Thrust is only needed where the CUDA toolkit (which carries CCCL) is absent.
+if [ ! -d /usr/local/cuda/include/cccl/thrust ] && [ ! -d /usr/local/cuda/include/thrust ]; then
+  pkgs+=(libthrust-dev)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "setup: all dependencies present"
