@@ -10,8 +10,9 @@ find_dependency(fmt 8)
 
 # Thrust: from the CUDA toolkit's CCCL where there is one, else Debian's libthrust-dev.
 if(NOT TARGET loopscale_thrust_omp)
+  set(LOOPSCALE_CCCL_DIR /usr/local/cuda/lib/cmake/cccl CACHE PATH "Where the CUDA toolkit's CCCL package config is")
   set(CCCL_ENABLE_DEFAULT_THRUST_TARGET OFF CACHE BOOL "" FORCE)
-  find_package(CCCL CONFIG QUIET COMPONENTS Thrust PATHS /usr/local/cuda/lib/cmake/cccl)
+  find_package(CCCL CONFIG QUIET COMPONENTS Thrust PATHS ${LOOPSCALE_CCCL_DIR} NO_DEFAULT_PATH)
   if(NOT COMMAND thrust_create_target)
     find_package(Thrust CONFIG QUIET PATHS /usr/lib/cmake/thrust /usr/share/cmake/thrust)
   endif()
@@ -19,5 +20,5 @@ if(NOT TARGET loopscale_thrust_omp)
     message(FATAL_ERROR "loopscale: no Thrust found; install the CUDA toolkit or Debian's libthrust-dev (scripts/setup.sh)")
   endif()
   # Host code: the OMP device system, compiled by the host compiler.
-  thrust_create_target(loopscale_thrust_omp HOST CPP DEVICE OMP GLOBAL)
+  thrust_create_target(loopscale_thrust_omp HOST CPP DEVICE OMP)
 endif()
