@@ -1,0 +1,129 @@
+// Training memory of a spec at a batch shape: parameters, gradients, AdamW state and the
+// activations the engine keeps for the backward pass. Pure constexpr arithmetic like the rest of
+// account/; the training engine (train/model.hpp) lays out its buffers from the same functions, so
+// the estimate of the buffers is exact (a test checks it) and what remains to measure is the
+// process overhead around them.
+//
+// Truncated BPTT lowers the activations: only the last k_bwd recurrences keep per-layer
+// activations; the forward-only ones reuse one layer's worth of scratch.
+#pragma once
+
+#include "loopscale/account/params.hpp"
+
+namespace loopscale {
+
+// Values kept per token by one executed layer for its backward.
+struct LayerActivations {
+  int64 xn1 = 0, rstd1 = 0, qkv_n = 0, qkv = 0, rstd_qk = 0, probs = 0, att = 0, x_mid = 0, xn2 = 0, rstd2 = 0,
+        hpre = 0, hact = 0, out = 0;
+  constexpr int64 total() const {
+    return xn1 + rstd1 + qkv_n + qkv + rstd_qk + probs + att + x_mid + xn2 + rstd2 + hpre + hact + out;
+  }
+};
+
+constexpr int64 qkv_width(const LayerSpec& l, int64 d) {
+  return (attn_heads(l.attn, d) + 2 * attn_kv_heads(l.attn, d)) * attn_head_dim(l.attn, d);
+}
+constexpr int64 mlp_in_width(const LayerSpec& l, int64 d) {
+  return (l.ffn.act == Activation::swiglu ? 2 : 1) * ffn_hidden(l.ffn, d);
+}
+
+// Per token at context length T. The attention probabilities are h * T values per token (T x T per
+// head and sequence): at long contexts they dominate.
+constexpr LayerActivations layer_activations(const LayerSpec& l, int64 d, int64 T) {
+  LayerActivations a;
+  const int64 h = attn_heads(l.attn, d), kv = attn_kv_heads(l.attn, d), q = attn_head_dim(l.attn, d);
+  a.xn1 = d;
+  a.rstd1 = 1;
+  a.qkv_n = qkv_width(l, d);
+  a.qkv = qkv_width(l, d);
+  a.rstd_qk = h + kv;
+  a.probs = h * T;
+  a.att = h * q;
+  a.x_mid = d;
+  a.xn2 = d;
+  a.rstd2 = 1;
+  a.hpre = mlp_in_width(l, d);
+  a.hact = ffn_hidden(l.ffn, d);
+  a.out = d;
+  return a;
+}
+
+// Every buffer of the engine, in values (of the training scalar type) per token unless noted.
+struct ActivationPlan {
+  int64 kept_layers = 0;       // layer executions that keep activations
+  int64 kept_recurrences = 0;  // recurrences that get gradients
+  int64 forward_only = 0;      // recurrences run forward only
+  int64 outer = 0;             // embedding output, outer norms, lm_head logits, per-token losses
+  int64 layers = 0;            // kept layers' activations
+  int64 recur = 0;             // injection inputs and lane states of the kept recurrences
+  int64 scratch = 0;           // one layer's worth for the forward-only recurrences
+  int64 workspace = 0;         // gradients of activations during the backward
+  int64 per_thread = 0;        // values per thread, not per token: attention's dP (T x T)
+  constexpr int64 per_token() const { return outer + layers + recur + scratch + workspace; }
+};
+
+constexpr ActivationPlan activation_plan(const ModelSpec& m, int64 T) {
+  validate(m);
+  const int64 d = m.d_model, v = padded_vocab(m);
+  const bool hyper = m.recur.inject.kind == Inject::hyper;
+  const int64 K = hyper ? m.recur.inject.lanes : 0;
+  const int64 r = m.recur.r, k = m.recur.block.layers, kb = bptt_recurrences(m.recur);
+  ActivationPlan p;
+  p.kept_recurrences = kb;
+  p.forward_only = r - kb;
+  p.kept_layers = m.prelude.layers + m.coda.layers + kb * k;
+  // x0, rstd0, normed x0; start state; rstd and output of the norm after the recurrence; final
+  // norm output and rstd; logits; losses and logsumexp.
+  p.outer = d + 1 + d + (hyper ? K * d : d) + 1 + d + d + 1 + v + 2;
+  if (hyper) p.outer += K * d + d;  // final lanes, pooled state
+  const auto stack = [d, T](const StackSpec& s) {
+    return s.layers > 0 ? s.layers * layer_activations(s.layer, d, T).total() : 0;
+  };
+  p.layers = stack(m.prelude) + stack(m.coda) + kb * stack(m.recur.block);
+  p.recur = kb * (d + (hyper ? K * d : 0));  // block input u (hyper: x) and the lanes it read
+  if (p.forward_only > 0 && k > 0)
+    p.scratch = layer_activations(m.recur.block.layer, d, T).total() + d + (hyper ? 2 * K * d : 0);
+  // Widest layer of the model for the per-layer gradient buffers.
+  int64 C = 0, hq = 0, H = 0, H1 = 0;
+  for (const StackSpec* s : {&m.prelude, &m.recur.block, &m.coda}) {
+    if (s->layers == 0) continue;
+    const LayerSpec& l = s->layer;
+    C = C > qkv_width(l, d) ? C : qkv_width(l, d);
+    const int64 a = attn_heads(l.attn, d) * attn_head_dim(l.attn, d);
+    hq = hq > a ? hq : a;
+    H = H > ffn_hidden(l.ffn, d) ? H : ffn_hidden(l.ffn, d);
+    H1 = H1 > mlp_in_width(l, d) ? H1 : mlp_in_width(l, d);
+  }
+  // g, dxn, de, ds, dqkv, datt, dhact, dhpre; hyper: two lane gradients and d(delta).
+  p.workspace = 4 * d + C + hq + H + H1 + (hyper ? 2 * K * d + d : 0);
+  p.per_thread = T * T;
+  return p;
+}
+
+struct MemoryEstimate {
+  int64 params = 0;       // bytes
+  int64 grads = 0;
+  int64 optimizer = 0;    // AdamW first and second moments
+  int64 activations = 0;  // every activation and workspace buffer at this batch shape
+  int64 tokens = 0;       // input and target token ids
+  int64 total = 0;
+};
+
+// Bytes for training `m` on batches of `batch` sequences of `seq_len` tokens with `threads`
+// threads, values of `value_bytes` bytes (4: fp32).
+constexpr MemoryEstimate count_memory(const ModelSpec& m, int64 batch, int64 seq_len, int64 threads = 2,
+                                      int64 value_bytes = 4) {
+  const ActivationPlan p = activation_plan(m, seq_len);
+  const int64 n = count_params(m).total, tokens = batch * seq_len;
+  MemoryEstimate e;
+  e.params = n * value_bytes;
+  e.grads = n * value_bytes;
+  e.optimizer = 2 * n * value_bytes;
+  e.activations = (p.per_token() * tokens + p.per_thread * threads) * value_bytes;
+  e.tokens = 2 * tokens * 4;
+  e.total = e.params + e.grads + e.optimizer + e.activations + e.tokens;
+  return e;
+}
+
+}  // namespace loopscale

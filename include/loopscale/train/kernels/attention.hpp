@@ -1,0 +1,92 @@
+// Causal multi-head attention core, softmax(Q K^T / sqrt(q)) V per (sequence, head), over a fused
+// QKV buffer whose rows are [Q heads | K heads | V heads] (grouped KV heads: h/kv query heads share
+// one K and V head). The projections, QK-norm and RoPE live in the layer (model.hpp); this kernel
+// is the part between them.
+//
+// The score and probability matrices are full T x T GEMMs with the upper triangle masked: at the
+// widths trained here that is faster than triangular tiling and it is what the FLOP convention
+// counts (attention at full T). The forward keeps the probabilities P for the backward:
+//   dP = dO V^T,  dV += P^T dO,  dS = P * (dP - rowsum(P * dP)) / sqrt(q),  dQ = dS K,  dK += dS^T Q.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "loopscale/train/backend/host.hpp"
+
+namespace loopscale::train::kernels {
+
+struct AttentionShape {
+  int64 batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  constexpr int64 row() const { return (heads + 2 * kv_heads) * head_dim; }  // fused QKV row
+  constexpr int64 out_row() const { return heads * head_dim; }
+  constexpr int64 probs() const { return batch * heads * seq * seq; }
+};
+
+// out (N x h q) and P (batch x heads x T x T) from qkv (N x row()).
+template <class B, class T>
+void attention_forward(const T* qkv, T* P, T* out, const AttentionShape& s) {
+  const int64 Tn = s.seq, q = s.head_dim, C = s.row(), hq = s.out_row(), group = s.heads / s.kv_heads;
+  const T scale = T(1) / std::sqrt(T(q));
+  B::parallel_for(s.batch * s.heads, [=](int64 bh) {
+    const int64 b = bh / s.heads, h = bh % s.heads, g = h / group;
+    const T* Q = qkv + b * Tn * C + h * q;
+    const T* K = qkv + b * Tn * C + (s.heads + g) * q;
+    const T* V = qkv + b * Tn * C + (s.heads + s.kv_heads + g) * q;
+    T* S = P + bh * Tn * Tn;
+    B::gemm(false, true, Tn, Tn, q, scale, Q, C, K, C, T(0), S, Tn);
+    for (int64 t = 0; t < Tn; ++t) {
+      T* row = S + t * Tn;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64 j = 0; j <= t; ++j) mx = row[j] > mx ? row[j] : mx;
+      T sum = 0;
+      for (int64 j = 0; j <= t; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        sum += row[j];
+      }
+      const T inv = T(1) / sum;
+      for (int64 j = 0; j <= t; ++j) row[j] *= inv;
+      for (int64 j = t + 1; j < Tn; ++j) row[j] = T(0);
+    }
+    B::gemm(false, false, Tn, q, Tn, T(1), S, Tn, V, C, T(0), out + b * Tn * hq + h * q, hq);
+  });
+}
+
+// dqkv (N x row()) is overwritten. scratch holds T x T values per backend thread.
+template <class B, class T>
+void attention_backward(const T* qkv, const T* P, const T* dout, T* dqkv, T* scratch, const AttentionShape& s) {
+  const int64 Tn = s.seq, q = s.head_dim, C = s.row(), hq = s.out_row(), group = s.heads / s.kv_heads;
+  const T scale = T(1) / std::sqrt(T(q));
+  // One task per (sequence, KV head): the query heads of a group add into the same dK and dV.
+  B::parallel_for(s.batch * s.kv_heads, [=](int64 bg) {
+    const int64 b = bg / s.kv_heads, g = bg % s.kv_heads;
+    const int64 base = b * Tn * C;
+    const T* K = qkv + base + (s.heads + g) * q;
+    const T* V = qkv + base + (s.heads + s.kv_heads + g) * q;
+    T* dK = dqkv + base + (s.heads + g) * q;
+    T* dV = dqkv + base + (s.heads + s.kv_heads + g) * q;
+    for (int64 t = 0; t < Tn; ++t)
+      for (int64 j = 0; j < q; ++j) dK[t * C + j] = dV[t * C + j] = T(0);
+    T* dP = scratch + static_cast<int64>(B::thread_id()) * Tn * Tn;
+    for (int64 h = g * group; h < (g + 1) * group; ++h) {
+      const T* Q = qkv + base + h * q;
+      T* dQ = dqkv + base + h * q;
+      const T* S = P + (b * s.heads + h) * Tn * Tn;
+      const T* dO = dout + b * Tn * hq + h * q;
+      B::gemm(false, true, Tn, Tn, q, T(1), dO, hq, V, C, T(0), dP, Tn);
+      B::gemm(true, false, Tn, q, Tn, T(1), S, Tn, dO, hq, T(1), dV, C);
+      for (int64 t = 0; t < Tn; ++t) {
+        const T* p = S + t * Tn;
+        T* d = dP + t * Tn;
+        T dot = 0;
+        for (int64 j = 0; j <= t; ++j) dot += p[j] * d[j];
+        for (int64 j = 0; j <= t; ++j) d[j] = p[j] * (d[j] - dot) * scale;
+        for (int64 j = t + 1; j < Tn; ++j) d[j] = T(0);
+      }
+      B::gemm(false, false, Tn, q, Tn, T(1), dP, Tn, K, C, T(0), dQ, C);
+      B::gemm(true, false, Tn, q, Tn, T(1), dP, Tn, Q, C, T(1), dK, C);
+    }
+  });
+}
+
+}  // namespace loopscale::train::kernels

@@ -1,0 +1,56 @@
+// Logit softcap and cross-entropy. z = c tanh(l / c) bounds the logits (c = 15 in the paper);
+// the loss of a row is logsumexp(z) - z[target] over the real vocabulary (padding columns of the
+// embedding tables are masked out, so they get neither probability nor gradient).
+//   dl = (softmax(z) - onehot(target)) * scale * (1 - (z / c)^2)
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "loopscale/train/backend/host.hpp"
+
+namespace loopscale::train::kernels {
+
+struct LossShape {
+  int64 rows = 0, padded_vocab = 0, vocab = 0;
+  double softcap = 15.0;  // 0: no cap
+};
+
+// Caps `logits` (rows x padded_vocab) in place, writes each row's loss (nats) and logsumexp.
+template <class B, class T>
+void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* lse, const LossShape& s) {
+  const T cap = T(s.softcap);
+  B::parallel_for(s.rows, [=](int64 i) {
+    T* z = logits + i * s.padded_vocab;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64 j = 0; j < s.vocab; ++j) {
+      if (cap > T(0)) z[j] = cap * std::tanh(z[j] / cap);
+      mx = z[j] > mx ? z[j] : mx;
+    }
+    T sum = 0;
+    for (int64 j = 0; j < s.vocab; ++j) sum += std::exp(z[j] - mx);
+    const T l = mx + std::log(sum);
+    lse[i] = l;
+    losses[i] = l - z[targets[i]];
+  });
+}
+
+// Replaces the capped logits by d loss / d raw logits, for loss = scale * sum of row losses.
+template <class B, class T>
+void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T scale, const LossShape& s) {
+  const T cap = T(s.softcap);
+  B::parallel_for(s.rows, [=](int64 i) {
+    T* z = logits + i * s.padded_vocab;
+    const int64 tgt = targets[i];
+    for (int64 j = 0; j < s.vocab; ++j) {
+      const T p = std::exp(z[j] - lse[i]);
+      const T dz = (p - (j == tgt ? T(1) : T(0))) * scale;
+      const T u = cap > T(0) ? z[j] / cap : T(0);
+      z[j] = dz * (T(1) - u * u);
+    }
+    for (int64 j = s.vocab; j < s.padded_vocab; ++j) z[j] = T(0);
+  });
+}
+
+}  // namespace loopscale::train::kernels

@@ -1,0 +1,96 @@
+// The feed-forward block: y = act(x W1^T) W2^T with relu^2 (the paper's), tanh-GELU, or SwiGLU
+// (W1 then holds the gate rows above the up rows, 2H x d, and act(g, u) = silu(g) * u). The forward
+// keeps the pre-activation and the activation; the backward needs both.
+#pragma once
+
+#include <cmath>
+
+#include "loopscale/arch/spec.hpp"
+#include "loopscale/train/kernels/linear.hpp"
+
+namespace loopscale::train::kernels {
+
+// Rows of W1: H, or 2H for SwiGLU.
+constexpr int64 mlp_in_rows(Activation a, int64 hidden) { return a == Activation::swiglu ? 2 * hidden : hidden; }
+
+template <class T>
+struct Gelu {  // tanh approximation
+  static constexpr T k = T(0.7978845608028654), c = T(0.044715);
+  static T f(T x) { return T(0.5) * x * (T(1) + std::tanh(k * (x + c * x * x * x))); }
+  static T df(T x) {
+    const T t = std::tanh(k * (x + c * x * x * x));
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x * x);
+  }
+};
+
+// hact (rows x H) = act(hpre), hpre (rows x H1).
+template <class B, class T>
+void activation_forward(Activation a, const T* hpre, T* hact, int64 rows, int64 H) {
+  B::parallel_for(rows, [=](int64 i) {
+    T* o = hact + i * H;
+    if (a == Activation::swiglu) {
+      const T* g = hpre + i * 2 * H;
+      const T* u = g + H;
+      for (int64 j = 0; j < H; ++j) o[j] = g[j] / (T(1) + std::exp(-g[j])) * u[j];
+    } else if (a == Activation::gelu) {
+      const T* h = hpre + i * H;
+      for (int64 j = 0; j < H; ++j) o[j] = Gelu<T>::f(h[j]);
+    } else {
+      const T* h = hpre + i * H;
+      for (int64 j = 0; j < H; ++j) o[j] = h[j] > T(0) ? h[j] * h[j] : T(0);
+    }
+  });
+}
+
+// dhpre (rows x H1) from dhact (rows x H).
+template <class B, class T>
+void activation_backward(Activation a, const T* hpre, const T* dhact, T* dhpre, int64 rows, int64 H) {
+  B::parallel_for(rows, [=](int64 i) {
+    const T* d = dhact + i * H;
+    if (a == Activation::swiglu) {
+      const T* g = hpre + i * 2 * H;
+      const T* u = g + H;
+      T* dg = dhpre + i * 2 * H;
+      T* du = dg + H;
+      for (int64 j = 0; j < H; ++j) {
+        const T sg = T(1) / (T(1) + std::exp(-g[j]));
+        du[j] = d[j] * g[j] * sg;
+        dg[j] = d[j] * u[j] * sg * (T(1) + g[j] * (T(1) - sg));
+      }
+    } else if (a == Activation::gelu) {
+      const T* h = hpre + i * H;
+      T* dh = dhpre + i * H;
+      for (int64 j = 0; j < H; ++j) dh[j] = d[j] * Gelu<T>::df(h[j]);
+    } else {
+      const T* h = hpre + i * H;
+      T* dh = dhpre + i * H;
+      for (int64 j = 0; j < H; ++j) dh[j] = h[j] > T(0) ? T(2) * h[j] * d[j] : T(0);
+    }
+  });
+}
+
+struct MlpShape {
+  int64 rows = 0, d = 0, hidden = 0;
+  Activation act = Activation::relu2;
+  constexpr int64 in_rows() const { return mlp_in_rows(act, hidden); }
+};
+
+// y (rows x d) = mlp(x), or y += mlp(x) when accumulate (the residual add).
+template <class B, class T>
+void mlp_forward(const T* x, const T* W1, const T* W2, T* hpre, T* hact, T* y, const MlpShape& s, bool accumulate) {
+  linear_forward<B>(x, W1, hpre, s.rows, s.d, s.in_rows());
+  activation_forward<B>(s.act, hpre, hact, s.rows, s.hidden);
+  linear_forward<B>(hact, W2, y, s.rows, s.hidden, s.d, accumulate);
+}
+
+// dx (rows x d) = d mlp / dx applied to dy (overwritten); dW1, dW2 accumulate. dhact (rows x H)
+// and dhpre (rows x H1) are scratch.
+template <class B, class T>
+void mlp_backward(const T* x, const T* W1, const T* W2, const T* hpre, const T* hact, const T* dy, T* dx, T* dW1,
+                  T* dW2, T* dhact, T* dhpre, const MlpShape& s) {
+  linear_backward<B>(hact, W2, dy, dhact, dW2, s.rows, s.hidden, s.d);
+  activation_backward<B>(s.act, hpre, dhact, dhpre, s.rows, s.hidden);
+  linear_backward<B>(x, W1, dhpre, dx, dW1, s.rows, s.d, s.in_rows());
+}
+
+}  // namespace loopscale::train::kernels

@@ -1,0 +1,582 @@
+// The looped transformer as flat buffers: prelude -> recur (a block of k layers run r times, with
+// input injection) -> coda, then the final norm, the lm_head, the logit softcap and cross-entropy.
+// Parameters, their gradients and every activation live in buffers allocated once in the
+// constructor, laid out from the spec (account/params.hpp for the parameters, account/memory.hpp
+// for the activations); forward_backward() allocates nothing.
+//
+// Backward is written by hand, layer by layer (llm.c style), in the reverse order of the forward.
+// The shared block's weight gradients accumulate over the recurrences that get gradients; with
+// truncated BPTT the earlier recurrences run forward only, through one layer's worth of scratch,
+// and their input state is treated as a constant.
+//
+// T is the scalar type (float for training, double for the gradient checks); B the backend.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loopscale/account/memory.hpp"
+#include "loopscale/account/params.hpp"
+#include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/kernels/attention.hpp"
+#include "loopscale/train/kernels/embedding.hpp"
+#include "loopscale/train/kernels/inject.hpp"
+#include "loopscale/train/kernels/linear.hpp"
+#include "loopscale/train/kernels/loss.hpp"
+#include "loopscale/train/kernels/mlp.hpp"
+#include "loopscale/train/kernels/rmsnorm.hpp"
+#include "loopscale/train/kernels/rope.hpp"
+
+namespace loopscale::train {
+
+// Optimiser groups (optim.hpp gives each its own learning rate and weight decay).
+enum class ParamGroup : std::uint8_t { embedding, lm_head, matrix, norm_inject };
+inline constexpr int param_groups = 4;
+
+struct ParamTensor {
+  std::string name;
+  int64 offset = 0, size = 0;
+  ParamGroup group = ParamGroup::matrix;
+};
+
+// Deterministic random numbers for initialisation and data sampling: splitmix64 is a counter-based
+// generator, so a stream is fully described by its 64-bit state (checkpointed as one integer).
+struct SplitMix64 {
+  std::uint64_t state = 0;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  double normal() {  // Box-Muller, one value per call
+    const double u1 = 1.0 - uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+};
+
+template <class T, class B = HostBackend>
+class Model {
+ public:
+  // Shapes of one layer, resolved from its LayerSpec.
+  struct LayerShape {
+    int64 d = 0, h = 0, kv = 0, q = 0, C = 0, hq = 0, H = 0, H1 = 0;
+    Activation act = Activation::relu2;
+    bool rope = true, qk_norm = true;
+  };
+  // Offsets of one layer's parameters in the flat buffer.
+  struct LayerParams {
+    int64 wqkv = 0, wo = 0, w1 = 0, w2 = 0, g1 = 0, g2 = 0;
+  };
+  // One layer execution's saved activations (pointers into the arena).
+  struct Acts {
+    T *xn1, *rstd1, *qkv_n, *qkv, *rstd_qk, *P, *att, *x_mid, *xn2, *rstd2, *hpre, *hact, *out;
+  };
+
+  Model(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap = 15.0)
+      : spec_(spec), batch_(batch), seq_(seq_len), n_(batch * seq_len), softcap_(softcap) {
+    validate(spec);
+    for (const StackSpec* s : {&spec.prelude, &spec.recur.block, &spec.coda})
+      if (s->layers > 0 && s->layer.ffn.experts > 0)
+        throw spec_error("train: mixture-of-experts layers are not supported by the training engine yet");
+    if (batch < 1 || seq_len < 1) throw std::invalid_argument("train: batch and seq_len must be at least 1");
+    d_ = spec.d_model;
+    vp_ = padded_vocab(spec);
+    r_ = spec.recur.r;
+    k_ = spec.recur.block.layers;
+    kb_ = bptt_recurrences(spec.recur);
+    inject_ = spec.recur.inject.kind;
+    K_ = inject_ == Inject::hyper ? spec.recur.inject.lanes : 0;
+    layout_params();
+    params_.assign(static_cast<std::size_t>(n_params_), T(0));
+    grads_.assign(static_cast<std::size_t>(n_params_), T(0));
+    layout_activations();
+    rope_cos_.resize(static_cast<std::size_t>(seq_ * max_q_ / 2));
+    rope_sin_.resize(rope_cos_.size());
+  }
+
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelSpec& spec() const { return spec_; }
+  int64 batch() const { return batch_; }
+  int64 seq_len() const { return seq_; }
+  int64 num_params() const { return n_params_; }
+  std::span<T> params() { return params_; }
+  std::span<const T> params() const { return params_; }
+  std::span<T> grads() { return grads_; }
+  const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  // For gradient checks of truncated BPTT: while frozen, forward() skips the forward-only
+  // recurrences and reuses the state the last unfrozen forward() computed at the truncation point,
+  // so finite differences see exactly the function whose gradient truncated BPTT computes.
+  void freeze_truncated_state(bool on) { frozen_ = on; }
+
+  // Values of the activation arena (equals activation_plan's count, checked by a test).
+  int64 activation_values() const { return static_cast<int64>(arena_.size()); }
+
+  // Initial values: embedding N(0, 1), input projections N(0, 1/fan_in), output projections scaled
+  // down by sqrt(2 * depth) (each residual branch adds to the stream), lm_head N(0, 0.001^2), norm
+  // scales 1, injection at its documented start (kernels/inject.hpp). Serial, so independent of threads.
+  void init(std::uint64_t seed) {
+    SplitMix64 rng{seed};
+    const double depth = static_cast<double>(effective_depth(spec_));
+    for (const ParamTensor& t : tensors_) {
+      T* p = params_.data() + t.offset;
+      double std = 0;
+      const std::string& nm = t.name;
+      const auto ends = [&nm](const char* s) {
+        const std::string x(s);
+        return nm.size() >= x.size() && nm.compare(nm.size() - x.size(), x.size(), x) == 0;
+      };
+      if (nm == "embedding") std = 1.0;
+      else if (nm == "lm_head") std = 0.001;
+      else if (ends(".wqkv") || ends(".w1")) std = 1.0 / std::sqrt(static_cast<double>(d_));
+      else if (ends(".wo")) std = 1.0 / std::sqrt(static_cast<double>(t.size / d_)) / std::sqrt(2 * depth);
+      else if (ends(".w2")) std = 1.0 / std::sqrt(static_cast<double>(t.size / d_)) / std::sqrt(2 * depth);
+      if (std > 0) {
+        for (int64 i = 0; i < t.size; ++i) p[i] = static_cast<T>(std * rng.normal());
+      } else if (nm == "inject.W") {
+        kernels::inject_linear_init(p, d_);
+      } else if (nm == "inject.hyper") {
+        kernels::hyper_init(p, K_);
+      } else {
+        for (int64 i = 0; i < t.size; ++i) p[i] = T(1);  // norm scales
+      }
+    }
+  }
+
+  // Mean cross-entropy (nats per token) of next-token prediction; tokens and targets hold
+  // batch * seq_len ids each. Gradients are overwritten (not accumulated across calls).
+  double forward_backward(const std::int32_t* tokens, const std::int32_t* targets) {
+    const double loss = forward(tokens, targets);
+    backward(tokens, targets);
+    return loss;
+  }
+
+  // Mean cross-entropy without gradients (the activations are written all the same).
+  double forward(const std::int32_t* tokens, const std::int32_t* targets) {
+    ensure_tables();
+    const T* P = params_.data();
+    kernels::embedding_forward<B>(tokens, P + emb_, x0_, n_, d_);
+    kernels::rmsnorm_forward<B>(x0_, P + norm0_, st0_, rstd0_, n_, d_);
+    const T* x = st0_;
+    for (int64 i = 0; i < spec_.prelude.layers; ++i) {
+      layer_forward(pre_w_[i], pre_s_, x, pre_a_[i]);
+      x = pre_a_[i].out;
+    }
+    e_ = x;
+    final_state_ = recur_forward();
+    kernels::rmsnorm_forward<B>(final_state_, P + norm1_, c0_, rstd_r_, n_, d_);
+    x = c0_;
+    for (int64 i = 0; i < spec_.coda.layers; ++i) {
+      layer_forward(coda_w_[i], coda_s_, x, coda_a_[i]);
+      x = coda_a_[i].out;
+    }
+    coda_out_ = x;
+    kernels::rmsnorm_forward<B>(x, P + norm2_, xf_, rstd_f_, n_, d_);
+    kernels::linear_forward<B>(xf_, P + head_, logits_, n_, d_, vp_);
+    kernels::softcap_ce_forward<B>(logits_, targets, losses_, lse_, loss_shape());
+    const T* l = losses_;
+    return B::sum(n_, [l](int64 i) { return l[i]; }) / static_cast<double>(n_);
+  }
+
+  // Gradients of the mean loss of the last forward() (which must have been on the same batch).
+  void backward(const std::int32_t* tokens, const std::int32_t* targets) {
+    T* G = grads_.data();
+    const T* P = params_.data();
+    kernels::fill<B>(G, T(0), n_params_);
+    kernels::softcap_ce_backward<B>(logits_, targets, lse_, T(1) / T(n_), loss_shape());
+    kernels::linear_backward<B>(xf_, P + head_, logits_, dxn_, G + head_, n_, d_, vp_);
+    kernels::rmsnorm_backward<B>(coda_out_, P + norm2_, rstd_f_, dxn_, g_, G + norm2_, n_, d_, false);
+    for (int64 i = spec_.coda.layers - 1; i >= 0; --i)
+      layer_backward(coda_w_[i], coda_s_, i == 0 ? c0_ : coda_a_[i - 1].out, coda_a_[i], g_);
+    // g_ is now d c0; through the norm after the recurrence into the gradient of the final state.
+    kernels::rmsnorm_backward<B>(final_state_, P + norm1_, rstd_r_, g_, ds_, G + norm1_, n_, d_, false);
+    recur_backward();  // leaves the gradient of the prelude output e in de_
+    T* g = de_;
+    for (int64 i = spec_.prelude.layers - 1; i >= 0; --i)
+      layer_backward(pre_w_[i], pre_s_, i == 0 ? st0_ : pre_a_[i - 1].out, pre_a_[i], g);
+    kernels::rmsnorm_backward<B>(x0_, P + norm0_, rstd0_, g, dxn_, G + norm0_, n_, d_, false);
+    kernels::embedding_backward<B>(tokens, dxn_, G + emb_, n_, d_);
+  }
+
+ private:
+  // ---- layout -------------------------------------------------------------------------------
+  LayerShape shape_of(const LayerSpec& l) const {
+    LayerShape s;
+    s.d = d_;
+    s.h = attn_heads(l.attn, d_);
+    s.kv = attn_kv_heads(l.attn, d_);
+    s.q = attn_head_dim(l.attn, d_);
+    s.C = (s.h + 2 * s.kv) * s.q;
+    s.hq = s.h * s.q;
+    s.H = ffn_hidden(l.ffn, d_);
+    s.act = l.ffn.act;
+    s.H1 = kernels::mlp_in_rows(s.act, s.H);
+    s.rope = l.attn.rope;
+    s.qk_norm = l.attn.qk_norm;
+    return s;
+  }
+
+  int64 add_tensor(std::string name, int64 size, ParamGroup g) {
+    const int64 off = n_params_;
+    tensors_.push_back({std::move(name), off, size, g});
+    n_params_ += size;
+    return off;
+  }
+
+  LayerParams add_layer(const std::string& prefix, const LayerShape& s) {
+    LayerParams w;
+    w.wqkv = add_tensor(prefix + ".wqkv", s.C * s.d, ParamGroup::matrix);
+    w.wo = add_tensor(prefix + ".wo", s.d * s.hq, ParamGroup::matrix);
+    w.w1 = add_tensor(prefix + ".w1", s.H1 * s.d, ParamGroup::matrix);
+    w.w2 = add_tensor(prefix + ".w2", s.d * s.H, ParamGroup::matrix);
+    w.g1 = add_tensor(prefix + ".norm1", s.d, ParamGroup::norm_inject);
+    w.g2 = add_tensor(prefix + ".norm2", s.d, ParamGroup::norm_inject);
+    return w;
+  }
+
+  void layout_params() {
+    emb_ = add_tensor("embedding", vp_ * d_, ParamGroup::embedding);
+    head_ = add_tensor("lm_head", vp_ * d_, ParamGroup::lm_head);
+    norm0_ = add_tensor("norm.embedding", d_, ParamGroup::norm_inject);
+    norm1_ = add_tensor("norm.recur", d_, ParamGroup::norm_inject);
+    norm2_ = add_tensor("norm.final", d_, ParamGroup::norm_inject);
+    pre_s_ = shape_of(spec_.prelude.layer);
+    blk_s_ = shape_of(spec_.recur.block.layer);
+    coda_s_ = shape_of(spec_.coda.layer);
+    for (int64 i = 0; i < spec_.prelude.layers; ++i) pre_w_.push_back(add_layer("prelude." + std::to_string(i), pre_s_));
+    for (int64 i = 0; i < k_; ++i) blk_w_.push_back(add_layer("recur." + std::to_string(i), blk_s_));
+    if (inject_ == Inject::linear) inj_ = add_tensor("inject.W", 2 * d_ * d_, ParamGroup::norm_inject);
+    if (inject_ == Inject::hyper) inj_ = add_tensor("inject.hyper", kernels::HyperParams::count(K_), ParamGroup::norm_inject);
+    for (int64 i = 0; i < spec_.coda.layers; ++i) coda_w_.push_back(add_layer("coda." + std::to_string(i), coda_s_));
+    max_q_ = 2;
+    for (const auto& [s, layers] : stacks())
+      if (layers > 0) max_q_ = std::max(max_q_, s->q);
+  }
+
+  // Carves the arena in two passes: the first counts, the second hands out pointers.
+  struct Carver {
+    T* base = nullptr;
+    int64 used = 0;
+    T* take(int64 values) {
+      T* p = base ? base + used : nullptr;
+      used += values;
+      return p;
+    }
+  };
+
+  Acts carve_layer(Carver& c, const LayerShape& s, const LayerSpec& l) {
+    const LayerActivations a = layer_activations(l, d_, seq_);
+    Acts x{};
+    x.xn1 = c.take(a.xn1 * n_);
+    x.rstd1 = c.take(a.rstd1 * n_);
+    x.qkv_n = c.take(a.qkv_n * n_);
+    x.qkv = c.take(a.qkv * n_);
+    x.rstd_qk = c.take(a.rstd_qk * n_);
+    x.P = c.take(a.probs * n_);
+    x.att = c.take(a.att * n_);
+    x.x_mid = c.take(a.x_mid * n_);
+    x.xn2 = c.take(a.xn2 * n_);
+    x.rstd2 = c.take(a.rstd2 * n_);
+    x.hpre = c.take(a.hpre * n_);
+    x.hact = c.take(a.hact * n_);
+    x.out = c.take(a.out * n_);
+    (void)s;
+    return x;
+  }
+
+  void carve(Carver& c) {
+    const int64 N = n_, d = d_, K = K_;
+    const bool hyper = inject_ == Inject::hyper;
+    x0_ = c.take(d * N);
+    rstd0_ = c.take(N);
+    st0_ = c.take(d * N);
+    s_start_ = c.take((hyper ? K : 1) * d * N);
+    rstd_r_ = c.take(N);
+    c0_ = c.take(d * N);
+    xf_ = c.take(d * N);
+    rstd_f_ = c.take(N);
+    logits_ = c.take(vp_ * N);
+    losses_ = c.take(N);
+    lse_ = c.take(N);
+    if (hyper) {
+      lanes_final_ = c.take(K * d * N);
+      pooled_ = c.take(d * N);
+    }
+    pre_a_.clear();
+    blk_a_.clear();
+    coda_a_.clear();
+    for (int64 i = 0; i < spec_.prelude.layers; ++i) pre_a_.push_back(carve_layer(c, pre_s_, spec_.prelude.layer));
+    for (int64 i = 0; i < spec_.coda.layers; ++i) coda_a_.push_back(carve_layer(c, coda_s_, spec_.coda.layer));
+    for (int64 i = 0; i < kb_ * k_; ++i) blk_a_.push_back(carve_layer(c, blk_s_, spec_.recur.block.layer));
+    rec_u_.clear();
+    rec_lanes_.clear();
+    for (int64 i = 0; i < kb_; ++i) {
+      rec_u_.push_back(c.take(d * N));
+      rec_lanes_.push_back(hyper ? c.take(K * d * N) : nullptr);
+    }
+    if (r_ > kb_ && k_ > 0) {
+      scratch_a_ = carve_layer(c, blk_s_, spec_.recur.block.layer);
+      scratch_u_ = c.take(d * N);
+      if (hyper) {
+        scratch_lanes_[0] = c.take(K * d * N);
+        scratch_lanes_[1] = c.take(K * d * N);
+      }
+    }
+    int64 C = 0, hq = 0, H = 0, H1 = 0;
+    for (const auto& [s, layers] : stacks()) {
+      if (layers == 0) continue;
+      C = std::max(C, s->C);
+      hq = std::max(hq, s->hq);
+      H = std::max(H, s->H);
+      H1 = std::max(H1, s->H1);
+    }
+    g_ = c.take(d * N);
+    dxn_ = c.take(d * N);
+    de_ = c.take(d * N);
+    ds_ = c.take(d * N);
+    dqkv_ = c.take(C * N);
+    datt_ = c.take(hq * N);
+    dhact_ = c.take(H * N);
+    dhpre_ = c.take(H1 * N);
+    if (hyper) {
+      dlanes_[0] = c.take(K * d * N);
+      dlanes_[1] = c.take(K * d * N);
+      ddelta_ = c.take(d * N);
+    }
+    dP_ = c.take(seq_ * seq_ * threads_);
+  }
+
+  void layout_activations() {
+    threads_ = B::threads();
+    Carver count;
+    carve(count);
+    arena_.assign(static_cast<std::size_t>(count.used), T(0));
+    Carver real{arena_.data(), 0};
+    carve(real);
+  }
+
+  // The (shape, layer count) of the three stacks.
+  std::vector<std::pair<const LayerShape*, int64>> stacks() const {
+    return {{&pre_s_, spec_.prelude.layers}, {&blk_s_, k_}, {&coda_s_, spec_.coda.layers}};
+  }
+
+  void ensure_tables() {
+    if (tables_ready_) return;
+    // One table for the head dimension every layer shares.
+    for (const auto& [s, layers] : stacks())
+      if (layers > 0 && s->rope && s->q != max_q_) throw spec_error("train: all layers must share one head dimension");
+    kernels::rope_tables(seq_, max_q_, rope_cos_.data(), rope_sin_.data());
+    tables_ready_ = true;
+  }
+
+  kernels::LossShape loss_shape() const { return {n_, vp_, spec_.vocab, softcap_}; }
+  kernels::AttentionShape attn_shape(const LayerShape& s) const { return {batch_, seq_, s.h, s.kv, s.q}; }
+
+  // ---- one layer ----------------------------------------------------------------------------
+  // x_out = x_mid + mlp(norm2(x_mid)), x_mid = x_in + attn(norm1(x_in)). x_in may equal a.out
+  // (forward-only scratch): x_in is last read before a.out is first written.
+  void layer_forward(const LayerParams& w, const LayerShape& s, const T* x_in, const Acts& a) {
+    const T* P = params_.data();
+    const int64 N = n_, d = d_;
+    kernels::rmsnorm_forward<B>(x_in, P + w.g1, a.xn1, a.rstd1, N, d);
+    kernels::linear_forward<B>(a.xn1, P + w.wqkv, a.qkv_n, N, d, s.C);
+    if (s.qk_norm) kernels::rmsnorm_forward_strided<B>(a.qkv_n, a.qkv_n, a.rstd_qk, N, s.q, s.C, s.h + s.kv);
+    kernels::copy<B>(a.qkv, a.qkv_n, N * s.C);
+    if (s.rope) kernels::rope_apply<B>(a.qkv, rope_cos_.data(), rope_sin_.data(), N, seq_, s.h + s.kv, s.q, s.C, false);
+    kernels::attention_forward<B>(a.qkv, a.P, a.att, attn_shape(s));
+    kernels::copy<B>(a.x_mid, x_in, N * d);
+    kernels::linear_forward<B>(a.att, P + w.wo, a.x_mid, N, s.hq, d, true);
+    kernels::rmsnorm_forward<B>(a.x_mid, P + w.g2, a.xn2, a.rstd2, N, d);
+    kernels::copy<B>(a.out, a.x_mid, N * d);
+    kernels::mlp_forward<B>(a.xn2, P + w.w1, P + w.w2, a.hpre, a.hact, a.out, {N, d, s.H, s.act}, true);
+  }
+
+  // g holds d x_out on entry and d x_in on return (residual connections make this in place).
+  void layer_backward(const LayerParams& w, const LayerShape& s, const T* x_in, const Acts& a, T* g) {
+    const T* P = params_.data();
+    T* G = grads_.data();
+    const int64 N = n_, d = d_;
+    kernels::mlp_backward<B>(a.xn2, P + w.w1, P + w.w2, a.hpre, a.hact, g, dxn_, G + w.w1, G + w.w2, dhact_, dhpre_,
+                             {N, d, s.H, s.act});
+    kernels::rmsnorm_backward<B>(a.x_mid, P + w.g2, a.rstd2, dxn_, g, G + w.g2, N, d, true);
+    kernels::linear_backward<B>(a.att, P + w.wo, g, datt_, G + w.wo, N, s.hq, d);
+    kernels::attention_backward<B>(a.qkv, a.P, datt_, dqkv_, dP_, attn_shape(s));
+    if (s.rope) kernels::rope_apply<B>(dqkv_, rope_cos_.data(), rope_sin_.data(), N, seq_, s.h + s.kv, s.q, s.C, true);
+    if (s.qk_norm) kernels::rmsnorm_backward_from_output<B>(a.qkv_n, a.rstd_qk, dqkv_, dqkv_, N, s.q, s.C, s.h + s.kv);
+    kernels::linear_backward<B>(a.xn1, P + w.wqkv, dqkv_, dxn_, G + w.wqkv, N, d, s.C);
+    kernels::rmsnorm_backward<B>(x_in, P + w.g1, a.rstd1, dxn_, g, G + w.g1, N, d, true);
+  }
+
+  // ---- the recurrence -------------------------------------------------------------------------
+  // Runs the block on u; kept recurrences use their own activations, the others the scratch.
+  // Returns the block output.
+  const T* block_forward(const T* u, int64 kept_index) {
+    const T* x = u;
+    for (int64 j = 0; j < k_; ++j) {
+      const Acts& a = kept_index >= 0 ? blk_a_[kept_index * k_ + j] : scratch_a_;
+      layer_forward(blk_w_[j], blk_s_, x, a);
+      x = a.out;
+    }
+    return x;
+  }
+
+  const T* recur_forward() {
+    const int64 nd = n_ * d_;
+    const T* P = params_.data();
+    const T* e = e_;
+    if (k_ == 0) return e;  // no block: the recurrence is the identity
+    const int64 first_kept = r_ - kb_;
+    if (inject_ == Inject::hyper) {
+      const int64 K = K_;
+      const T* M = P + inj_ + kernels::HyperParams::M(K);
+      const T* alpha = P + inj_ + kernels::HyperParams::alpha(K);
+      const T* beta = P + inj_ + kernels::HyperParams::beta(K);
+      const bool skip = frozen_ && first_kept > 0;
+      if (!skip)
+        for (int64 k = 0; k < K; ++k) kernels::copy<B>(s_start_ + k * nd, e, nd);
+      const T* lanes = skip ? rec_lanes_[0] : s_start_;
+      for (int64 i = skip ? first_kept : 0; i < r_; ++i) {
+        const int64 ki = i - first_kept;
+        T* x = ki >= 0 ? rec_u_[ki] : scratch_u_;
+        if (ki >= 0 && lanes != rec_lanes_[ki]) {  // the lanes this recurrence reads are kept for its backward
+          kernels::copy<B>(rec_lanes_[ki], lanes, K * nd);
+          lanes = rec_lanes_[ki];
+        }
+        kernels::hyper_aggregate<B>(lanes, alpha, x, K, nd);
+        const T* y = block_forward(x, ki);
+        T* out = i == r_ - 1 ? lanes_final_ : (ki >= 0 ? (ki + 1 < kb_ ? rec_lanes_[ki + 1] : lanes_final_)
+                                                       : scratch_lanes_[i % 2]);
+        kernels::hyper_update<B>(lanes, M, beta, x, y, out, K, nd);
+        lanes = out;
+      }
+      // Sum-pool the lanes into the state the coda reads.
+      kernels::copy<B>(pooled_, lanes_final_, nd);
+      for (int64 k = 1; k < K; ++k) kernels::add_into<B>(pooled_, lanes_final_ + k * nd, nd);
+      return pooled_;
+    }
+    // linear / additive / passthrough (and none, which is passthrough with r = 1)
+    const bool skip = frozen_ && first_kept > 0;
+    if (!skip) {
+      if (inject_ == Inject::additive) kernels::fill<B>(s_start_, T(0), nd);
+      else kernels::copy<B>(s_start_, e, nd);
+    }
+    const T* s = s_start_;
+    for (int64 i = skip ? first_kept : 0; i < r_; ++i) {
+      const int64 ki = i - first_kept;
+      if (ki == 0 && s != s_start_) {  // the state entering the first kept recurrence is a constant
+        kernels::copy<B>(s_start_, s, nd);
+        s = s_start_;
+      }
+      T* u = ki >= 0 ? rec_u_[ki] : scratch_u_;
+      switch (inject_) {
+        case Inject::linear: kernels::inject_linear_forward<B>(e, s, P + inj_, u, n_, d_); break;
+        case Inject::additive: kernels::sum2<B>(u, s, e, nd); break;
+        default: kernels::copy<B>(u, s, nd); break;
+      }
+      s = block_forward(u, ki);
+    }
+    return s;
+  }
+
+  // The state entering kept recurrence ki (what its injection read as s).
+  const T* kept_state(int64 ki) const { return ki == 0 ? s_start_ : blk_a_[(ki - 1) * k_ + (k_ - 1)].out; }
+
+  void block_backward(int64 ki, T* g) {
+    for (int64 j = k_ - 1; j >= 0; --j) {
+      const T* x_in = j == 0 ? rec_u_[ki] : blk_a_[ki * k_ + j - 1].out;
+      layer_backward(blk_w_[j], blk_s_, x_in, blk_a_[ki * k_ + j], g);
+    }
+  }
+
+  // On entry ds_ holds the gradient of the recurrence's output state; on return de_ holds the
+  // gradient of the prelude output e.
+  void recur_backward() {
+    const int64 nd = n_ * d_;
+    const T* P = params_.data();
+    T* G = grads_.data();
+    if (k_ == 0) {
+      kernels::copy<B>(de_, ds_, nd);
+      return;
+    }
+    kernels::fill<B>(de_, T(0), nd);
+    if (inject_ == Inject::hyper) {
+      const int64 K = K_;
+      const T* M = P + inj_ + kernels::HyperParams::M(K);
+      const T* alpha = P + inj_ + kernels::HyperParams::alpha(K);
+      const T* beta = P + inj_ + kernels::HyperParams::beta(K);
+      T* dM = G + inj_ + kernels::HyperParams::M(K);
+      T* dalpha = G + inj_ + kernels::HyperParams::alpha(K);
+      T* dbeta = G + inj_ + kernels::HyperParams::beta(K);
+      T* dout = dlanes_[0];
+      T* din = dlanes_[1];
+      for (int64 k = 0; k < K; ++k) kernels::copy<B>(dout + k * nd, ds_, nd);  // pooling
+      for (int64 ki = kb_ - 1; ki >= 0; --ki) {
+        const T* x = rec_u_[ki];
+        const T* y = blk_a_[ki * k_ + k_ - 1].out;
+        kernels::hyper_update_backward<B>(rec_lanes_[ki], M, beta, x, y, dout, din, ddelta_, dM, dbeta, K, nd);
+        kernels::copy<B>(g_, ddelta_, nd);  // dy
+        block_backward(ki, g_);            // d x through the block
+        kernels::add_scaled<B>(g_, ddelta_, T(-1), nd);  // x also enters delta = y - x
+        kernels::hyper_aggregate_backward<B>(rec_lanes_[ki], alpha, g_, din, dalpha, K, nd);
+        std::swap(dout, din);
+      }
+      if (kb_ == r_)  // full BPTT: the lanes started as copies of e
+        for (int64 k = 0; k < K; ++k) kernels::add_into<B>(de_, dout + k * nd, nd);
+      return;
+    }
+    T* g = ds_;
+    T* other = g_;
+    for (int64 ki = kb_ - 1; ki >= 0; --ki) {
+      block_backward(ki, g);  // g: d u
+      const T* s = kept_state(ki);
+      switch (inject_) {
+        case Inject::linear:
+          kernels::inject_linear_backward<B>(e_, s, P + inj_, g, de_, other, G + inj_, n_, d_);
+          std::swap(g, other);
+          break;
+        case Inject::additive: kernels::add_into<B>(de_, g, nd); break;  // d s = d u (in place)
+        default: break;                                                     // passthrough: d s = d u
+      }
+    }
+    // Full BPTT: the initial state was e (linear, passthrough) or zero (additive).
+    if (kb_ == r_ && inject_ != Inject::additive) kernels::add_into<B>(de_, g, nd);
+  }
+
+  // ---- state ----------------------------------------------------------------------------------
+  ModelSpec spec_;
+  int64 batch_, seq_, n_;
+  double softcap_;
+  int64 d_ = 0, vp_ = 0, r_ = 1, k_ = 0, kb_ = 1, K_ = 0, max_q_ = 2;
+  int threads_ = 1;
+  Inject inject_ = Inject::none;
+  int64 n_params_ = 0;
+  std::vector<ParamTensor> tensors_;
+  std::vector<T> params_, grads_, arena_, rope_cos_, rope_sin_;
+  bool tables_ready_ = false, frozen_ = false;
+  int64 emb_ = 0, head_ = 0, norm0_ = 0, norm1_ = 0, norm2_ = 0, inj_ = 0;
+  LayerShape pre_s_, blk_s_, coda_s_;
+  std::vector<LayerParams> pre_w_, blk_w_, coda_w_;
+  std::vector<Acts> pre_a_, blk_a_, coda_a_;
+  Acts scratch_a_{};
+  std::vector<T*> rec_u_, rec_lanes_;
+  T *x0_ = nullptr, *rstd0_ = nullptr, *st0_ = nullptr, *s_start_ = nullptr, *rstd_r_ = nullptr, *c0_ = nullptr;
+  T *xf_ = nullptr, *rstd_f_ = nullptr, *logits_ = nullptr, *losses_ = nullptr, *lse_ = nullptr;
+  T *lanes_final_ = nullptr, *pooled_ = nullptr, *scratch_u_ = nullptr;
+  T* scratch_lanes_[2] = {nullptr, nullptr};
+  T *g_ = nullptr, *dxn_ = nullptr, *de_ = nullptr, *ds_ = nullptr, *dqkv_ = nullptr, *datt_ = nullptr;
+  T *dhact_ = nullptr, *dhpre_ = nullptr, *ddelta_ = nullptr, *dP_ = nullptr;
+  T* dlanes_[2] = {nullptr, nullptr};
+  const T* e_ = nullptr;
+  const T* final_state_ = nullptr;
+  const T* coda_out_ = nullptr;
+};
+
+}  // namespace loopscale::train

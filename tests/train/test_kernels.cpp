@@ -1,0 +1,212 @@
+// Every kernel against its naive double reference (forward, in float as trained) and against
+// finite differences (backward, in double): L = sum(w * y) with random w, so dy = w.
+#include <catch2/catch.hpp>
+
+#include "loopscale/train/kernels/attention.hpp"
+#include "loopscale/train/kernels/embedding.hpp"
+#include "loopscale/train/kernels/inject.hpp"
+#include "loopscale/train/kernels/loss.hpp"
+#include "loopscale/train/kernels/mlp.hpp"
+#include "loopscale/train/kernels/rmsnorm.hpp"
+#include "loopscale/train/kernels/rope.hpp"
+#include "reference.hpp"
+
+using namespace loopscale;
+using namespace loopscale::test;
+using namespace loopscale::train::kernels;
+using HB = loopscale::train::HostBackend;
+
+namespace {
+
+double dot(const vecd& a, const vecd& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Checks analytic gradients `grad` of f with respect to the values in `x` at every index.
+void check_all(const std::function<double()>& f, vecd& x, const vecd& grad, const char* what) {
+  INFO(what);
+  REQUIRE(x.size() == grad.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double fd = finite_diff(f, x[i]);
+    INFO("index " << i << " analytic " << grad[i] << " numeric " << fd);
+    REQUIRE(close(grad[i], fd, 1e-6, 1e-8));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("linear: forward matches the reference, gradients match finite differences", "[train][kernels]") {
+  const int64 rows = 5, in = 7, out = 6;
+  vecd x = randn(rows * in, 1), W = randn(out * in, 2), w = randn(rows * out, 3);
+  auto xf = cast<float>(x), Wf = cast<float>(W);
+  std::vector<float> yf(rows * out);
+  linear_forward<HB>(xf.data(), Wf.data(), yf.data(), rows, in, out);
+  REQUIRE(max_abs_diff(vecd(yf.begin(), yf.end()), ref_linear(x, W, rows, in, out)) < 1e-5);
+  vecd dx(x.size()), dW(W.size(), 0.0);
+  linear_backward<HB>(x.data(), W.data(), w.data(), dx.data(), dW.data(), rows, in, out);
+  const auto f = [&] { return dot(ref_linear(x, W, rows, in, out), w); };
+  check_all(f, x, dx, "dx");
+  check_all(f, W, dW, "dW");
+}
+
+TEST_CASE("rmsnorm: forward and backward, with and without a scale", "[train][kernels]") {
+  const int64 rows = 4, d = 9;
+  vecd x = randn(rows * d, 4), g = randn(d, 5), w = randn(rows * d, 6);
+  auto xf = cast<float>(x), gf = cast<float>(g);
+  std::vector<float> yf(rows * d), rf(rows);
+  rmsnorm_forward<HB>(xf.data(), gf.data(), yf.data(), rf.data(), rows, d);
+  REQUIRE(max_abs_diff(vecd(yf.begin(), yf.end()), ref_rmsnorm(x, g.data(), rows, d)) < 1e-5);
+  vecd y(rows * d), r(rows), dx(rows * d, 0.5), dg(d, 0.0);
+  rmsnorm_forward<HB>(x.data(), g.data(), y.data(), r.data(), rows, d);
+  const vecd dx0 = dx;
+  rmsnorm_backward<HB>(x.data(), g.data(), r.data(), w.data(), dx.data(), dg.data(), rows, d, true);
+  for (std::size_t i = 0; i < dx.size(); ++i) dx[i] -= dx0[i];  // accumulate mode added to 0.5
+  const auto f = [&] { return dot(ref_rmsnorm(x, g.data(), rows, d), w); };
+  check_all(f, x, dx, "dx");
+  check_all(f, g, dg, "dg");
+  // Parameter-free, strided, backward from the output (QK-norm), in place.
+  const int64 heads = 3, q = 4, stride = 14;
+  vecd xs = randn(rows * stride, 7), ws = randn(rows * stride, 8);
+  for (int64 i = 0; i < rows; ++i)
+    for (int64 j = heads * q; j < stride; ++j) ws[i * stride + j] = 0;  // columns outside the heads
+  vecd ys(xs.size(), 0.0), rs(rows * heads);
+  rmsnorm_forward_strided<HB>(xs.data(), ys.data(), rs.data(), rows, q, stride, heads);
+  vecd gs = ws;
+  rmsnorm_backward_from_output<HB>(ys.data(), rs.data(), gs.data(), gs.data(), rows, q, stride, heads);
+  const auto fs = [&] {
+    vecd y2(xs.size(), 0.0), r2(rows * heads);
+    rmsnorm_forward_strided<HB>(xs.data(), y2.data(), r2.data(), rows, q, stride, heads);
+    return dot(y2, ws);
+  };
+  for (int64 i = 0; i < rows; ++i)
+    for (int64 j = heads * q; j < stride; ++j) gs[i * stride + j] = 0;
+  check_all(fs, xs, gs, "qk-norm dx");
+}
+
+TEST_CASE("rope: matches the reference and its backward is the inverse rotation", "[train][kernels]") {
+  const int64 seq = 5, rows = 10, heads = 2, q = 6, stride = 15;
+  vecd x = randn(rows * stride, 9), w = randn(rows * stride, 10);
+  std::vector<float> c(seq * q / 2), s(seq * q / 2);
+  rope_tables(seq, q, c.data(), s.data());
+  auto xf = cast<float>(x);
+  rope_apply<HB>(xf.data(), c.data(), s.data(), rows, seq, heads, q, stride, false);
+  REQUIRE(max_abs_diff(vecd(xf.begin(), xf.end()), ref_rope(x, rows, seq, heads, q, stride)) < 1e-5);
+  vecd cd(seq * q / 2), sd(seq * q / 2);
+  rope_tables(seq, q, cd.data(), sd.data());
+  vecd g = w;
+  rope_apply<HB>(g.data(), cd.data(), sd.data(), rows, seq, heads, q, stride, true);
+  check_all([&] { return dot(ref_rope(x, rows, seq, heads, q, stride), w); }, x, g, "dx");
+}
+
+TEST_CASE("attention: causal softmax attention with grouped KV heads", "[train][kernels]") {
+  for (int64 kv : {2, 1}) {
+    const AttentionShape sh{2, 5, 2, kv, 4};
+    const int64 N = sh.batch * sh.seq;
+    vecd qkv = randn(N * sh.row(), 11 + kv), w = randn(N * sh.out_row(), 12);
+    auto qf = cast<float>(qkv);
+    std::vector<float> Pf(sh.probs()), of(N * sh.out_row());
+    attention_forward<HB>(qf.data(), Pf.data(), of.data(), sh);
+    const vecd ref = ref_attention(qkv, sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim);
+    REQUIRE(max_abs_diff(vecd(of.begin(), of.end()), ref) < 1e-5);
+    vecd P(sh.probs()), o(N * sh.out_row()), dqkv(qkv.size()), scratch(sh.seq * sh.seq * HB::threads());
+    attention_forward<HB>(qkv.data(), P.data(), o.data(), sh);
+    attention_backward<HB>(qkv.data(), P.data(), w.data(), dqkv.data(), scratch.data(), sh);
+    check_all([&] { return dot(ref_attention(qkv, sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim), w); }, qkv, dqkv,
+              kv == 1 ? "grouped dqkv" : "dqkv");
+  }
+}
+
+TEST_CASE("mlp: relu2, gelu and swiglu", "[train][kernels]") {
+  for (Activation a : {Activation::relu2, Activation::gelu, Activation::swiglu}) {
+    INFO(to_string(a));
+    const MlpShape s{4, 6, 5, a};
+    vecd x = randn(s.rows * s.d, 13), W1 = randn(s.in_rows() * s.d, 14), W2 = randn(s.d * s.hidden, 15), w = randn(s.rows * s.d, 16);
+    auto xf = cast<float>(x), W1f = cast<float>(W1), W2f = cast<float>(W2);
+    std::vector<float> hp(s.rows * s.in_rows()), ha(s.rows * s.hidden), yf(s.rows * s.d);
+    mlp_forward<HB>(xf.data(), W1f.data(), W2f.data(), hp.data(), ha.data(), yf.data(), s, false);
+    const vecd ref = ref_mlp(x, W1, W2, s.rows, s.d, s.hidden, a);
+    REQUIRE(max_abs_diff(vecd(yf.begin(), yf.end()), ref) < 1e-4);
+    vecd hpd(hp.size()), had(ha.size()), y(s.rows * s.d), dx(x.size()), dW1(W1.size(), 0.0), dW2(W2.size(), 0.0);
+    vecd s1(ha.size()), s2(hp.size());
+    mlp_forward<HB>(x.data(), W1.data(), W2.data(), hpd.data(), had.data(), y.data(), s, false);
+    mlp_backward<HB>(x.data(), W1.data(), W2.data(), hpd.data(), had.data(), w.data(), dx.data(), dW1.data(), dW2.data(),
+                     s1.data(), s2.data(), s);
+    const auto f = [&] { return dot(ref_mlp(x, W1, W2, s.rows, s.d, s.hidden, a), w); };
+    check_all(f, x, dx, "dx");
+    check_all(f, W1, dW1, "dW1");
+    check_all(f, W2, dW2, "dW2");
+  }
+}
+
+TEST_CASE("softcap cross-entropy masks the padded vocabulary", "[train][kernels]") {
+  const LossShape s{6, 8, 7, 15.0};
+  vecd l = randn(s.rows * s.padded_vocab, 17, 20.0);  // large logits so the cap matters
+  const std::vector<std::int32_t> tgt{0, 3, 6, 2, 2, 5};
+  vecd z = l, losses(s.rows), lse(s.rows);
+  softcap_ce_forward<HB>(z.data(), tgt.data(), losses.data(), lse.data(), s);
+  double mean = 0;
+  for (double v : losses) mean += v / s.rows;
+  REQUIRE(std::abs(mean - ref_softcap_ce(l, tgt, s.rows, s.padded_vocab, s.vocab, s.softcap)) < 1e-12);
+  softcap_ce_backward<HB>(z.data(), tgt.data(), lse.data(), 1.0 / s.rows, s);
+  for (int64 i = 0; i < s.rows; ++i) REQUIRE(z[i * s.padded_vocab + 7] == 0.0);  // padding: no gradient
+  check_all([&] { return ref_softcap_ce(l, tgt, s.rows, s.padded_vocab, s.vocab, s.softcap); }, l, z, "dlogits");
+}
+
+TEST_CASE("embedding: lookup and scatter-add with repeated tokens", "[train][kernels]") {
+  const int64 V = 5, d = 20, n = 7;
+  vecd E = randn(V * d, 18), w = randn(n * d, 19);
+  const std::vector<std::int32_t> tok{1, 4, 1, 0, 4, 4, 2};
+  vecd out(n * d), dE(V * d, 0.0);
+  embedding_forward<HB>(tok.data(), E.data(), out.data(), n, d);
+  for (int64 i = 0; i < n; ++i) REQUIRE(out[i * d + 3] == E[tok[i] * d + 3]);
+  embedding_backward<HB>(tok.data(), w.data(), dE.data(), n, d);
+  check_all([&] {
+    vecd o(n * d);
+    embedding_forward<HB>(tok.data(), E.data(), o.data(), n, d);
+    return dot(o, w);
+  }, E, dE, "dE");
+}
+
+TEST_CASE("injection: linear [I|0] start and hyperconnection lane algebra", "[train][kernels]") {
+  const int64 n = 3, d = 4, nd = n * d;
+  vecd e = randn(nd, 20), s = randn(nd, 21), W = randn(2 * d * d, 22), w = randn(nd, 23);
+  vecd I(2 * d * d);
+  inject_linear_init(I.data(), d);
+  vecd u(nd);
+  inject_linear_forward<HB>(e.data(), s.data(), I.data(), u.data(), n, d);
+  REQUIRE(max_abs_diff(u, e) == 0.0);  // [I | 0] passes e through
+  vecd de(nd, 0.0), ds(nd), dW(W.size(), 0.0);
+  inject_linear_forward<HB>(e.data(), s.data(), W.data(), u.data(), n, d);
+  inject_linear_backward<HB>(e.data(), s.data(), W.data(), w.data(), de.data(), ds.data(), dW.data(), n, d);
+  const auto f = [&] {
+    vecd o(nd);
+    inject_linear_forward<HB>(e.data(), s.data(), W.data(), o.data(), n, d);
+    return dot(o, w);
+  };
+  check_all(f, e, de, "de");
+  check_all(f, s, ds, "ds");
+  check_all(f, W, dW, "dW");
+
+  // Hyper: L = <w, x> + <wl, update(H, x, y)> with x = aggregate(H) and y an independent input.
+  const int64 K = 3;
+  vecd H = randn(K * nd, 24), p = randn(HyperParams::count(K), 25), y = randn(nd, 26), wl = randn(K * nd, 27);
+  const auto hyper_f = [&] {
+    vecd x(nd), Ho(K * nd);
+    hyper_aggregate<HB>(H.data(), p.data() + HyperParams::alpha(K), x.data(), K, nd);
+    hyper_update<HB>(H.data(), p.data(), p.data() + HyperParams::beta(K), x.data(), y.data(), Ho.data(), K, nd);
+    return dot(x, w) + dot(Ho, wl);
+  };
+  vecd x(nd), dH(K * nd), ddelta(nd), dp(p.size(), 0.0);
+  hyper_aggregate<HB>(H.data(), p.data() + HyperParams::alpha(K), x.data(), K, nd);
+  hyper_update_backward<HB>(H.data(), p.data(), p.data() + HyperParams::beta(K), x.data(), y.data(), wl.data(), dH.data(),
+                            ddelta.data(), dp.data(), dp.data() + HyperParams::beta(K), K, nd);
+  vecd dx = w;  // d x: direct term minus the delta term
+  for (int64 i = 0; i < nd; ++i) dx[i] -= ddelta[i];
+  hyper_aggregate_backward<HB>(H.data(), p.data() + HyperParams::alpha(K), dx.data(), dH.data(),
+                               dp.data() + HyperParams::alpha(K), K, nd);
+  check_all(hyper_f, H, dH, "dH");
+  check_all(hyper_f, p, dp, "d(M, alpha, beta)");
+  check_all(hyper_f, y, ddelta, "dy");
+}
