@@ -1,0 +1,183 @@
+// `loopscale sweep plan|run|merge|slurm|report|compare`: thin over include/loopscale/sweep/.
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <fmt/core.h>
+
+#include "cli.hpp"
+#include "loopscale/sweep/merge.hpp"
+#include "loopscale/sweep/plan.hpp"
+#include "loopscale/sweep/presets.hpp"
+#include "loopscale/sweep/results.hpp"
+#include "loopscale/sweep/run.hpp"
+#include "loopscale/sweep/slurm.hpp"
+
+namespace loopscale::cli {
+namespace {
+
+using namespace loopscale::sweep;
+
+// A spec file or --preset NAME: every sweep command takes one of them.
+struct SpecSource {
+  std::string file;
+  std::string preset;
+
+  void add_to(CLI::App& app, bool positional = true) {
+    if (positional) app.add_option("spec", file, "sweep spec (JSON file)");
+    else app.add_option("--spec", file, "sweep spec (JSON file)");
+    app.add_option("--preset", preset, "a named sweep: smoke | cpu-mini | cpu | paper");
+  }
+  bool given() const { return !file.empty() || !preset.empty(); }
+  SweepSpec load() const {
+    if (!file.empty() && !preset.empty()) throw usage_error("give a spec file or --preset, not both");
+    if (!preset.empty()) return sweep::preset(preset);
+    if (file.empty()) throw usage_error("a sweep spec file or --preset NAME is required");
+    std::ifstream in(file);
+    if (!in) throw usage_error("cannot read spec file " + file);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw usage_error(file + ": not valid JSON (" + std::string(e.what()) + ")");
+    }
+    try {
+      return j.get<SweepSpec>();
+    } catch (const sweep_error& e) {
+      throw usage_error(file + ": " + e.what());
+    }
+  }
+  Plan plan() const {
+    try {
+      return make_plan(load());
+    } catch (const sweep_error& e) {
+      throw usage_error(e.what());
+    }
+  }
+};
+
+std::string si(double v) {
+  const char* unit[] = {"", "K", "M", "G", "T", "P", "E"};
+  int i = 0;
+  while (std::abs(v) >= 1000 && i < 6) v /= 1000, ++i;
+  return fmt::format("{:.3g}{}", v, unit[i]);
+}
+
+void print_plan(const Plan& plan) {
+  const SweepSpec& s = plan.spec;
+  fmt::print("sweep {} ({})  depth {} = {} + k r + {}  seq {}  batch {} tokens  vocab {}  memory model {}\n", s.name,
+             plan.fingerprint, s.depth, s.prelude, s.coda, s.seq_len, s.batch_tokens, s.vocab, memory_model);
+  fmt::print("{:<22} {:>2} {:>3} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8}\n", "id", "r", "s", "d", "N_once", "N_rec",
+             "N", "N_unroll", "F/token", "D", "steps", "mem GiB");
+  double total = 0;
+  for (const PlannedRun& r : plan.runs) {
+    const ParamCounts& p = r.acct.params;
+    fmt::print("{:<22} {:>2} {:>3} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8.2f}{}\n", r.id, r.r, r.s, r.model.d_model,
+               si(static_cast<double>(p.once)), si(static_cast<double>(p.rec)), si(static_cast<double>(p.non_embedding)),
+               si(static_cast<double>(p.unrolled)), si(r.flops_per_token), si(r.tokens), r.steps, r.memory_bytes / (1 << 30),
+               r.runnable() ? "" : "  NOT RUN: " + r.problem);
+    if (r.runnable()) total += r.flops_per_token * static_cast<double>(r.steps) * static_cast<double>(s.batch_tokens);
+  }
+  fmt::print("{} runs, {} runnable, {} reported above as not runnable; {} training FLOPs in all\n", plan.runs.size(),
+             plan.runnable(), plan.runs.size() - plan.runnable(), si(total));
+}
+
+const bool registered = add_command([](CLI::App& app) {
+  CLI::App* sweep = app.add_subcommand("sweep", "plan, run, merge, analyse and report iso-depth sweeps");
+  sweep->require_subcommand(1);
+
+  {  // plan
+    auto src = std::make_shared<SpecSource>();
+    auto json = std::make_shared<bool>(false);
+    CLI::App* sub = sweep->add_subcommand("plan", "list every run of a sweep from the accounting");
+    src->add_to(*sub);
+    sub->add_flag("--json", *json, "print JSON: {\"runs\": [{\"id\", ...}]}");
+    sub->callback([src, json] {
+      const Plan plan = src->plan();
+      if (*json) std::cout << plan_json(plan).dump(2) << "\n";
+      else print_plan(plan);
+    });
+  }
+
+  {  // run
+    auto src = std::make_shared<SpecSource>();
+    auto out = std::make_shared<std::string>();
+    auto data = std::make_shared<std::string>();
+    auto shard = std::make_shared<std::string>("0/1");
+    CLI::App* sub = sweep->add_subcommand("run", "train every planned run (resumable; results in OUT/results.jsonl)");
+    src->add_to(*sub);
+    sub->add_option("--out", *out, "sweep folder")->required();
+    sub->add_option("--data", *data, "corpus folder (default: the spec's, data/corpus)");
+    sub->add_option("--shard", *shard, "run only the runs with index = I mod N")->capture_default_str();
+    sub->callback([src, out, data, shard] {
+      const Plan plan = src->plan();
+      RunOptions opt;
+      try {
+        opt.shard = parse_shard(*shard);
+      } catch (const sweep_error& e) {
+        throw usage_error(e.what());
+      }
+      opt.out = *out;
+      opt.data = data->empty() ? plan.spec.data : *data;
+      throw std::runtime_error("sweep run: the training engine is not wired in yet");
+    });
+  }
+
+  {  // merge
+    auto src = std::make_shared<SpecSource>();
+    auto out = std::make_shared<std::string>();
+    auto inputs = std::make_shared<std::vector<std::string>>();
+    CLI::App* sub = sweep->add_subcommand("merge", "join shard results into OUT/results.jsonl (duplicates or another spec: error)");
+    src->add_to(*sub, false);
+    sub->add_option("--out", *out, "the merged sweep folder")->required();
+    sub->add_option("inputs", *inputs, "shard folders or results files")->required();
+    sub->callback([src, out, inputs] {
+      const Plan plan = src->plan();
+      std::vector<fs::path> in(inputs->begin(), inputs->end());
+      MergeSummary m;
+      try {
+        m = merge_results(plan, in, *out);
+      } catch (const sweep_error& e) {
+        throw usage_error(e.what());
+      }
+      fmt::print("merged {} runs from {} files into {}\n", m.runs, m.files, (fs::path(*out) / "results.jsonl").string());
+      if (!m.missing.empty()) {
+        std::string ids;
+        for (const auto& id : m.missing) ids += " " + id;
+        fmt::print("{} runnable runs have no result yet:{}\n", m.missing.size(), ids);
+      }
+    });
+  }
+
+  {  // slurm
+    auto src = std::make_shared<SpecSource>();
+    auto o = std::make_shared<SlurmOptions>();
+    auto spec_on_cluster = std::make_shared<std::string>();
+    CLI::App* sub = sweep->add_subcommand("slurm", "print an sbatch job-array script that runs the sweep's shards");
+    src->add_to(*sub);
+    sub->add_option("--out", o->out, "sweep folder on the cluster (shared file system)")->required();
+    sub->add_option("--shards", o->shards, "array tasks")->capture_default_str();
+    sub->add_option("--program", o->program, "path of loopscale on the cluster")->capture_default_str();
+    sub->add_option("--spec-on-cluster", *spec_on_cluster, "where the spec file is on the cluster (default: its path here, made absolute)");
+    sub->add_option("--data", o->data, "corpus folder on the cluster")->capture_default_str();
+    sub->add_option("--time", o->time, "time limit per task")->capture_default_str();
+    sub->add_option("--partition", o->partition, "Slurm partition");
+    sub->add_option("--gpus", o->gpus, "GPUs per task (--gres=gpu:N)");
+    sub->add_option("--cpus", o->cpus, "CPUs per task")->capture_default_str();
+    sub->add_option("--mem", o->mem, "memory per task")->capture_default_str();
+    sub->callback([src, o, spec_on_cluster] {
+      const Plan plan = src->plan();
+      SlurmOptions opt = *o;
+      if (!src->preset.empty()) opt.spec_arg = "--preset " + shell_quote(src->preset);
+      else opt.spec_arg = shell_quote(spec_on_cluster->empty() ? fs::absolute(src->file).string() : *spec_on_cluster);
+      try {
+        std::cout << slurm_script(plan, opt);
+      } catch (const sweep_error& e) {
+        throw usage_error(e.what());
+      }
+    });
+  }
+});
+
+}  // namespace
+}  // namespace loopscale::cli

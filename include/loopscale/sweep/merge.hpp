@@ -1,0 +1,86 @@
+// Joining the results of shards (or of separate machines' folders) into one results.jsonl. Every
+// line must come from the same spec (fingerprint) and no run may appear twice: either would mean
+// results that do not belong together, so both are errors rather than something to smooth over.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "loopscale/sweep/results.hpp"
+#include "loopscale/sweep/run.hpp"
+
+namespace loopscale::sweep {
+
+struct MergeSummary {
+  std::size_t files = 0;
+  std::size_t runs = 0;
+  std::vector<std::string> missing;  // runnable planned runs with no result anywhere
+};
+
+// The results files in a folder: results.jsonl and results.shard-*-of-*.jsonl.
+inline std::vector<fs::path> results_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (!fs::is_directory(dir)) throw sweep_error(dir.string() + " is not a folder");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && (name == "results.jsonl" || (name.rfind("results.shard-", 0) == 0 && e.path().extension() == ".jsonl")))
+      out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Reads every results file of `inputs` (folders or files), checks them against `plan`, and writes
+// the union, in plan order, to `out`/results.jsonl (atomically). `out` may be one of the inputs;
+// its own results.jsonl then counts as one more input.
+inline MergeSummary merge_results(const Plan& plan, const std::vector<fs::path>& inputs, const fs::path& out) {
+  std::vector<fs::path> files;
+  for (const fs::path& p : inputs) {
+    if (fs::is_directory(p)) {
+      const auto f = results_files(p);
+      if (f.empty()) throw sweep_error(p.string() + " holds no results.jsonl or results.shard-*.jsonl");
+      files.insert(files.end(), f.begin(), f.end());
+    } else if (fs::is_regular_file(p)) {
+      files.push_back(p);
+    } else {
+      throw sweep_error(p.string() + " does not exist");
+    }
+  }
+  std::set<fs::path> seen_files;
+  std::map<std::string, std::pair<RunResult, fs::path>> by_id;
+  std::set<std::string> planned;
+  for (const PlannedRun& r : plan.runs) planned.insert(r.id);
+  MergeSummary sum;
+  for (const fs::path& f : files) {
+    if (!seen_files.insert(fs::weakly_canonical(f)).second) continue;
+    ++sum.files;
+    for (const RunResult& r : read_results(f)) {
+      if (r.sweep != plan.fingerprint)
+        throw sweep_error(fmt::format("{}: run {} is from sweep {}, not {} ('{}'): spec mismatch", f.string(), r.id, r.sweep,
+                                      plan.fingerprint, plan.spec.name));
+      if (!planned.count(r.id)) throw sweep_error(fmt::format("{}: run {} is not in the plan", f.string(), r.id));
+      const auto [it, fresh] = by_id.emplace(r.id, std::make_pair(r, f));
+      if (!fresh)
+        throw sweep_error(fmt::format("run {} appears twice: in {} and in {}", r.id, it->second.second.string(), f.string()));
+    }
+  }
+  std::string text;
+  for (const PlannedRun& r : plan.runs) {
+    const auto it = by_id.find(r.id);
+    if (it != by_id.end()) {
+      text += it->second.first.line.dump() + "\n";
+      ++sum.runs;
+    } else if (r.runnable()) {
+      sum.missing.push_back(r.id);
+    }
+  }
+  claim_folder(out, plan);
+  write_file_atomic(out / "results.jsonl", text);
+  return sum;
+}
+
+}  // namespace loopscale::sweep

@@ -1,0 +1,371 @@
+// A sweep spec and its plan. The spec names an iso-depth family (depth, prelude, coda, the r values,
+// injection, BPTT), compute budgets C in FLOPs with the width multipliers s tried at each, and the
+// training settings shared by every run. The plan turns it into runs using the accounting only:
+// F = train FLOPs per token (account/flops.hpp), tokens D = C / F, steps = C / (F * batch tokens)
+// (REFERENCE s.1). A run that cannot be trained as planned (fewer tokens than one batch, memory
+// above the limit) stays in the plan with its problem written next to it, so nobody mistakes a
+// missing point for a finished sweep.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "loopscale/account/account.hpp"
+#include "loopscale/account/memory.hpp"
+#include "loopscale/arch/spec.hpp"
+#include "loopscale/arch/spec_json.hpp"
+
+namespace loopscale::sweep {
+
+// Bad sweep input (spec file, preset name, results that do not belong together).
+struct sweep_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+struct Budget {
+  double flops = 0;                 // C
+  std::vector<int64> widths;        // width multipliers s; d_model = width rule applied to s
+};
+
+struct SweepSpec {
+  std::string name = "sweep";
+  // The iso-depth family: effective depth = prelude + k r + coda for every r.
+  int64 depth = 20;
+  int64 prelude = 2;
+  int64 coda = 2;
+  std::vector<int64> r = {1, 2, 4, 8};
+  std::string inject = "linear";    // for r > 1 (r = 1 has none): linear | additive | passthrough | hyper:K
+  std::string bptt = "full";        // full | half | K
+  // Width rule d = ceil(width_per_s * s / width_round) * width_round; the paper: 64 s up to 128.
+  int64 width_per_s = 64;
+  int64 width_round = 128;
+  int64 head_dim = 128;
+  int64 vocab = 32000;
+  int64 vocab_multiple = 64;
+  int64 seq_len = 2048;
+  int64 batch_tokens = 262144;      // tokens per optimiser step
+  int64 micro_batch_tokens = 65536; // tokens per forward/backward pass (what activations hold)
+  double memory_limit_gib = 80;     // per device; a run above it is reported
+  std::vector<Budget> budgets;
+  nlohmann::json optim = nlohmann::json::object();  // handed to the training engine as is
+  std::uint64_t seed = 0;
+  std::string data = "data/corpus";
+};
+
+// ---- JSON ------------------------------------------------------------------------------------
+
+inline void to_json(nlohmann::json& j, const Budget& b) { j = {{"C", b.flops}, {"s", b.widths}}; }
+
+inline void to_json(nlohmann::json& j, const SweepSpec& s) {
+  j = {{"name", s.name},
+       {"depth", s.depth},
+       {"prelude", s.prelude},
+       {"coda", s.coda},
+       {"r", s.r},
+       {"inject", s.inject},
+       {"bptt", s.bptt},
+       {"width_per_s", s.width_per_s},
+       {"width_round", s.width_round},
+       {"head_dim", s.head_dim},
+       {"vocab", s.vocab},
+       {"vocab_multiple", s.vocab_multiple},
+       {"seq_len", s.seq_len},
+       {"batch_tokens", s.batch_tokens},
+       {"micro_batch_tokens", s.micro_batch_tokens},
+       {"memory_limit_gib", s.memory_limit_gib},
+       {"budgets", s.budgets},
+       {"optim", s.optim},
+       {"seed", s.seed},
+       {"data", s.data}};
+}
+
+namespace detail {
+
+// Reads one field if present, with the field's name in the error; the spec's default otherwise.
+template <class T>
+void read_field(const nlohmann::json& j, const char* key, T& out) {
+  if (!j.contains(key)) return;
+  try {
+    out = j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw sweep_error(fmt::format("sweep spec: field '{}' has the wrong type ({})", key, j.at(key).dump()));
+  }
+}
+
+}  // namespace detail
+
+// Strict: an unknown key is an error, so a typo ("budget" for "budgets") cannot pass unnoticed.
+inline void from_json(const nlohmann::json& j, SweepSpec& s) {
+  if (!j.is_object()) throw sweep_error("sweep spec: expected a JSON object");
+  static const std::set<std::string> known = {"name", "depth", "prelude", "coda", "r", "inject", "bptt", "width_per_s",
+                                              "width_round", "head_dim", "vocab", "vocab_multiple", "seq_len",
+                                              "batch_tokens", "micro_batch_tokens", "memory_limit_gib", "budgets",
+                                              "optim", "seed", "data"};
+  for (const auto& [k, v] : j.items())
+    if (!known.count(k)) throw sweep_error("sweep spec: unknown field '" + k + "'");
+  using detail::read_field;
+  read_field(j, "name", s.name);
+  read_field(j, "depth", s.depth);
+  read_field(j, "prelude", s.prelude);
+  read_field(j, "coda", s.coda);
+  read_field(j, "r", s.r);
+  read_field(j, "inject", s.inject);
+  if (j.contains("bptt") && j.at("bptt").is_number_integer()) s.bptt = std::to_string(j.at("bptt").get<int64>());
+  else read_field(j, "bptt", s.bptt);
+  read_field(j, "width_per_s", s.width_per_s);
+  read_field(j, "width_round", s.width_round);
+  read_field(j, "head_dim", s.head_dim);
+  read_field(j, "vocab", s.vocab);
+  read_field(j, "vocab_multiple", s.vocab_multiple);
+  read_field(j, "seq_len", s.seq_len);
+  read_field(j, "batch_tokens", s.batch_tokens);
+  read_field(j, "micro_batch_tokens", s.micro_batch_tokens);
+  read_field(j, "memory_limit_gib", s.memory_limit_gib);
+  read_field(j, "optim", s.optim);
+  read_field(j, "seed", s.seed);
+  read_field(j, "data", s.data);
+  if (j.contains("budgets")) {
+    if (!j.at("budgets").is_array()) throw sweep_error("sweep spec: 'budgets' must be a list of {\"C\": flops, \"s\": [...]}");
+    s.budgets.clear();
+    for (const auto& b : j.at("budgets")) {
+      if (!b.is_object() || !b.contains("C") || !b.contains("s") || !b.at("C").is_number() || !b.at("s").is_array())
+        throw sweep_error("sweep spec: every budget needs \"C\" (FLOPs) and \"s\" (width multipliers), got " + b.dump());
+      Budget x;
+      x.flops = b.at("C").get<double>();
+      for (const auto& w : b.at("s")) {
+        if (!w.is_number_integer()) throw sweep_error("sweep spec: width multipliers must be integers, got " + w.dump());
+        x.widths.push_back(w.get<int64>());
+      }
+      s.budgets.push_back(std::move(x));
+    }
+  }
+}
+
+// A short stable fingerprint of the spec (FNV-1a of its canonical JSON), stored with every result
+// so that results of different sweeps are never merged or fitted together.
+inline std::string fingerprint(const SweepSpec& s) {
+  const std::string text = nlohmann::json(s).dump();
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
+// ---- checks ----------------------------------------------------------------------------------
+
+inline InjectSpec parse_inject(const std::string& s) {
+  if (s == "linear") return {Inject::linear, 0};
+  if (s == "additive") return {Inject::additive, 0};
+  if (s == "passthrough") return {Inject::passthrough, 0};
+  if (s.rfind("hyper:", 0) == 0) {
+    try {
+      std::size_t used = 0;
+      const long long k = std::stoll(s.substr(6), &used);
+      if (used == s.size() - 6 && k >= 1) return {Inject::hyper, k};
+    } catch (const std::exception&) {
+    }
+  }
+  throw sweep_error("sweep spec: inject must be linear, additive, passthrough or hyper:K, not '" + s + "'");
+}
+
+inline int64 parse_bptt(const std::string& s) {
+  if (s == "full") return full_bptt;
+  if (s == "half") return half_bptt;
+  try {
+    std::size_t used = 0;
+    const long long k = std::stoll(s, &used);
+    if (used == s.size() && k >= 1) return k;
+  } catch (const std::exception&) {
+  }
+  throw sweep_error("sweep spec: bptt must be full, half or a positive count, not '" + s + "'");
+}
+
+inline int64 width_of(const SweepSpec& s, int64 mult) {
+  return ceil_div(s.width_per_s * mult, s.width_round) * s.width_round;
+}
+
+// Throws sweep_error naming the first problem with the spec as a whole.
+inline void validate(const SweepSpec& s) {
+  const auto need = [](bool ok, const std::string& msg) {
+    if (!ok) throw sweep_error("sweep spec: " + msg);
+  };
+  need(!s.name.empty(), "name must not be empty");
+  need(s.prelude >= 0 && s.coda >= 0, "prelude and coda must not be negative");
+  need(s.depth > s.prelude + s.coda, "depth must exceed prelude + coda");
+  need(!s.r.empty(), "r needs at least one value");
+  const int64 middle = s.depth - s.prelude - s.coda;
+  for (int64 r : s.r)
+    need(r >= 1 && middle % r == 0,
+         fmt::format("r = {} does not divide depth - prelude - coda = {}; allowed r are the divisors of {}", r, middle, middle));
+  need(std::set<int64>(s.r.begin(), s.r.end()).size() == s.r.size(), "r values must be distinct");
+  parse_inject(s.inject);
+  const int64 bptt = parse_bptt(s.bptt);
+  for (int64 r : s.r)
+    need(bptt <= r || r == 1, fmt::format("bptt {} exceeds r = {}", bptt, r));
+  need(s.width_per_s >= 1 && s.width_round >= 1, "width_per_s and width_round must be positive");
+  need(s.head_dim >= 2 && s.head_dim % 2 == 0, "head_dim must be a positive even number (RoPE)");
+  need(s.vocab >= 1 && s.vocab_multiple >= 1, "vocab and vocab_multiple must be positive");
+  need(s.seq_len >= 1, "seq_len must be positive");
+  need(s.batch_tokens >= s.seq_len && s.batch_tokens % s.seq_len == 0, "batch_tokens must be a positive multiple of seq_len");
+  need(s.micro_batch_tokens >= s.seq_len && s.micro_batch_tokens % s.seq_len == 0 && s.batch_tokens % s.micro_batch_tokens == 0,
+       "micro_batch_tokens must be a multiple of seq_len that divides batch_tokens");
+  need(s.memory_limit_gib > 0, "memory_limit_gib must be positive");
+  need(!s.budgets.empty(), "budgets needs at least one {\"C\": flops, \"s\": [...]}");
+  for (const Budget& b : s.budgets) {
+    need(std::isfinite(b.flops) && b.flops > 0, fmt::format("budget C = {} must be a positive number of FLOPs", b.flops));
+    need(!b.widths.empty(), fmt::format("budget C = {:g} has no widths", b.flops));
+    for (int64 m : b.widths) {
+      need(m >= 1, fmt::format("budget C = {:g}: width multiplier {} must be positive", b.flops, m));
+      need(width_of(s, m) % s.head_dim == 0,
+           fmt::format("width s = {} gives d_model {} which head_dim {} does not divide", m, width_of(s, m), s.head_dim));
+    }
+    need(std::set<int64>(b.widths.begin(), b.widths.end()).size() == b.widths.size(),
+         fmt::format("budget C = {:g} lists a width twice", b.flops));
+  }
+  for (std::size_t i = 0; i < s.budgets.size(); ++i)
+    for (std::size_t k = i + 1; k < s.budgets.size(); ++k)
+      need(s.budgets[i].flops != s.budgets[k].flops, fmt::format("budget C = {:g} appears twice", s.budgets[i].flops));
+  if (!s.optim.is_object()) throw sweep_error("sweep spec: optim must be a JSON object");
+}
+
+// The model of one (r, s) point of the family.
+inline ModelSpec model_of(const SweepSpec& s, int64 r, int64 mult) {
+  LayerSpec layer;
+  layer.attn.head_dim = s.head_dim;
+  ModelSpec m;
+  m.d_model = width_of(s, mult);
+  m.vocab = s.vocab;
+  m.vocab_multiple = s.vocab_multiple;
+  m.prelude = {s.prelude, layer};
+  m.coda = {s.coda, layer};
+  m.recur.block = {(s.depth - s.prelude - s.coda) / r, layer};
+  m.recur.r = r;
+  m.recur.inject = r > 1 ? parse_inject(s.inject) : InjectSpec{Inject::none, 0};
+  const int64 bptt = parse_bptt(s.bptt);
+  m.recur.bptt = r > 1 ? (bptt > 0 ? std::min(bptt, r) : bptt) : full_bptt;
+  loopscale::validate(m);
+  return m;
+}
+
+// ---- memory ----------------------------------------------------------------------------------
+
+// Training memory from the engine's own buffer layout (account/memory.hpp): fp32 weights, grads,
+// AdamW moments and the activations of one micro-batch. The engine allocates exactly these
+// buffers, so a run the plan passes fits in memory up to the process overhead.
+inline double training_memory_bytes(const ModelSpec& m, int64 seq_len, int64 micro_batch_tokens) {
+  return static_cast<double>(count_memory(m, micro_batch_tokens / seq_len, seq_len).total);
+}
+
+// Which memory model the plan used, printed with every plan.
+inline constexpr const char* memory_model = "account/memory.hpp (fp32, one micro-batch)";
+
+// ---- the plan --------------------------------------------------------------------------------
+
+struct PlannedRun {
+  std::string id;        // stable name, e.g. "C1e18-r4-s10"
+  std::size_t index = 0; // position in the plan (shards take index % N == I)
+  double budget = 0;     // C in FLOPs
+  int64 r = 1;
+  int64 s = 0;           // width multiplier
+  ModelSpec model{};
+  Accounting acct{};
+  double flops_per_token = 0;  // F (train)
+  double tokens = 0;           // D = C / F
+  int64 steps = 0;             // floor(C / (F * batch tokens))
+  double memory_bytes = 0;
+  std::string problem;         // empty: runnable; else why it is not run
+  bool runnable() const { return problem.empty(); }
+};
+
+struct Plan {
+  SweepSpec spec;
+  std::string fingerprint;
+  std::vector<PlannedRun> runs;
+  std::size_t runnable() const {
+    return static_cast<std::size_t>(std::count_if(runs.begin(), runs.end(), [](const PlannedRun& r) { return r.runnable(); }));
+  }
+};
+
+// "4.64e17", "1e18": the budget as it is written in papers, for run ids and tables.
+inline std::string budget_label(double c) {
+  const int e = static_cast<int>(std::floor(std::log10(c) + 1e-9));
+  const double mant = c / std::pow(10.0, e);
+  std::string m = fmt::format("{:.3f}", mant);
+  while (m.back() == '0') m.pop_back();
+  if (m.back() == '.') m.pop_back();
+  return m + "e" + std::to_string(e);
+}
+
+inline Plan make_plan(const SweepSpec& spec) {
+  validate(spec);
+  Plan plan;
+  plan.spec = spec;
+  plan.fingerprint = fingerprint(spec);
+  std::vector<Budget> budgets = spec.budgets;
+  std::sort(budgets.begin(), budgets.end(), [](const Budget& a, const Budget& b) { return a.flops < b.flops; });
+  const double limit = spec.memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
+  for (const Budget& b : budgets)
+    for (int64 r : spec.r)
+      for (int64 mult : b.widths) {
+        PlannedRun run;
+        run.index = plan.runs.size();
+        run.budget = b.flops;
+        run.r = r;
+        run.s = mult;
+        run.id = fmt::format("C{}-r{}-s{}", budget_label(b.flops), r, mult);
+        run.model = model_of(spec, r, mult);
+        run.acct = account(run.model, spec.seq_len);
+        run.flops_per_token = static_cast<double>(run.acct.flops_per_token.train);
+        run.tokens = b.flops / run.flops_per_token;
+        run.steps = static_cast<int64>(std::floor(b.flops / (run.flops_per_token * static_cast<double>(spec.batch_tokens))));
+        run.memory_bytes = training_memory_bytes(run.model, spec.seq_len, spec.micro_batch_tokens);
+        if (run.steps < 1)
+          run.problem = fmt::format("D = {:.3g} tokens is below one batch of {}", run.tokens, spec.batch_tokens);
+        else if (run.memory_bytes > limit)
+          run.problem = fmt::format("needs about {:.1f} GiB, above the {:g} GiB limit", run.memory_bytes / (1024.0 * 1024 * 1024),
+                                    spec.memory_limit_gib);
+        plan.runs.push_back(std::move(run));
+      }
+  return plan;
+}
+
+inline nlohmann::json run_json(const PlannedRun& r, const SweepSpec& spec) {
+  const ParamCounts& p = r.acct.params;
+  nlohmann::json j = {{"id", r.id},
+                      {"index", r.index},
+                      {"C", r.budget},
+                      {"r", r.r},
+                      {"s", r.s},
+                      {"d_model", r.model.d_model},
+                      {"N_once", p.once},
+                      {"N_rec", p.rec},
+                      {"N", p.non_embedding},
+                      {"N_total", p.total},
+                      {"N_unrolled", p.unrolled},
+                      {"F", r.flops_per_token},
+                      {"D", r.tokens},
+                      {"steps", r.steps},
+                      {"tokens_trained", static_cast<double>(r.steps) * static_cast<double>(spec.batch_tokens)},
+                      {"memory_gib", r.memory_bytes / (1024.0 * 1024 * 1024)},
+                      {"runnable", r.runnable()}};
+  if (!r.runnable()) j["problem"] = r.problem;
+  return j;
+}
+
+inline nlohmann::json plan_json(const Plan& plan) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const PlannedRun& r : plan.runs) runs.push_back(run_json(r, plan.spec));
+  return {{"sweep", plan.spec.name},
+          {"fingerprint", plan.fingerprint},
+          {"memory_model", memory_model},
+          {"spec", plan.spec},
+          {"runs", runs}};
+}
+
+}  // namespace loopscale::sweep

@@ -1,0 +1,200 @@
+// results.jsonl: one JSON object per finished run, the only record a sweep's analysis reads.
+// Appending rewrites the file to a temporary beside it and renames it over the old one, so a kill
+// at any moment leaves either the old file or the new one, never a torn line. That costs O(n) per
+// append, which is nothing next to training a run; concurrent writers must use separate files
+// (shards do: results.shard-I-of-N.jsonl).
+//
+// A line: {"sweep": fingerprint, "id", "index", "C", "r", "s", "d_model", "N_once", "N_rec", "N",
+//          "N_unrolled", "F", "D", "loss", "summary": {the engine's summary.json}}
+// with D the tokens actually trained and loss the validation loss (nats per token).
+#pragma once
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "loopscale/sweep/plan.hpp"
+
+namespace loopscale::sweep {
+
+namespace fs = std::filesystem;
+
+// One finished run as the analysis sees it.
+struct RunResult {
+  std::string sweep;  // the spec's fingerprint
+  std::string id;
+  double budget = 0;  // C
+  int64 r = 1;
+  int64 s = 0;
+  int64 d_model = 0;
+  double n_once = 0, n_rec = 0, n = 0, n_unrolled = 0;
+  double flops_per_token = 0;
+  double tokens = 0;  // D
+  double loss = 0;
+  nlohmann::json line;  // the whole line, as read
+};
+
+inline RunResult result_from_json(const nlohmann::json& j) {
+  RunResult r;
+  try {
+    r.sweep = j.value("sweep", std::string{});
+    r.id = j.at("id").get<std::string>();
+    r.budget = j.at("C").get<double>();
+    r.r = j.at("r").get<int64>();
+    r.s = j.value("s", int64{0});
+    r.d_model = j.value("d_model", int64{0});
+    r.n_once = j.at("N_once").get<double>();
+    r.n_rec = j.at("N_rec").get<double>();
+    r.n = j.value("N", r.n_once + r.n_rec);
+    r.n_unrolled = j.value("N_unrolled", r.n_once + static_cast<double>(r.r) * r.n_rec);
+    r.flops_per_token = j.value("F", 0.0);
+    r.tokens = j.at("D").get<double>();
+    r.loss = j.at("loss").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    throw sweep_error(fmt::format("result line lacks a field or has a wrong type ({}): {}", e.what(), j.dump().substr(0, 200)));
+  }
+  r.line = j;
+  return r;
+}
+
+// The line written for a run the engine finished; `summary` is what the RunFn returned. The
+// loss is the summary's val_loss; D its trained tokens when it reports them, else the plan's.
+inline nlohmann::json result_line(const Plan& plan, const PlannedRun& run, const nlohmann::json& summary) {
+  if (!summary.is_object() || !summary.contains("val_loss") || !summary.at("val_loss").is_number())
+    throw std::runtime_error(fmt::format("run {}: the engine's summary has no numeric val_loss: {}", run.id, summary.dump().substr(0, 200)));
+  const ParamCounts& p = run.acct.params;
+  const double trained = summary.contains("tokens") && summary.at("tokens").is_number()
+                             ? summary.at("tokens").get<double>()
+                             : static_cast<double>(run.steps) * static_cast<double>(plan.spec.batch_tokens);
+  return {{"sweep", plan.fingerprint},
+          {"id", run.id},
+          {"index", run.index},
+          {"C", run.budget},
+          {"r", run.r},
+          {"s", run.s},
+          {"d_model", run.model.d_model},
+          {"N_once", p.once},
+          {"N_rec", p.rec},
+          {"N", p.non_embedding},
+          {"N_unrolled", p.unrolled},
+          {"F", run.flops_per_token},
+          {"D", trained},
+          {"loss", summary.at("val_loss").get<double>()},
+          {"summary", summary}};
+}
+
+// Every line of a results file, in order; a missing file is an empty list. A line that does not
+// parse is an error naming the file and line: these files are only ever written whole.
+inline std::vector<nlohmann::json> read_lines(const fs::path& file) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(file);
+  if (!in) {
+    if (fs::exists(file)) throw sweep_error("cannot read " + file.string());
+    return out;
+  }
+  std::string text;
+  int number = 0;
+  while (std::getline(in, text)) {
+    ++number;
+    if (text.empty()) continue;
+    try {
+      out.push_back(nlohmann::json::parse(text));
+    } catch (const nlohmann::json::parse_error&) {
+      throw sweep_error(fmt::format("{}:{}: not a JSON line", file.string(), number));
+    }
+  }
+  return out;
+}
+
+inline std::vector<RunResult> read_results(const fs::path& file) {
+  std::vector<RunResult> out;
+  for (const auto& j : read_lines(file)) out.push_back(result_from_json(j));
+  return out;
+}
+
+namespace detail {
+
+inline void write_all(int fd, const std::string& data, const fs::path& what) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(fmt::format("writing {}: {}", what.string(), std::strerror(errno)));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+inline void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace detail
+
+// Replaces `file` by `contents` atomically: temporary file in the same folder, fsync, rename.
+inline void write_file_atomic(const fs::path& file, const std::string& contents) {
+  const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", tmp.string(), std::strerror(errno)));
+  try {
+    detail::write_all(fd, contents, tmp);
+    if (::fsync(fd) != 0) throw std::runtime_error(fmt::format("fsync {}: {}", tmp.string(), std::strerror(errno)));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), file.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp.string(), file.string(), std::strerror(err)));
+  }
+  detail::fsync_dir(file.parent_path());
+}
+
+// Appends one line (all or nothing). Refuses a second line for an id already in the file.
+inline void append_result(const fs::path& file, const nlohmann::json& line) {
+  std::string contents;
+  {
+    std::ifstream in(file, std::ios::binary);
+    if (in) {
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      contents = ss.str();
+    }
+  }
+  const std::string id = line.at("id").get<std::string>();
+  for (const auto& j : read_lines(file))
+    if (j.value("id", std::string{}) == id) throw std::logic_error("results: run " + id + " is already in " + file.string());
+  if (!contents.empty() && contents.back() != '\n') contents += '\n';
+  contents += line.dump() + "\n";
+  write_file_atomic(file, contents);
+}
+
+// Results keyed by id. Duplicate ids are an error (they mean two writers or a bad merge).
+inline std::map<std::string, RunResult> results_by_id(const std::vector<RunResult>& results, const std::string& where) {
+  std::map<std::string, RunResult> out;
+  for (const RunResult& r : results)
+    if (!out.emplace(r.id, r).second) throw sweep_error(fmt::format("{}: run {} appears twice", where, r.id));
+  return out;
+}
+
+}  // namespace loopscale::sweep

@@ -1,0 +1,139 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/run_cli.hpp"
+#include "loopscale/sweep/plan.hpp"
+#include "loopscale/sweep/presets.hpp"
+#include "loopscale/sweep/slurm.hpp"
+
+using namespace loopscale;
+using namespace loopscale::sweep;
+
+TEST_CASE("paper preset: the 116-run grid of REFERENCE s.1, counted by the accounting") {
+  const Plan plan = make_plan(preset("paper"));
+  REQUIRE(plan.runs.size() == 116);
+  REQUIRE(plan.runnable() == 116);
+  int r1 = 0;
+  for (const auto& r : plan.runs) {
+    r1 += r.r == 1;
+    CHECK(r.model.d_model == ceil_div(64 * r.s, 128) * 128);
+    CHECK(effective_depth(r.model) == 20);
+    CHECK(r.tokens == Approx(r.budget / r.flops_per_token));
+    CHECK(r.steps == static_cast<int64>(std::floor(r.budget / (r.flops_per_token * 262144))));
+  }
+  CHECK(r1 == 29);
+  // F per width against the paper's published tables (width_tables.r.log_F over s = 6..).
+  std::ifstream in(std::string(LOOPSCALE_TEST_DATA) + "/isodepth_project_page.json");
+  const auto page = nlohmann::json::parse(in);
+  for (const auto& r : plan.runs) {
+    const auto& t = page["width_tables"][std::to_string(r.r)];
+    for (std::size_t i = 0; i < t["log_s"].size(); ++i)
+      if (std::abs(std::exp(t["log_s"][i].get<double>()) - static_cast<double>(r.s)) < 1e-6) {
+        CHECK(std::abs(std::log(r.flops_per_token) - t["log_F"][i].get<double>()) < 3.1e-4);  // "within 0.03%" (REFERENCE s.1)
+        CHECK(std::log(static_cast<double>(r.acct.params.non_embedding)) == Approx(t["log_N"][i].get<double>()).epsilon(1e-9));
+      }
+  }
+}
+
+TEST_CASE("CPU presets: every r in {1, 2, 4, 8} gets at least 3 widths per budget, smoke has at most 8 runs") {
+  for (const char* name : {"cpu-mini", "cpu"}) {
+    const Plan plan = make_plan(preset(name));
+    CHECK(plan.runnable() == plan.runs.size());
+    for (const auto& b : plan.spec.budgets) {
+      for (int64 r : {1, 2, 4, 8}) {
+        int widths = 0;
+        for (const auto& run : plan.runs) widths += run.budget == b.flops && run.r == r;
+        CHECK(widths >= 3);
+      }
+    }
+    CHECK(plan.spec.vocab == 256);
+  }
+  const Plan smoke = make_plan(preset("smoke"));
+  CHECK(smoke.runs.size() <= 8);
+  CHECK(smoke.runnable() == smoke.runs.size());
+}
+
+TEST_CASE("spec JSON: round trip, strict keys, checks that name the problem") {
+  const SweepSpec s = preset("cpu-mini");
+  const SweepSpec back = nlohmann::json(s).get<SweepSpec>();
+  CHECK(fingerprint(back) == fingerprint(s));
+  CHECK_THROWS_WITH(nlohmann::json({{"budget", 1}}).get<SweepSpec>(), Catch::Contains("unknown field 'budget'"));
+  SweepSpec bad = s;
+  bad.r = {1, 3};
+  CHECK_THROWS_WITH(make_plan(bad), Catch::Contains("r = 3 does not divide depth - prelude - coda = 8"));
+  bad = s;
+  bad.budgets[0].widths = {2, 2};
+  CHECK_THROWS_WITH(make_plan(bad), Catch::Contains("lists a width twice"));
+  bad = s;
+  bad.budgets[0].flops = -1;
+  CHECK_THROWS_WITH(make_plan(bad), Catch::Contains("must be a positive number of FLOPs"));
+  CHECK_THROWS_WITH(preset("nope"), Catch::Contains("unknown preset 'nope'"));
+  // A different spec has a different fingerprint.
+  SweepSpec other = s;
+  other.seed = 2;
+  CHECK(fingerprint(other) != fingerprint(s));
+}
+
+TEST_CASE("runs that cannot be trained as planned are reported, not dropped") {
+  SweepSpec s = preset("cpu-mini");
+  s.budgets = {{1e9, {2, 3, 4}}, {1e12, {2, 3, 4}}};
+  s.memory_limit_gib = 0.15;
+  const Plan plan = make_plan(s);
+  REQUIRE(plan.runs.size() == 24);
+  int small = 0, big = 0;
+  for (const auto& r : plan.runs) {
+    if (r.budget == 1e9) {
+      CHECK(!r.runnable());
+      small += r.problem.find("below one batch") != std::string::npos;
+    } else if (r.memory_bytes > 0.15 * (1 << 30)) {
+      CHECK(!r.runnable());
+      big += r.problem.find("GiB limit") != std::string::npos;
+    } else {
+      CHECK(r.runnable());
+    }
+  }
+  CHECK(small == 12);
+  CHECK(big > 0);
+  const auto j = plan_json(plan);
+  CHECK(j["runs"].size() == 24);
+  CHECK(j["runs"][0]["runnable"] == false);
+  CHECK(j["runs"][0].contains("problem"));
+}
+
+TEST_CASE("slurm: one array task per shard, each running its shard") {
+  const Plan plan = make_plan(preset("paper"));
+  SlurmOptions o;
+  o.shards = 8;
+  o.out = "/scratch/sweep";
+  o.spec_arg = "--preset paper";
+  o.gpus = "1";
+  const std::string s = slurm_script(plan, o);
+  CHECK(s.find("#SBATCH --array=0-7") != std::string::npos);
+  CHECK(s.find("#SBATCH --gres=gpu:1") != std::string::npos);
+  CHECK(s.find("sweep run --preset paper --out '/scratch/sweep'") != std::string::npos);
+  CHECK(s.find("--shard \"${SLURM_ARRAY_TASK_ID}/8\"") != std::string::npos);
+  o.shards = 0;
+  CHECK_THROWS_AS(slurm_script(plan, o), sweep_error);
+}
+
+TEST_CASE("cli: sweep plan --json lists every run, bad input is one line and exit 2") {
+  using loopscale::test::run_cli;
+  const auto ok = run_cli("sweep plan --preset smoke --json");
+  REQUIRE(ok.rc == 0);
+  const auto j = nlohmann::json::parse(ok.out);
+  CHECK(j["runs"].size() == make_plan(preset("smoke")).runs.size());
+  for (const auto& r : j["runs"])
+    for (const char* k : {"id", "r", "d_model", "N_once", "N_rec", "N", "F", "D", "steps"}) CHECK(r.contains(k));
+  const auto bad = run_cli("sweep plan --preset nope");
+  CHECK(bad.rc == 2);
+  CHECK(loopscale::test::count_lines(bad.out) == 1);
+  const auto both = run_cli("sweep plan spec.json --preset smoke");
+  CHECK(both.rc == 2);
+  const auto shard = run_cli("sweep run --preset smoke --out /tmp/x --shard 3/2");
+  CHECK(shard.rc == 2);
+  CHECK(loopscale::test::count_lines(shard.out) == 1);
+}

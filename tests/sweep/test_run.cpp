@@ -1,0 +1,151 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <set>
+
+#include "fake_engine.hpp"
+#include "loopscale/sweep/merge.hpp"
+#include "loopscale/sweep/presets.hpp"
+#include "loopscale/sweep/results.hpp"
+#include "loopscale/sweep/run.hpp"
+
+using namespace loopscale;
+using namespace loopscale::sweep;
+
+namespace {
+
+fs::path fresh(const std::string& name) {
+  const fs::path p = fs::path(LOOPSCALE_TEST_TMP) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+Plan small_plan() {
+  SweepSpec s = preset("smoke");
+  s.budgets = {{2e9, {2, 4}}, {6e9, {2, 4}}};  // few steps; the widest runs of 2e9 are below one batch
+  Plan p = make_plan(s);
+  REQUIRE(p.runnable() == 6);
+  return p;
+}
+
+test::FakeEngine fast() {
+  test::FakeEngine e;
+  e.per_step = std::chrono::microseconds(0);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("results: appends are whole lines, a second line for the same run is refused") {
+  const fs::path dir = fresh("results");
+  const Plan plan = small_plan();
+  const fs::path file = dir / "results.jsonl";
+  CHECK(read_results(file).empty());
+  append_result(file, result_line(plan, plan.runs[0], {{"val_loss", 3.5}, {"tokens", 1000.0}}));
+  append_result(file, result_line(plan, plan.runs[1], {{"val_loss", 3.25}}));
+  const auto r = read_results(file);
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].id == plan.runs[0].id);
+  CHECK(r[0].loss == 3.5);
+  CHECK(r[0].tokens == 1000.0);
+  CHECK(r[1].tokens == static_cast<double>(plan.runs[1].steps * plan.spec.batch_tokens));
+  CHECK(r[1].n_once == static_cast<double>(plan.runs[1].acct.params.once));
+  CHECK(r[1].sweep == plan.fingerprint);
+  CHECK_THROWS_AS(append_result(file, result_line(plan, plan.runs[0], {{"val_loss", 1.0}})), std::logic_error);
+  CHECK_THROWS_WITH(result_line(plan, plan.runs[0], {{"loss", 1.0}}), Catch::Contains("no numeric val_loss"));
+  std::ofstream(dir / "bad.jsonl") << "{\"id\": \"x\"}\n{oops\n";
+  CHECK_THROWS_WITH(read_lines(dir / "bad.jsonl"), Catch::Contains("bad.jsonl:2: not a JSON line"));
+}
+
+TEST_CASE("run: every runnable run once, a rerun trains nothing, a result kept before a kill is recorded") {
+  const fs::path dir = fresh("run");
+  const Plan plan = small_plan();
+  RunOptions opt;
+  opt.out = dir;
+  opt.log = nullptr;
+  auto s = run_sweep(plan, opt, fast());
+  CHECK(s.trained == plan.runnable());
+  CHECK(s.unrunnable == 2);
+  CHECK(read_results(dir / "results.jsonl").size() == plan.runnable());
+  s = run_sweep(plan, opt, fast());
+  CHECK(s.trained == 0);
+  CHECK(s.already == plan.runnable());
+
+  // A kill between the engine's return and the append: the summary is in result.json only.
+  const auto lines = read_lines(dir / "results.jsonl");
+  std::string keep;
+  for (std::size_t i = 0; i + 1 < lines.size(); ++i) keep += lines[i].dump() + "\n";
+  write_file_atomic(dir / "results.jsonl", keep);
+  int calls = 0;
+  RunFn counting = [&](const RunRequest& r) { ++calls; return fast()(r); };
+  s = run_sweep(plan, opt, counting);
+  CHECK(calls == 0);
+  CHECK(s.recovered == 1);
+  CHECK(read_results(dir / "results.jsonl").size() == plan.runnable());
+}
+
+TEST_CASE("run: a folder belongs to one spec, a results line of another sweep is refused") {
+  const fs::path dir = fresh("mismatch");
+  Plan plan = small_plan();
+  RunOptions opt;
+  opt.out = dir;
+  opt.log = nullptr;
+  run_sweep(plan, opt, fast());
+  SweepSpec other = plan.spec;
+  other.seed = 99;
+  CHECK_THROWS_WITH(run_sweep(make_plan(other), opt, fast()), Catch::Contains("belongs to another sweep"));
+}
+
+TEST_CASE("run: a failing engine loses nothing already finished, and the rerun continues") {
+  const fs::path dir = fresh("failing");
+  const Plan plan = small_plan();
+  RunOptions opt;
+  opt.out = dir;
+  opt.log = nullptr;
+  int calls = 0;
+  RunFn flaky = [&](const RunRequest& r) {
+    if (++calls == 3) throw std::runtime_error("engine crashed");
+    return fast()(r);
+  };
+  CHECK_THROWS_WITH(run_sweep(plan, opt, flaky), "engine crashed");
+  CHECK(read_results(dir / "results.jsonl").size() == 2);
+  const auto s = run_sweep(plan, opt, fast());
+  CHECK(s.already == 2);
+  CHECK(s.trained == plan.runnable() - 2);
+}
+
+TEST_CASE("shards: I/N parse, every run in exactly one shard, merge joins them and refuses duplicates") {
+  CHECK(parse_shard("1/3").index == 1);
+  CHECK_THROWS_AS(parse_shard("3/3"), sweep_error);
+  CHECK_THROWS_AS(parse_shard("1/"), sweep_error);
+  CHECK_THROWS_AS(parse_shard("-1/2"), sweep_error);
+  CHECK_THROWS_AS(parse_shard("a/b"), sweep_error);
+  const fs::path dir = fresh("shards");
+  const Plan plan = small_plan();
+  for (int i = 0; i < 3; ++i) {
+    RunOptions opt;
+    opt.out = dir;
+    opt.log = nullptr;
+    opt.shard = {i, 3};
+    run_sweep(plan, opt, fast());
+  }
+  CHECK(results_files(dir).size() == 3);
+  const auto m = merge_results(plan, {dir}, dir / "merged");
+  CHECK(m.runs == plan.runnable());
+  CHECK(m.missing.empty());
+  std::set<std::string> ids;
+  for (const auto& r : read_results(dir / "merged" / "results.jsonl")) ids.insert(r.id);
+  CHECK(ids.size() == plan.runnable());
+  // The same shard twice: an error naming both files.
+  fs::create_directories(dir / "copy");
+  fs::copy_file(dir / "results.shard-0-of-3.jsonl", dir / "copy" / "results.shard-0-of-3.jsonl");
+  CHECK_THROWS_WITH(merge_results(plan, {dir, dir / "copy"}, dir / "merged2"), Catch::Contains("appears twice"));
+  // Another spec's results: an error.
+  SweepSpec other = plan.spec;
+  other.seed = 7;
+  CHECK_THROWS_WITH(merge_results(make_plan(other), {dir}, dir / "merged3"), Catch::Contains("spec mismatch"));
+  // A partial merge says what is missing.
+  const auto part = merge_results(plan, {dir / "results.shard-1-of-3.jsonl"}, dir / "partial");
+  CHECK(part.missing.size() == plan.runnable() - part.runs);
+}
