@@ -14,7 +14,7 @@ pkgs=(
   libcli11-dev           # the `loopscale` command line
   liblbfgspp-dev         # L-BFGS-B for the scaling-law fits
   gnuplot-nox            # plots of sweep reports
-  bible-kjv bible-kjv-text fortunes fortunes-min python3.11-doc  # text corpus sources
+  bible-kjv bible-kjv-text fortunes fortunes-min python3.11-doc perl-doc  # text corpus sources (scripts/corpus.sh)
 )
 # Debian's Thrust is only needed where the CUDA toolkit (which carries CCCL) is absent.
 if [ ! -d /usr/local/cuda/include/cccl/thrust ] && [ ! -d /usr/local/cuda/include/thrust ]; then
