@@ -1,0 +1,138 @@
+// Compute-optimal allocation per r: at a fixed training budget C, the width whose model minimises
+// the predicted loss, with tokens D = C / F and F the training FLOPs per token of the accounting
+// (not 6N: attention and the r-fold shared block are counted). Widths step by the head dim (128);
+// the minimum is refined by a parabola in log N through the best width and its neighbours, the
+// way the iso-depth paper reads its iso-FLOP minima. Across budgets, N* ~ C^a and D* ~ C^b.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "loopscale/account/flops.hpp"
+#include "loopscale/law/constants.hpp"
+#include "loopscale/law/iso_depth_grid.hpp"
+
+namespace loopscale::law {
+
+struct AllocationOptions {
+  int64 seq_len = 2048;
+  int64 vocab = 32064;
+  int64 max_width = 16384;  // widths 128, 256, ..., max_width
+};
+
+struct WidthPoint {
+  int64 d_model = 0;
+  double n = 0, n_once = 0, n_rec = 0;  // non-embedding params
+  double flops_per_token = 0, tokens = 0, loss = 0;
+};
+
+struct Allocation {
+  int64 r = 1;
+  double budget = 0;
+  double n_opt = 0, d_opt = 0, loss_opt = 0;  // refined minimum (non-embedding N*, tokens D*)
+  WidthPoint best_width;                      // best width of the grid
+  bool at_edge = false;                       // the minimum is at the smallest or largest width
+  std::vector<WidthPoint> widths;
+};
+
+// The member of the paper's family (prelude 2, coda 2, effective depth 20, linear injection) with
+// r recurrences at width d.
+inline ModelSpec family_member(int64 d, int64 r, int64 vocab) {
+  if (r < 1 || 16 % r != 0) throw data_error("optimal: r must divide 16 (the family's recurrent depth), not " + std::to_string(r));
+  std::vector<ModelSpec> s = PaperFamily::specs(d, vocab);
+  if (r == 1) return s[0];
+  ModelSpec m = s[1];
+  m.recur.r = r;
+  m.recur.block.layers = 16 / r;
+  validate(m);
+  return m;
+}
+
+inline Allocation compute_optimal(const AnyLaw& law, const Eigen::VectorXd& theta, int64 r, double budget,
+                                  const AllocationOptions& opt = {}) {
+  if (!(budget > 0) || !std::isfinite(budget)) throw data_error("optimal: the budget must be a positive number of FLOPs");
+  Allocation a;
+  a.r = r;
+  a.budget = budget;
+  Runs runs;
+  std::vector<double> n_once, n_rec, n, f;
+  for (int64 d = 128; d <= opt.max_width; d += 128) {
+    const ModelSpec m = family_member(d, r, opt.vocab);
+    const ParamCounts p = count_params(m);
+    WidthPoint w;
+    w.d_model = d;
+    w.n_once = static_cast<double>(p.once);
+    w.n_rec = static_cast<double>(p.rec);
+    w.n = static_cast<double>(p.non_embedding);
+    w.flops_per_token = static_cast<double>(count_flops(m, opt.seq_len).train);
+    w.tokens = budget / w.flops_per_token;
+    a.widths.push_back(w);
+  }
+  const auto k = static_cast<Eigen::Index>(a.widths.size());
+  for (const char* c : {"N", "N_once", "N_rec", "r", "D", "N_act", "N_loop", "R"}) runs.set(c).resize(k);
+  for (Eigen::Index i = 0; i < k; ++i) {
+    const WidthPoint& w = a.widths[static_cast<std::size_t>(i)];
+    runs.set("N")[i] = w.n;
+    runs.set("N_once")[i] = w.n_once;
+    runs.set("N_rec")[i] = w.n_rec;
+    runs.set("r")[i] = static_cast<double>(r);
+    runs.set("D")[i] = w.tokens;
+    runs.set("N_act")[i] = w.n;
+    runs.set("N_loop")[i] = w.n_rec;
+    runs.set("R")[i] = static_cast<double>(r);
+    runs.lines.push_back(static_cast<long>(i));
+  }
+  const Eigen::ArrayXd loss = predict_loss(*law.prepare(runs), theta);
+  Eigen::Index best = 0;
+  for (Eigen::Index i = 0; i < k; ++i) {
+    a.widths[static_cast<std::size_t>(i)].loss = loss[i];
+    if (loss[i] < loss[best]) best = i;
+  }
+  a.best_width = a.widths[static_cast<std::size_t>(best)];
+  a.n_opt = a.best_width.n, a.d_opt = a.best_width.tokens, a.loss_opt = a.best_width.loss;
+  a.at_edge = best == 0 || best == k - 1;
+  if (!a.at_edge) {
+    // Parabola through (log N, L) at the three widths; log F interpolated the same way.
+    const auto& w0 = a.widths[static_cast<std::size_t>(best - 1)];
+    const auto& w1 = a.widths[static_cast<std::size_t>(best)];
+    const auto& w2 = a.widths[static_cast<std::size_t>(best + 1)];
+    const double x0 = std::log(w0.n), x1 = std::log(w1.n), x2 = std::log(w2.n);
+    const auto quad = [&](double y0, double y1, double y2) {
+      // Coefficients of y = c0 + c1 (x - x1) + c2 (x - x1)^2 through the three points.
+      const double h0 = x0 - x1, h2 = x2 - x1;
+      const double c2 = ((y0 - y1) / h0 - (y2 - y1) / h2) / (h0 - h2);
+      const double c1 = (y0 - y1) / h0 - c2 * h0;
+      return std::array<double, 3>{y1, c1, c2};
+    };
+    const auto L = quad(w0.loss, w1.loss, w2.loss);
+    if (L[2] > 0) {
+      const double dx = -L[1] / (2 * L[2]);
+      const auto F = quad(std::log(w0.flops_per_token), std::log(w1.flops_per_token), std::log(w2.flops_per_token));
+      a.n_opt = std::exp(x1 + dx);
+      a.loss_opt = L[0] + L[1] * dx + L[2] * dx * dx;
+      a.d_opt = budget / std::exp(F[0] + F[1] * dx + F[2] * dx * dx);
+    }
+  }
+  return a;
+}
+
+struct ScalingExponents {
+  double a = 0;  // N* ~ C^a
+  double b = 0;  // D* ~ C^b
+};
+
+// Least-squares slopes of log N* and log D* against log C.
+inline ScalingExponents allocation_exponents(const std::vector<Allocation>& points) {
+  if (points.size() < 2) throw data_error("optimal: exponents need at least two budgets");
+  double sx = 0, sxx = 0, sn = 0, sd = 0, sxn = 0, sxd = 0;
+  const double m = static_cast<double>(points.size());
+  for (const auto& p : points) {
+    const double x = std::log(p.budget), yn = std::log(p.n_opt), yd = std::log(p.d_opt);
+    sx += x, sxx += x * x, sn += yn, sd += yd, sxn += x * yn, sxd += x * yd;
+  }
+  const double den = m * sxx - sx * sx;
+  if (!(den > 0)) throw data_error("optimal: exponents need at least two different budgets");
+  return {(m * sxn - sx * sn) / den, (m * sxd - sx * sd) / den};
+}
+
+}  // namespace loopscale::law

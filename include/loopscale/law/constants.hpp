@@ -1,0 +1,47 @@
+// A law's constants given by name in natural units (A = 28.027, phi = 0.459, ...), turned into the
+// fitted coordinates a prepared law evaluates. Used wherever a fit is used rather than made.
+#pragma once
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include <Eigen/Core>
+
+#include "loopscale/law/law.hpp"
+
+namespace loopscale::law {
+
+using Constants = std::map<std::string, double>;
+
+inline Eigen::VectorXd theta_of(const AnyLaw& law, const Constants& c) {
+  const Parameters ps = law.parameters();
+  Eigen::VectorXd th(static_cast<Eigen::Index>(ps.size()));
+  std::string missing;
+  for (std::size_t j = 0; j < ps.size(); ++j) {
+    auto it = c.find(ps[j].name);
+    if (it == c.end()) {
+      missing += (missing.empty() ? "" : ", ") + ps[j].name;
+      continue;
+    }
+    if (!std::isfinite(it->second) || (ps[j].scale == Scale::log && it->second <= 0))
+      throw data_error("--param " + ps[j].name + " must be " + (ps[j].scale == Scale::log ? "positive" : "finite"));
+    th[static_cast<Eigen::Index>(j)] = ps[j].to_fitted(it->second);
+  }
+  if (!missing.empty()) throw data_error("law " + law.name() + " needs --param for " + missing);
+  for (const auto& [name, v] : c)
+    if (index_of(ps, name) < 0)
+      throw data_error("--param " + name + ": law " + law.name() + " has no such parameter (it has " + names_of(ps) + ")");
+  return th;
+}
+
+// Predicted loss of one point given as named variables.
+inline double predict_point(const AnyLaw& law, const Eigen::VectorXd& theta, const std::map<std::string, double>& vars) {
+  Runs runs;
+  runs.lines = {0};
+  for (const auto& [k, v] : vars) runs.set(k) = Eigen::ArrayXd::Constant(1, v);
+  const auto model = law.prepare(runs);
+  return predict_loss(*model, theta)[0];
+}
+
+}  // namespace loopscale::law

@@ -1,0 +1,35 @@
+// Clark et al. 2022 ("Unified Scaling Laws for Routed Language Models"): the benefit of more
+// experts saturates, so laws use a transformed expert count
+//   1/Ehat = 1 / (E - 1 + (1/E_start - 1/E_max)^-1) + 1/E_max,
+// which grows like E at first and tends to E_max. E_start and E_max are fitted with the law (as
+// Clark et al. do), E_start linearly in [1, 8] and E_max as a log in [log 10, log 1e5], so that
+// E_start < E_max holds everywhere in the box.
+#pragma once
+
+#include <cmath>
+
+#include "loopscale/law/parameter.hpp"
+
+namespace loopscale::law {
+
+inline Parameters expert_transform_parameters() {
+  return {{"E_start", Scale::linear, 1, 8}, {"E_max", Scale::log, std::log(10.0), std::log(1e5)}};
+}
+
+struct ExpertTransform {
+  double log_ehat;       // ln Ehat
+  double d_e_start;      // d ln Ehat / d E_start
+  double d_log_e_max;    // d ln Ehat / d log E_max
+};
+
+// e: experts per token, E_route / k; e_start, e_max in natural units.
+inline ExpertTransform expert_transform(double e, double e_start, double e_max) {
+  const double c0 = 1 / (1 / e_start - 1 / e_max);
+  const double x = e - 1 + c0;
+  const double inv = 1 / x + 1 / e_max;
+  const double ehat = 1 / inv;
+  const double c2x2 = c0 * c0 / (x * x);
+  return {-std::log(inv), ehat * c2x2 / (e_start * e_start), ehat * (1 - c2x2) / e_max};
+}
+
+}  // namespace loopscale::law

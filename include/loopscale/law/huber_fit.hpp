@@ -1,0 +1,253 @@
+// Fitting a law the way the scaling-law papers do: the summed Huber loss (delta 1e-3) of log
+// residuals, minimised by L-BFGS-B (LBFGSpp) in the law's box from many starts, keeping the best.
+// Starts run in parallel (OpenMP); each start is a pure function of its point, and the winner is
+// the lowest objective, ties to the lowest start index, so the result does not depend on the
+// thread count. A start whose line search fails (LBFGSpp throws) is counted as failed and skipped.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <LBFGSB.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "loopscale/law/law.hpp"
+#include "loopscale/law/starts.hpp"
+
+namespace loopscale::law {
+
+struct FitOptions {
+  double huber_delta = 1e-3;
+  std::map<std::string, double> frozen;  // name -> value (natural units, not logs)
+  std::vector<Eigen::VectorXd> starts;   // fitted coordinates; empty: the law's default plan
+  // Stopping rules of SciPy's L-BFGS-B (factr 1e7, pgtol 1e-5, 10 corrections), so a fit stops
+  // where a SciPy user's would; 10,000 iterations at most, as in the iso-depth paper.
+  double ftol = 2.220446049250313e-09;
+  double gtol = 1e-5;
+  int corrections = 10;
+  int max_iterations = 10000;
+  int max_restarts = 20;  // after failed line searches, see fit_model
+  int threads = 0;  // 0: OpenMP's default (all cores)
+};
+
+struct FitResult {
+  std::string law;
+  Parameters parameters;
+  Eigen::VectorXd theta;      // best point, fitted coordinates
+  Eigen::VectorXd values;     // best point, natural units
+  std::vector<bool> frozen;   // per parameter
+  double objective = std::numeric_limits<double>::infinity();
+  double r2 = 0;              // of the loss (not its log)
+  double rmse = 0;            // of the loss
+  double rmse_log = 0;        // of log loss, the fitted quantity
+  double max_abs_residual = 0;  // of log loss
+  Eigen::ArrayXd residuals;   // log predicted - log observed, per point
+  Eigen::ArrayXd predicted;   // predicted loss per point
+  int starts = 0;
+  int failed_starts = 0;
+  int best_start = -1;
+  double seconds = 0;
+  Eigen::Index points = 0;
+
+  double value(const std::string& name) const {
+    const int i = index_of(parameters, name);
+    if (i < 0) throw data_error("law " + law + " has no parameter '" + name + "' (it has " + names_of(parameters) + ")");
+    return values[i];
+  }
+};
+
+// Summed Huber loss of residuals and its derivative (the residual clipped to [-delta, delta]).
+inline double huber_sum(const Eigen::ArrayXd& r, double delta, Eigen::ArrayXd* slope) {
+  const Eigen::ArrayXd a = r.abs();
+  if (slope) *slope = r.max(-delta).min(delta);
+  return (a <= delta).select(0.5 * r.square(), delta * (a - 0.5 * delta)).sum();
+}
+
+// The quality of a point in fitted coordinates: R^2 and RMSE of the loss, residuals of its log.
+inline void score(const Model& model, const Eigen::ArrayXd& loss, FitResult& r) {
+  Eigen::ArrayXd logp(model.size());
+  model.log_predict(r.theta, logp, nullptr);
+  r.residuals = logp - loss.log();
+  r.predicted = logp.exp();
+  const Eigen::ArrayXd e = r.predicted - loss;
+  r.rmse = std::sqrt(e.square().mean());
+  r.rmse_log = std::sqrt(r.residuals.square().mean());
+  r.max_abs_residual = r.residuals.abs().maxCoeff();
+  const double ss_tot = (loss - loss.mean()).square().sum();
+  r.r2 = ss_tot > 0 ? 1 - e.square().sum() / ss_tot : 0;
+  r.points = model.size();
+}
+
+namespace detail {
+
+// The objective over the free coordinates, as LBFGSpp calls it.
+struct HuberObjective {
+  const Model& model;
+  const Eigen::ArrayXd& log_loss;
+  const std::vector<int>& free;
+  double delta;
+  Eigen::VectorXd theta;  // full point; frozen coordinates stay as set
+  Eigen::ArrayXd logp, resid, slope;
+  Eigen::MatrixXd jac;
+  double best_f = std::numeric_limits<double>::infinity();  // lowest value seen, and where
+  Eigen::VectorXd best_x;
+
+  HuberObjective(const Model& m, const Eigen::ArrayXd& ll, const std::vector<int>& f, double d, Eigen::VectorXd full)
+      : model(m), log_loss(ll), free(f), delta(d), theta(std::move(full)), logp(m.size()), resid(m.size()),
+        slope(m.size()), jac(m.size(), theta.size()) {}
+
+  double operator()(const Eigen::VectorXd& x, Eigen::VectorXd& grad) {
+    for (std::size_t k = 0; k < free.size(); ++k) theta[free[k]] = x[static_cast<Eigen::Index>(k)];
+    model.log_predict(theta, logp, &jac);
+    resid = logp - log_loss;
+    const double f = huber_sum(resid, delta, &slope);
+    for (std::size_t k = 0; k < free.size(); ++k) grad[static_cast<Eigen::Index>(k)] = jac.col(free[k]).dot(slope.matrix());
+    if (f < best_f) best_f = f, best_x = x;
+    return f;
+  }
+};
+
+struct StartOutcome {
+  bool ok = false;
+  double objective = std::numeric_limits<double>::infinity();
+  Eigen::VectorXd theta;
+};
+
+}  // namespace detail
+
+// The core: a prepared model, its parameters and the observed losses. `frozen` holds fitted
+// coordinates of the frozen parameters (index -> value).
+inline FitResult fit_model(const Model& model, const Parameters& ps, const Eigen::ArrayXd& loss,
+                           const std::vector<Eigen::VectorXd>& starts, const std::map<int, double>& frozen,
+                           const FitOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Eigen::Index p = static_cast<Eigen::Index>(ps.size());
+  std::vector<int> free;
+  for (int j = 0; j < p; ++j)
+    if (!frozen.count(j)) free.push_back(j);
+  const Eigen::Index nf = static_cast<Eigen::Index>(free.size());
+  if (model.size() < nf + 1)
+    throw data_error("data: " + std::to_string(model.size()) + " points cannot fit " + std::to_string(nf) +
+                     " free parameters (need at least " + std::to_string(nf + 1) + ")");
+  if (starts.empty()) throw data_error("fit: no starts");
+  Eigen::VectorXd lb(nf), ub(nf);
+  for (Eigen::Index k = 0; k < nf; ++k) lb[k] = ps[static_cast<std::size_t>(free[k])].lo, ub[k] = ps[static_cast<std::size_t>(free[k])].hi;
+  const Eigen::ArrayXd log_loss = loss.log();
+
+  LBFGSpp::LBFGSBParam<double> param;
+  param.m = opt.corrections;
+  param.epsilon = opt.gtol;
+  param.epsilon_rel = 0;
+  param.past = 1;
+  param.delta = opt.ftol;
+  param.max_iterations = opt.max_iterations;
+
+  const int S = static_cast<int>(starts.size());
+  std::vector<detail::StartOutcome> out(static_cast<std::size_t>(S));
+  const auto run_start = [&](int i) {
+    Eigen::VectorXd full = starts[static_cast<std::size_t>(i)];
+    for (const auto& [j, v] : frozen) full[j] = v;
+    detail::HuberObjective f(model, log_loss, free, opt.huber_delta, full);
+    Eigen::VectorXd x(nf);
+    for (Eigen::Index k = 0; k < nf; ++k) x[k] = full[free[k]];
+    double fx = 0;
+    detail::StartOutcome& o = out[static_cast<std::size_t>(i)];
+    try {
+      if (nf > 0) {
+        // LBFGSpp throws when a line search fails. Fortran L-BFGS-B (SciPy's) then drops its
+        // curvature memory and goes on from the best point; so do we, as long as the restart
+        // made progress. A start that fails again without progress is a failed start.
+        for (int restart = 0;; ++restart) {
+          const double before = f.best_f;
+          try {
+            LBFGSpp::LBFGSBSolver<double> solver(param);
+            solver.minimize(f, x, fx, lb, ub);
+            if (f.best_f < fx) x = f.best_x, fx = f.best_f;
+            break;
+          } catch (const std::exception&) {
+            const bool progress = !std::isfinite(before) ? std::isfinite(f.best_f) : f.best_f < before - opt.ftol * std::max({std::abs(before), std::abs(f.best_f), 1.0});
+            if (!progress || restart >= opt.max_restarts) throw;
+            x = f.best_x;
+          }
+        }
+      } else {
+        Eigen::VectorXd g(0);
+        fx = f(x, g);
+      }
+      for (Eigen::Index k = 0; k < nf; ++k) f.theta[free[k]] = x[k];
+      o.ok = std::isfinite(fx);
+      o.objective = fx;
+      o.theta = f.theta;
+    } catch (const std::exception&) {
+      o.ok = false;
+    }
+  };
+  // Dynamic scheduling: starts far from the optimum take many more iterations than others.
+#ifdef _OPENMP
+  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+  for (int i = 0; i < S; ++i) run_start(i);
+#else
+  for (int i = 0; i < S; ++i) run_start(i);
+#endif
+
+  FitResult r;
+  r.parameters = ps;
+  r.starts = S;
+  for (int i = 0; i < S; ++i) {
+    const auto& o = out[static_cast<std::size_t>(i)];
+    if (!o.ok) {
+      ++r.failed_starts;
+      continue;
+    }
+    if (o.objective < r.objective) r.objective = o.objective, r.best_start = i, r.theta = o.theta;
+  }
+  if (r.best_start < 0) throw std::runtime_error("fit: all " + std::to_string(S) + " starts failed");
+  r.values.resize(p);
+  r.frozen.assign(static_cast<std::size_t>(p), false);
+  for (Eigen::Index j = 0; j < p; ++j) r.values[j] = ps[static_cast<std::size_t>(j)].to_value(r.theta[j]);
+  for (const auto& [j, v] : frozen) r.frozen[static_cast<std::size_t>(j)] = true;
+  score(model, loss, r);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+// Frozen values by name (natural units) -> fitted coordinates by index; unknown names and values
+// outside the box are errors.
+inline std::map<int, double> frozen_coordinates(const Parameters& ps, const std::map<std::string, double>& frozen,
+                                                const std::string& law) {
+  std::map<int, double> f;
+  for (const auto& [name, v] : frozen) {
+    const int j = index_of(ps, name);
+    if (j < 0) throw data_error("--freeze " + name + ": law " + law + " has no such parameter (it has " + names_of(ps) + ")");
+    const Parameter& q = ps[static_cast<std::size_t>(j)];
+    if (!std::isfinite(v) || (q.scale == Scale::log && v <= 0))
+      throw data_error("--freeze " + name + "=" + std::to_string(v) + ": must be " + (q.scale == Scale::log ? "positive" : "finite"));
+    f[j] = q.to_fitted(v);
+  }
+  return f;
+}
+
+// Reads what the law needs, fits from the options' starts (or the law's default plan).
+inline FitResult fit(const AnyLaw& law, const Runs& runs, const FitOptions& opt = {}) {
+  const Parameters ps = law.parameters();
+  const auto model = law.prepare(runs);
+  const auto starts = opt.starts.empty() ? make_starts(law, default_start_plan(law)) : opt.starts;
+  for (const auto& s : starts)
+    if (s.size() != static_cast<Eigen::Index>(ps.size()))
+      throw data_error("fit: a start has " + std::to_string(s.size()) + " values, law " + law.name() + " has " +
+                       std::to_string(ps.size()) + " parameters");
+  FitResult r = fit_model(*model, ps, runs["loss"], starts, frozen_coordinates(ps, opt.frozen, law.name()), opt);
+  r.law = law.name();
+  return r;
+}
+
+}  // namespace loopscale::law

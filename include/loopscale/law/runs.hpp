@@ -1,0 +1,247 @@
+// Training runs as a law sees them: named numeric columns of equal length (N, D, loss, r, ...).
+// A raw table (runs_io.hpp reads one from CSV or JSONL) becomes Runs through a column map, so a
+// foreign file is read as it is; missing variables are derived where the papers derive them
+// (D = C / 6N), and every bad value is reported as one line that names the file, line and column.
+#pragma once
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+namespace loopscale::law {
+
+// Bad data or bad arguments: the command line prints the message as one line and exits 2.
+struct data_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// A table as read from a file: every cell as text, with the file line each row came from.
+struct RunTable {
+  std::string source;                           // file name, for messages
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> cells;  // [column][row]
+  std::vector<long> lines;                      // file line of each row
+
+  std::size_t rows() const { return lines.size(); }
+  int column(const std::string& name) const {
+    for (std::size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name) return static_cast<int>(i);
+    return -1;
+  }
+};
+
+// Canonical variable name -> the column of the file that holds it (`--map N="Model Size"`).
+using ColumnMap = std::map<std::string, std::string>;
+
+struct Runs {
+  std::map<std::string, Eigen::ArrayXd> columns;
+  std::vector<long> lines;  // file line of each row, for messages about single points
+
+  Eigen::Index size() const { return static_cast<Eigen::Index>(lines.size()); }
+  bool has(const std::string& name) const { return columns.count(name) != 0; }
+  const Eigen::ArrayXd& operator[](const std::string& name) const {
+    auto it = columns.find(name);
+    if (it == columns.end()) throw data_error("data: no column '" + name + "'");
+    return it->second;
+  }
+  Eigen::ArrayXd& set(const std::string& name) { return columns[name]; }
+
+  Runs subset(const std::vector<Eigen::Index>& rows) const {
+    Runs s;
+    s.lines.reserve(rows.size());
+    for (auto i : rows) s.lines.push_back(lines[static_cast<std::size_t>(i)]);
+    for (const auto& [name, col] : columns) {
+      Eigen::ArrayXd c(static_cast<Eigen::Index>(rows.size()));
+      for (std::size_t k = 0; k < rows.size(); ++k) c[static_cast<Eigen::Index>(k)] = col[rows[k]];
+      s.columns.emplace(name, std::move(c));
+    }
+    return s;
+  }
+};
+
+// The k points of highest loss removed (Epoch drops the 5 highest-loss points of Chinchilla's
+// figure as outliers of the SVG extraction). Ties go by row order, so the result is unique.
+inline Runs drop_highest_loss(const Runs& runs, Eigen::Index k) {
+  if (k <= 0) return runs;
+  const Eigen::ArrayXd& loss = runs["loss"];
+  std::vector<Eigen::Index> order(static_cast<std::size_t>(runs.size()));
+  std::iota(order.begin(), order.end(), Eigen::Index{0});
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return loss[a] > loss[b]; });
+  if (k >= runs.size()) throw data_error("data: --drop-highest " + std::to_string(k) + " would drop all " +
+                                         std::to_string(runs.size()) + " points");
+  std::vector<Eigen::Index> keep(order.begin() + k, order.end());
+  std::sort(keep.begin(), keep.end());
+  return runs.subset(keep);
+}
+
+namespace detail {
+
+inline bool parse_number(const std::string& text, double& out) {
+  const char* b = text.c_str();
+  while (*b == ' ' || *b == '\t') ++b;
+  if (*b == '\0') return false;
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtod(b, &end);
+  while (*end == ' ' || *end == '\t' || *end == '\r') ++end;
+  return *end == '\0' && end != b;
+}
+
+// What each variable must satisfy, checked where it is read.
+enum class Domain { any, positive, at_least_one, unit_interval };
+
+inline Domain domain_of(const std::string& name) {
+  static const std::map<std::string, Domain> d{
+      {"N", Domain::positive},        {"D", Domain::positive},      {"C", Domain::positive},
+      {"loss", Domain::positive},     {"N_once", Domain::positive}, {"N_rec", Domain::positive},
+      {"N_act", Domain::positive},    {"N_loop", Domain::positive}, {"N_total", Domain::positive},
+      {"r", Domain::at_least_one},    {"R", Domain::at_least_one},  {"E", Domain::at_least_one},
+      {"K", Domain::at_least_one},    {"G", Domain::positive},      {"m", Domain::unit_interval}};
+  auto it = d.find(name);
+  return it == d.end() ? Domain::any : it->second;
+}
+
+inline const char* domain_text(Domain d) {
+  switch (d) {
+    case Domain::positive: return "must be > 0";
+    case Domain::at_least_one: return "must be >= 1";
+    case Domain::unit_interval: return "must be in (0, 1]";
+    default: return "";
+  }
+}
+
+inline bool in_domain(Domain d, double v) {
+  switch (d) {
+    case Domain::positive: return v > 0;
+    case Domain::at_least_one: return v >= 1;
+    case Domain::unit_interval: return v > 0 && v <= 1;
+    default: return true;
+  }
+}
+
+}  // namespace detail
+
+// Reads the variables a law needs (and any `optional` ones present) from a table. Derivations,
+// used only when the variable has no column of its own:
+//   D = C / (6 N)  (N the unrolled N_once + r N_rec, or N_act + (R - 1) N_loop, for looped runs);
+//   N_once = N_act - N_loop, N_rec = N_loop, r = R and the reverse; m = N_act / N_total;
+//   K = 1 (E is then the routed experts per token, E_route / k).
+class RunReader {
+ public:
+  RunReader(const RunTable& table, ColumnMap map) : t_(table), map_(std::move(map)) {
+    for (const auto& [name, col] : map_)
+      if (t_.column(col) < 0)
+        throw data_error("data: --map " + name + "=\"" + col + "\": " + t_.source + " has no column '" + col + "'");
+  }
+
+  Runs read(const std::vector<std::string>& needed, const std::vector<std::string>& optional = {}) {
+    Runs runs;
+    runs.lines = t_.lines;
+    if (t_.rows() == 0) throw data_error("data: " + t_.source + " has no rows");
+    for (const auto& name : needed) runs.columns[name] = get(name, true, needed);
+    for (const auto& name : optional)
+      if (!runs.has(name) && available(name)) runs.columns[name] = get(name, true, needed);
+    return runs;
+  }
+
+  // A column as group labels (any text): equal text, equal id. Used for block bootstrap and
+  // held-out slices, whose columns need not be numeric.
+  std::vector<std::string> labels(const std::string& name) const {
+    const int c = source_column(name);
+    if (c < 0) throw data_error("data: " + t_.source + " has no column '" + source_name(name) + "'");
+    return t_.cells[static_cast<std::size_t>(c)];
+  }
+
+  bool available(const std::string& name) const {
+    if (source_column(name) >= 0) return true;
+    if (name == "D") return available("C") && (available("N") || available("N_once") || available("N_act"));
+    if (name == "N_once") return available_raw("N_act") && available_raw("N_loop");
+    if (name == "N_rec") return available_raw("N_loop");
+    if (name == "r") return available_raw("R");
+    if (name == "N_act") return available_raw("N_once") && available_raw("N_rec");
+    if (name == "N_loop") return available_raw("N_rec");
+    if (name == "R") return available_raw("r");
+    if (name == "m") return available("N_act") && available_raw("N_total");
+    if (name == "K") return true;
+    return false;
+  }
+
+ private:
+  const RunTable& t_;
+  ColumnMap map_;
+
+  std::string source_name(const std::string& name) const {
+    auto it = map_.find(name);
+    return it == map_.end() ? name : it->second;
+  }
+  int source_column(const std::string& name) const { return t_.column(source_name(name)); }
+  bool available_raw(const std::string& name) const { return source_column(name) >= 0; }
+
+  Eigen::ArrayXd raw(const std::string& name) const {
+    const int c = source_column(name);
+    const auto& col = t_.cells[static_cast<std::size_t>(c)];
+    const detail::Domain dom = detail::domain_of(name);
+    Eigen::ArrayXd v(static_cast<Eigen::Index>(col.size()));
+    for (std::size_t i = 0; i < col.size(); ++i) {
+      const std::string where = t_.source + " line " + std::to_string(t_.lines[i]) + ", column '" + source_name(name) + "'";
+      double x;
+      if (!detail::parse_number(col[i], x)) throw data_error("data: " + where + ": '" + col[i] + "' is not a number");
+      if (!std::isfinite(x)) throw data_error("data: " + where + ": " + col[i] + " is not finite");
+      if (!detail::in_domain(dom, x))
+        throw data_error("data: " + where + ": " + name + " = " + col[i] + " " + detail::domain_text(dom));
+      v[static_cast<Eigen::Index>(i)] = x;
+    }
+    return v;
+  }
+
+  Eigen::ArrayXd get(const std::string& name, bool required, const std::vector<std::string>& needed) const {
+    if (available_raw(name)) return raw(name);
+    if (name == "D" && available("D")) {
+      const Eigen::ArrayXd c = raw("C");
+      if (available_raw("N")) return c / (6 * raw("N"));
+      if (available("N_once") && available("N_rec") && available("r"))
+        return c / (6 * (get("N_once", true, needed) + get("r", true, needed) * get("N_rec", true, needed)));
+    }
+    if (name == "N_once" && available(name)) {
+      Eigen::ArrayXd v = raw("N_act") - raw("N_loop");
+      check_positive("N_once", "N_act - N_loop", v);
+      return v;
+    }
+    if (name == "N_rec" && available(name)) return raw("N_loop");
+    if (name == "r" && available(name)) return raw("R");
+    if (name == "N_act" && available(name)) return raw("N_once") + raw("N_rec");
+    if (name == "N_loop" && available(name)) return raw("N_rec");
+    if (name == "R" && available(name)) return raw("r");
+    if (name == "m" && available(name)) {
+      Eigen::ArrayXd v = get("N_act", true, needed) / raw("N_total");
+      for (Eigen::Index i = 0; i < v.size(); ++i)
+        if (!(v[i] > 0 && v[i] <= 1))
+          throw data_error("data: " + t_.source + " line " + std::to_string(t_.lines[static_cast<std::size_t>(i)]) +
+                           ": m = N_act / N_total = " + std::to_string(v[i]) + " must be in (0, 1]");
+      return v;
+    }
+    if (name == "K") return Eigen::ArrayXd::Ones(static_cast<Eigen::Index>(t_.rows()));
+    if (!required) return {};
+    std::string hint;
+    if (name == "D") hint = " (or C with N, to derive D = C / 6N)";
+    throw data_error("data: " + t_.source + " has no column '" + source_name(name) + "' for " + name + hint +
+                     "; name the file's column with --map " + name + "=\"...\"");
+  }
+
+  void check_positive(const std::string& name, const std::string& how, const Eigen::ArrayXd& v) const {
+    for (Eigen::Index i = 0; i < v.size(); ++i)
+      if (!(v[i] > 0))
+        throw data_error("data: " + t_.source + " line " + std::to_string(t_.lines[static_cast<std::size_t>(i)]) + ": " +
+                         name + " = " + how + " = " + std::to_string(v[i]) + " must be > 0");
+  }
+};
+
+}  // namespace loopscale::law

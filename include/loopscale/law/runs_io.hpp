@@ -1,0 +1,140 @@
+// Reading runs from disk: CSV with a header line, or JSONL with one object per line. The result is
+// a RunTable of text cells; RunReader (runs.hpp) turns the columns a law needs into numbers, so a
+// column that no law reads may hold anything.
+#pragma once
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "loopscale/law/runs.hpp"
+
+namespace loopscale::law {
+
+namespace detail {
+
+// One CSV record (RFC 4180 quoting: "a, b" and "" inside quotes). Returns false at end of input.
+// A quoted field may span lines; `line` advances by the lines consumed.
+inline bool csv_record(std::istream& in, std::vector<std::string>& fields, long& line) {
+  fields.clear();
+  std::string text;
+  if (!std::getline(in, text)) return false;
+  ++line;
+  std::string field;
+  bool quoted = false;
+  for (std::size_t i = 0;; ++i) {
+    if (i == text.size()) {
+      if (quoted) {  // the quoted field goes on on the next line
+        std::string more;
+        if (!std::getline(in, more)) throw data_error("data: unterminated quote in CSV at line " + std::to_string(line));
+        ++line;
+        field += '\n';
+        text += '\n' + more;
+        continue;
+      }
+      break;
+    }
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') field += '"', ++i;
+      else if (c == '"') quoted = false;
+      else field += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.push_back(field);
+      field.clear();
+    } else if (c != '\r') {
+      field += c;
+    }
+  }
+  fields.push_back(field);
+  return true;
+}
+
+inline bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+}  // namespace detail
+
+inline RunTable read_csv(std::istream& in, const std::string& source) {
+  RunTable t;
+  t.source = source;
+  long line = 0;
+  std::vector<std::string> fields;
+  if (!detail::csv_record(in, fields, line)) throw data_error("data: " + source + " is empty (no CSV header)");
+  t.header = fields;
+  for (auto& h : t.header) h.erase(h.find_last_not_of(" \t") + 1), h.erase(0, h.find_first_not_of(" \t"));
+  t.cells.assign(t.header.size(), {});
+  while (true) {
+    const long start = line + 1;
+    if (!detail::csv_record(in, fields, line)) break;
+    if (fields.size() == 1 && detail::blank(fields[0])) continue;
+    if (fields.size() != t.header.size())
+      throw data_error("data: " + source + " line " + std::to_string(start) + ": " + std::to_string(fields.size()) +
+                       " fields, the header has " + std::to_string(t.header.size()));
+    for (std::size_t c = 0; c < fields.size(); ++c) t.cells[c].push_back(fields[c]);
+    t.lines.push_back(start);
+  }
+  return t;
+}
+
+// JSONL: every line one object; its keys are the columns (the union over lines; a row lacking a
+// key an earlier one had is an error, as a missing CSV field would be). Numbers and strings are
+// both kept as text; nested values are rejected.
+inline RunTable read_jsonl(std::istream& in, const std::string& source) {
+  RunTable t;
+  t.source = source;
+  std::string text;
+  long line = 0;
+  std::vector<nlohmann::json> rows;
+  std::vector<long> lines;
+  while (std::getline(in, text)) {
+    ++line;
+    if (detail::blank(text)) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error&) {
+      throw data_error("data: " + source + " line " + std::to_string(line) + ": not a JSON object");
+    }
+    if (!j.is_object()) throw data_error("data: " + source + " line " + std::to_string(line) + ": not a JSON object");
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (t.column(it.key()) < 0) t.header.push_back(it.key());
+    rows.push_back(std::move(j));
+    lines.push_back(line);
+  }
+  t.cells.assign(t.header.size(), {});
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (std::size_t c = 0; c < t.header.size(); ++c) {
+      const auto it = rows[r].find(t.header[c]);
+      const std::string where = source + " line " + std::to_string(lines[r]) + ", key '" + t.header[c] + "'";
+      if (it == rows[r].end()) throw data_error("data: " + where + " is missing");
+      if (it->is_string()) t.cells[c].push_back(it->get<std::string>());
+      else if (it->is_number()) {
+        std::ostringstream s;
+        s.precision(17);
+        s << it->get<double>();
+        t.cells[c].push_back(s.str());
+      } else if (it->is_null()) t.cells[c].push_back("null");
+      else throw data_error("data: " + where + " must be a number or a string");
+    }
+  }
+  t.lines = std::move(lines);
+  return t;
+}
+
+// By extension: .jsonl / .ndjson / .json are JSON lines, anything else CSV.
+inline RunTable read_table(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw data_error("data: cannot open '" + path + "'");
+  const auto ends = [&](const char* ext) {
+    const std::string e(ext);
+    return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
+  };
+  if (ends(".jsonl") || ends(".ndjson") || ends(".json")) return read_jsonl(in, path);
+  return read_csv(in, path);
+}
+
+}  // namespace loopscale::law
