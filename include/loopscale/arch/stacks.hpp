@@ -38,6 +38,9 @@ struct Hyper {  // hyperconnections with Lanes parallel lane states
   static constexpr InjectSpec spec{Inject::hyper, Lanes};
 };
 
+template <int64 Lanes>
+using Hyperconnections = Hyper<Lanes>;
+
 template <class T>
 concept inject_type = std::is_same_v<std::remove_cv_t<decltype(T::spec)>, InjectSpec>;
 template <class T>
