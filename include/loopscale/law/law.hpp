@@ -42,6 +42,7 @@ template <class L>
 concept Law = requires(const L& law, const Runs& runs) {
   { L::name } -> std::convertible_to<std::string_view>;
   { L::source } -> std::convertible_to<std::string_view>;
+  { L::formula } -> std::convertible_to<std::string_view>;
   { law.parameters() } -> std::convertible_to<Parameters>;
   { law.columns() } -> std::convertible_to<std::vector<std::string>>;
   { law.prepare(runs) } -> PreparedLaw;
@@ -90,6 +91,7 @@ class AnyLaw {
 
   std::string name() const { return self_->name(); }
   std::string source() const { return self_->source(); }
+  std::string formula() const { return self_->formula(); }
   Parameters parameters() const { return self_->parameters(); }
   std::vector<std::string> columns() const { return self_->columns(); }
   std::unique_ptr<Model> prepare(const Runs& runs) const { return self_->prepare(runs); }
@@ -100,6 +102,7 @@ class AnyLaw {
     virtual ~Concept() = default;
     virtual std::string name() const = 0;
     virtual std::string source() const = 0;
+    virtual std::string formula() const = 0;
     virtual Parameters parameters() const = 0;
     virtual std::vector<std::string> columns() const = 0;
     virtual std::unique_ptr<Model> prepare(const Runs&) const = 0;
@@ -120,6 +123,7 @@ class AnyLaw {
     explicit Holder(L l) : law(std::move(l)) {}
     std::string name() const override { return std::string(L::name); }
     std::string source() const override { return std::string(L::source); }
+    std::string formula() const override { return std::string(L::formula); }
     Parameters parameters() const override { return law.parameters(); }
     std::vector<std::string> columns() const override { return law.columns(); }
     std::unique_ptr<Model> prepare(const Runs& runs) const override {

@@ -67,20 +67,23 @@ struct Runs {
   }
 };
 
-// The k points of highest loss removed (Epoch drops the 5 highest-loss points of Chinchilla's
-// figure as outliers of the SVG extraction). Ties go by row order, so the result is unique.
-inline Runs drop_highest_loss(const Runs& runs, Eigen::Index k) {
-  if (k <= 0) return runs;
-  const Eigen::ArrayXd& loss = runs["loss"];
+// The rows left when the k points of highest loss are removed (Epoch drops the 5 highest-loss
+// points of Chinchilla's figure as outliers of the SVG extraction), in their original order. Ties go
+// by row order, so the result is unique.
+inline std::vector<Eigen::Index> rows_without_highest_loss(const Runs& runs, Eigen::Index k) {
   std::vector<Eigen::Index> order(static_cast<std::size_t>(runs.size()));
   std::iota(order.begin(), order.end(), Eigen::Index{0});
+  if (k <= 0) return order;
+  const Eigen::ArrayXd& loss = runs["loss"];
+  if (k >= runs.size())
+    throw data_error("data: --drop-highest " + std::to_string(k) + " would drop all " + std::to_string(runs.size()) + " points");
   std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return loss[a] > loss[b]; });
-  if (k >= runs.size()) throw data_error("data: --drop-highest " + std::to_string(k) + " would drop all " +
-                                         std::to_string(runs.size()) + " points");
   std::vector<Eigen::Index> keep(order.begin() + k, order.end());
   std::sort(keep.begin(), keep.end());
-  return runs.subset(keep);
+  return keep;
 }
+
+inline Runs drop_highest_loss(const Runs& runs, Eigen::Index k) { return runs.subset(rows_without_highest_loss(runs, k)); }
 
 namespace detail {
 

@@ -1,0 +1,73 @@
+// `loopscale equivalent`: the dense sizes a looped model is worth, in loss and in training cost.
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "law_args.hpp"
+
+namespace loopscale::cli {
+namespace {
+
+struct EquivalentArgs {
+  std::string law = "iso-depth";
+  std::vector<std::string> params;
+  std::optional<double> n_once, n_rec;
+  std::optional<int64> d_model;
+  double r = 0;
+  int64 vocab = 32064;
+  bool json = false;
+};
+
+void run(const EquivalentArgs& a) {
+  const law::AnyLaw l = law::law_by_name(a.law);
+  if (l.name() != "iso-depth" && l.name() != "looped-moe-power")
+    throw usage_error("equivalent: --law must be iso-depth (its N_once + r^phi N_rec is the dense equivalent)");
+  const law::Constants c = numeric_assignments(a.params, "--param");
+  for (const auto& [k, v] : c)
+    if (law::index_of(l.parameters(), k) < 0) throw usage_error("--param " + k + ": law " + l.name() + " has no such parameter");
+  if (!c.count("phi")) throw usage_error("equivalent: needs --param phi=...");
+  const double phi = c.at("phi");
+  law::Equivalence e;
+  std::optional<int64> d;
+  if (a.d_model) {
+    if (a.n_once || a.n_rec) throw usage_error("equivalent: give either --d-model or --n-once and --n-rec");
+    const double rr = a.r;
+    if (rr != std::floor(rr)) throw usage_error("equivalent: --r must be a whole number with --d-model");
+    try {
+      e = law::looped_equivalence(law::family_member(*a.d_model, static_cast<int64>(rr), a.vocab), phi);
+    } catch (const spec_error& err) {
+      throw usage_error(std::string("equivalent: --d-model ") + std::to_string(*a.d_model) + ": " + err.what());
+    }
+    d = a.d_model;
+  } else {
+    if (!a.n_once || !a.n_rec) throw usage_error("equivalent: needs --n-once and --n-rec (or --d-model for the paper's family)");
+    e = law::looped_equivalence(*a.n_once, *a.n_rec, a.r, phi);
+  }
+  if (a.json) {
+    nlohmann::json j{{"law", l.name()}, {"phi", phi}, {"r", a.r}, {"params", e.params},
+                     {"dense_equivalent_params", e.dense_equivalent_params}, {"unrolled_params", e.unrolled_params}};
+    if (d) j["d_model"] = *d;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  fmt::print("looped model: {:.4g} non-embedding params, r = {:g}, phi = {:g}\n", e.params, a.r, phi);
+  fmt::print("  same predicted loss as a dense model of   {:.4g} params (N_once + r^phi N_rec)\n", e.dense_equivalent_params);
+  fmt::print("  same training cost as a dense model of    {:.4g} params (unrolled, N_once + r N_rec)\n", e.unrolled_params);
+}
+
+const bool registered = add_command([](CLI::App& app) {
+  auto a = std::make_shared<EquivalentArgs>();
+  CLI::App* sub = app.add_subcommand("equivalent", "dense sizes equivalent to a looped model in loss and in training cost");
+  sub->add_option("--law", a->law, "the law (iso-depth)")->capture_default_str();
+  sub->add_option("--param", a->params, "law constants; phi is the one used: --param phi=0.459")->required();
+  sub->add_option("--n-once", a->n_once, "params run once (prelude, coda, outer norms)");
+  sub->add_option("--n-rec", a->n_rec, "params of the shared block and its injection");
+  sub->add_option("--d-model", a->d_model, "instead of --n-once/--n-rec: the paper family's member of this width");
+  sub->add_option("--vocab", a->vocab, "vocabulary with --d-model")->capture_default_str();
+  sub->add_option("--r", a->r, "recurrences")->required();
+  sub->add_flag("--json", a->json, "print JSON");
+  sub->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace loopscale::cli

@@ -1,0 +1,178 @@
+// `loopscale fit`: fit one law (or compare several) to runs read from CSV or JSONL.
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "law_args.hpp"
+
+namespace loopscale::cli {
+namespace {
+
+struct FitArgs {
+  std::string law, data, starts, holdout, block;
+  std::vector<std::string> map, freeze, start_points;
+  long drop_highest = 0;
+  std::uint64_t seed = 0;
+  double huber_delta = 1e-3;
+  int bootstrap = 0;
+  double ci_level = 0.95;
+  int threads = 0;
+  bool json = false;
+};
+
+void run(const FitArgs& a) {
+  const std::vector<law::AnyLaw> laws = laws_from(a.law);
+  if (!(a.huber_delta > 0)) throw usage_error("--huber-delta must be positive");
+  if (a.drop_highest < 0) throw usage_error("--drop-highest must not be negative");
+  if (a.bootstrap < 0 || a.bootstrap == 1) throw usage_error("--bootstrap needs at least 2 resamples");
+  if (!a.block.empty() && a.bootstrap == 0) throw usage_error("--block needs --bootstrap N");
+  if (a.threads < 0) throw usage_error("--threads must not be negative");
+  const law::RunTable table = law::read_table(a.data);
+  law::ColumnMap map;
+  for (const auto& [k, v] : assignments(a.map, "--map")) map[k] = v;
+  law::RunReader reader(table, map);
+
+  law::FitOptions opt;
+  opt.huber_delta = a.huber_delta;
+  opt.threads = a.threads;
+  opt.frozen = numeric_assignments(a.freeze, "--freeze");
+  std::optional<law::StartPlan> plan;
+  if (!a.starts.empty()) plan = law::parse_start_plan(a.starts, a.seed);
+  if (!a.start_points.empty() && laws.size() > 1) throw usage_error("--start needs a single --law");
+
+  std::optional<law::HoldoutSpec> slice;
+  if (!a.holdout.empty()) {
+    auto [c, v] = split_assignment(a.holdout, "--holdout");
+    slice = law::HoldoutSpec{c, v};
+  }
+  // The rows kept after --drop-highest, read once for every law: losses must be read to rank them.
+  std::vector<Eigen::Index> keep;
+  {
+    const law::Runs loss_only = reader.read({"loss"});
+    keep = law::rows_without_highest_loss(loss_only, a.drop_highest);
+  }
+  const auto rows_of = [&](const std::string& column) {
+    const std::vector<std::string> all = reader.labels(column);
+    std::vector<std::string> kept;
+    for (auto i : keep) kept.push_back(all[static_cast<std::size_t>(i)]);
+    return kept;
+  };
+  const auto read = [&](const law::AnyLaw& l) {
+    std::vector<std::string> cols = l.columns();
+    cols.push_back("loss");
+    return reader.read(cols).subset(keep);
+  };
+  std::optional<std::vector<std::string>> slice_labels;
+  if (slice) slice_labels = rows_of(slice->column);
+
+  if (laws.size() > 1) {
+    if (a.bootstrap > 0) throw usage_error("--bootstrap takes a single --law");
+    const auto rows = law::compare(laws, read, opt, plan, slice, slice_labels ? &*slice_labels : nullptr);
+    if (a.json) {
+      nlohmann::json j;
+      j["comparison"] = nlohmann::json::array();
+      for (const auto& r : rows) {
+        nlohmann::json e = fit_json(r.fit, false);
+        e["free_params"] = r.free_parameters;
+        if (r.held_out) e["holdout"] = {{"column", r.held_out->column}, {"value", r.held_out->value}, {"rmse", r.held_out->rmse},
+                                        {"rmse_log", r.held_out->rmse_log}, {"points", r.held_out->test_points}};
+        j["comparison"].push_back(e);
+      }
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    fmt::print("{:<20} {:>5} {:>13} {:>9} {:>10} {:>10} {:>8}", "law", "free", "objective", "R^2", "RMSE", "RMSE(log)", "failed");
+    if (slice) fmt::print(" {:>16}", "held-out RMSE");
+    fmt::print("\n");
+    for (const auto& r : rows) {
+      fmt::print("{:<20} {:>5} {:>13.7g} {:>9.5f} {:>10.5g} {:>10.5g} {:>8}", r.fit.law, r.free_parameters, r.fit.objective, r.fit.r2,
+                 r.fit.rmse, r.fit.rmse_log, r.fit.failed_starts);
+      if (r.held_out) fmt::print(" {:>16.5g}", r.held_out->rmse);
+      fmt::print("\n");
+    }
+    if (slice) fmt::print("held out: {} = {}\n", slice->column, slice->value);
+    return;
+  }
+
+  const law::AnyLaw& l = laws.front();
+  const law::Runs runs = read(l);
+  if (!a.start_points.empty()) {
+    const law::Parameters ps = l.parameters();
+    for (const auto& s : a.start_points) {
+      // "A=400,B=400,..." in natural units; every parameter named.
+      std::vector<std::string> items;
+      std::size_t b = 0;
+      while (b <= s.size()) {
+        const auto c = s.find(',', b);
+        items.push_back(s.substr(b, c == std::string::npos ? std::string::npos : c - b));
+        if (c == std::string::npos) break;
+        b = c + 1;
+      }
+      opt.starts.push_back(law::theta_of(l, numeric_assignments(items, "--start")));
+    }
+  } else {
+    opt.starts = law::make_starts(l, plan ? *plan : law::default_start_plan(l, a.seed));
+  }
+  const law::FitResult r = law::fit(l, runs, opt);
+
+  std::optional<law::BootstrapResult> ci;
+  std::optional<std::vector<std::string>> groups;
+  if (a.bootstrap > 0) {
+    law::BootstrapOptions bo;
+    bo.resamples = a.bootstrap;
+    bo.level = a.ci_level;
+    bo.seed = a.seed;
+    bo.threads = a.threads;
+    if (!a.block.empty()) {
+      groups = rows_of(a.block);
+      bo.groups = &*groups;
+    }
+    ci = law::bootstrap(l, runs, r, opt, bo);
+  }
+  std::optional<law::HoldoutResult> held;
+  if (slice) held = law::holdout(l, runs, *slice_labels, slice->column, slice->value, opt);
+
+  if (a.json) {
+    nlohmann::json j = fit_json(r);
+    if (ci) {
+      nlohmann::json c = nlohmann::json::object();
+      for (std::size_t k = 0; k < r.parameters.size(); ++k) c[r.parameters[k].name] = {ci->ci[k].lo, ci->ci[k].hi};
+      j["ci"] = c;
+      j["ci_level"] = ci->level;
+      j["bootstrap"] = {{"resamples", ci->resamples}, {"failed", ci->failed}, {"block", a.block}};
+    }
+    if (held)
+      j["holdout"] = {{"column", held->column}, {"value", held->value}, {"rmse", held->rmse}, {"rmse_log", held->rmse_log},
+                      {"points", held->test_points}, {"train_points", held->train_points}, {"params", params_json(r.parameters, held->fit.values)}};
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  print_fit(l, r, ci ? &*ci : nullptr);
+  if (held)
+    fmt::print("held out {} = {}: {} points, RMSE {:.5g} (RMSE(log) {:.5g}) fitted on the other {}\n", held->column, held->value,
+               held->test_points, held->rmse, held->rmse_log, held->train_points);
+}
+
+const bool registered = add_command([](CLI::App& app) {
+  auto a = std::make_shared<FitArgs>();
+  CLI::App* sub = app.add_subcommand("fit", "fit a scaling law to runs (CSV or JSONL): summed Huber on log loss, L-BFGS-B, many starts");
+  sub->add_option("--law", a->law, "law to fit, or several separated by commas to compare them: " + law::law_names())->required();
+  sub->add_option("--data", a->data, "runs: CSV with a header, or JSONL (.jsonl)")->required();
+  sub->add_option("--map", a->map, "read variable NAME from the file's COLUMN: --map N=\"Model Size\"");
+  sub->add_option("--drop-highest", a->drop_highest, "drop the K points of highest loss first")->capture_default_str();
+  sub->add_option("--starts", a->starts, "grid (the law's grid, Chinchilla's 4,500) or random:N in the law's box (default: grid if the law has one, else random:500)");
+  sub->add_option("--start", a->start_points, "a start of your own, every parameter named: A=400,B=400,E=2,alpha=.3,beta=.3");
+  sub->add_option("--seed", a->seed, "seed of random starts and bootstrap resamples")->capture_default_str();
+  sub->add_option("--huber-delta", a->huber_delta, "Huber delta on log residuals")->capture_default_str();
+  sub->add_option("--freeze", a->freeze, "hold a parameter at a value: --freeze phi=0");
+  sub->add_option("--bootstrap", a->bootstrap, "percentile intervals from N resamples");
+  sub->add_option("--block", a->block, "resample whole groups of this column (block bootstrap)");
+  sub->add_option("--ci-level", a->ci_level, "level of the bootstrap intervals")->capture_default_str();
+  sub->add_option("--holdout", a->holdout, "also fit without the points where COLUMN=VALUE (max/min for the extremes) and report their RMSE");
+  sub->add_option("--threads", a->threads, "threads (default: all cores)");
+  sub->add_flag("--json", a->json, "print JSON");
+  sub->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace loopscale::cli

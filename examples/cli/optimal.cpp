@@ -1,0 +1,70 @@
+// `loopscale optimal`: the compute-optimal width, parameters and tokens per r for given budgets.
+#include <iostream>
+#include <memory>
+
+#include "law_args.hpp"
+
+namespace loopscale::cli {
+namespace {
+
+struct OptimalArgs {
+  std::string law = "iso-depth";
+  std::vector<std::string> params;
+  std::vector<double> budgets;
+  std::vector<int64> rs{1, 2, 4, 8};
+  int64 seq_len = 2048, vocab = 32064, max_width = 16384;
+  bool json = false;
+};
+
+void run(const OptimalArgs& a) {
+  const law::AnyLaw l = law::law_by_name(a.law);
+  const std::vector<std::string> cols = l.columns();
+  for (const auto& c : cols)
+    if (c != "N" && c != "N_once" && c != "N_rec" && c != "r" && c != "D")
+      throw usage_error("optimal: law " + l.name() + " reads " + c + "; optimal knows dense and looped laws in N, N_once, N_rec, r, D");
+  const Eigen::VectorXd theta = law::theta_of(l, numeric_assignments(a.params, "--param"));
+  if (a.budgets.empty()) throw usage_error("optimal: needs --budget C");
+  if (a.seq_len < 1 || a.vocab < 1 || a.max_width < 128) throw usage_error("optimal: --seq-len, --vocab must be positive and --max-width >= 128");
+  law::AllocationOptions o;
+  o.seq_len = a.seq_len, o.vocab = a.vocab, o.max_width = a.max_width;
+  std::vector<int64> rs = a.rs;
+  if (l.name() == "chinchilla") rs = {1};  // a dense law knows no r
+  nlohmann::json j{{"law", l.name()}, {"allocations", nlohmann::json::array()}, {"exponents", nlohmann::json::object()}};
+  if (!a.json)
+    fmt::print("{:>3} {:>10} {:>8} {:>12} {:>12} {:>8} {:>9}\n", "r", "budget", "d_model", "N*", "D*", "L*", "D*/N*");
+  for (int64 r : rs) {
+    std::vector<law::Allocation> points;
+    for (double c : a.budgets) {
+      const law::Allocation x = law::compute_optimal(l, theta, r, c, o);
+      points.push_back(x);
+      j["allocations"].push_back({{"r", r}, {"budget", c}, {"n_opt", x.n_opt}, {"d_opt", x.d_opt}, {"loss_opt", x.loss_opt},
+                                  {"d_model", x.best_width.d_model}, {"at_edge", x.at_edge}});
+      if (!a.json)
+        fmt::print("{:>3} {:>10.3g} {:>8} {:>12.4g} {:>12.4g} {:>8.4f} {:>9.1f}{}\n", r, c, x.best_width.d_model, x.n_opt, x.d_opt,
+                   x.loss_opt, x.d_opt / x.n_opt, x.at_edge ? "  (at the edge of the widths)" : "");
+    }
+    if (points.size() >= 2) {
+      const law::ScalingExponents e = law::allocation_exponents(points);
+      j["exponents"][std::to_string(r)] = {{"a", e.a}, {"b", e.b}};
+      if (!a.json) fmt::print("    r = {}: N* ~ C^{:.3f}, D* ~ C^{:.3f}\n", r, e.a, e.b);
+    }
+  }
+  if (a.json) std::cout << j.dump(2) << "\n";
+}
+
+const bool registered = add_command([](CLI::App& app) {
+  auto a = std::make_shared<OptimalArgs>();
+  CLI::App* sub = app.add_subcommand("optimal", "compute-optimal allocation per r at given budgets (FLOPs per token from the accounting)");
+  sub->add_option("--law", a->law, "iso-depth, parcae or chinchilla")->capture_default_str();
+  sub->add_option("--param", a->params, "law constants in natural units: --param A=28.027 ...")->required();
+  sub->add_option("--budget", a->budgets, "training FLOPs (repeat for several budgets: exponents need two)")->required();
+  sub->add_option("--r", a->rs, "recurrences (divisors of 16)")->delimiter(',')->capture_default_str();
+  sub->add_option("--seq-len", a->seq_len, "context length T of the FLOP count")->capture_default_str();
+  sub->add_option("--vocab", a->vocab, "vocabulary")->capture_default_str();
+  sub->add_option("--max-width", a->max_width, "largest d_model tried (widths step by 128)")->capture_default_str();
+  sub->add_flag("--json", a->json, "print JSON");
+  sub->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace loopscale::cli

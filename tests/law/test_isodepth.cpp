@@ -1,0 +1,90 @@
+// The iso-depth law in use: phi recovered within its bootstrap interval on the paper's 116-run grid,
+// the paper's equivalence example, and compute-optimal allocation from the accounting.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "loopscale/law/laws.hpp"
+
+using namespace loopscale;
+using namespace loopscale::law;
+
+namespace {
+Eigen::VectorXd published(const AnyLaw& law) {
+  using P = IsoDepthPublished;
+  return theta_of(law, {{"E", P::E}, {"A", P::A}, {"B", P::B}, {"alpha", P::alpha}, {"beta", P::beta}, {"phi", P::phi}});
+}
+}  // namespace
+
+TEST_CASE("the paper's sweep grid has 116 runs in 24 (budget, r) cells", "[law][isodepth]") {
+  const PaperGrid g = iso_depth_paper_grid();
+  CHECK(g.runs.size() == 116);
+  std::set<std::string> cells(g.cells.begin(), g.cells.end());
+  CHECK(cells.size() == 24);
+  CHECK((g.runs["D"] > 0).all());
+}
+
+TEST_CASE("phi is recovered within its block-bootstrap interval (sigma 0.01)", "[law][isodepth][recovery]") {
+  const AnyLaw law = IsoDepth{};
+  const PaperGrid g = iso_depth_paper_grid();
+  const Runs runs = with_synthetic_loss(law, g.runs, published(law), 0.01, 42);
+  FitOptions o;
+  o.starts = random_starts(law.parameters(), 100, 1);
+  const FitResult r = fit(law, runs, o);
+  BootstrapOptions b;
+  b.resamples = 100;
+  b.groups = &g.cells;
+  b.level = 0.90;
+  b.seed = 9;
+  const BootstrapResult ci = bootstrap(law, runs, r, o, b);
+  const int phi = index_of(law.parameters(), "phi");
+  INFO("phi " << r.values[phi] << " in [" << ci.ci[phi].lo << ", " << ci.ci[phi].hi << "], failed " << ci.failed);
+  CHECK(ci.ci[phi].contains(IsoDepthPublished::phi));
+  CHECK(ci.ci[phi].contains(r.values[phi]));
+  CHECK(ci.failed == 0);
+  CHECK(r.rmse_log < 0.012);
+}
+
+TEST_CASE("the paper's example: r = 4, 410M looped ~ 580M dense in loss, ~1B in cost", "[law][isodepth][equivalence]") {
+  // The paper's family at d_model 2048, r = 4: 2 prelude + 4 shared (x4) + 2 coda layers.
+  const ModelSpec m = family_member(2048, 4, 32064);
+  const ParamCounts p = count_params(m);
+  const Equivalence e = looped_equivalence(m, IsoDepthPublished::phi);
+  INFO("N_once " << p.once << ", N_rec " << p.rec << ", dense " << e.dense_equivalent_params << ", unrolled " << e.unrolled_params);
+  CHECK(e.params == Approx(410e6).epsilon(0.01));                  // 411M non-embedding
+  CHECK(e.dense_equivalent_params == Approx(580e6).epsilon(0.04));  // 598M: "~580M" in the paper
+  CHECK(e.unrolled_params == Approx(1e9).epsilon(0.05));            // 1.04B
+  // The split: the once-run layers and the shared block (with its injection) are about equal.
+  CHECK(static_cast<double>(p.rec) / static_cast<double>(p.once) == Approx(50.0 / 48).epsilon(0.01));
+}
+
+TEST_CASE("compute-optimal allocation with the published constants", "[law][isodepth][allocation]") {
+  const AnyLaw law = IsoDepth{};
+  const Eigen::VectorXd th = published(law);
+  std::ifstream in(LOOPSCALE_TEST_DATA "/isodepth_project_page.json");
+  REQUIRE(in);
+  const auto page = nlohmann::json::parse(in);
+  const std::vector<std::pair<int64, std::string>> archs{{1, "noloop"}, {2, "loop2"}, {4, "loop"}, {8, "loop8"}};
+  for (const auto& [r, key] : archs) {
+    std::vector<Allocation> pts;
+    const auto& em = page["empirical_minima"][key];
+    for (std::size_t i = 0; i < em["C"].size(); ++i) {
+      const Allocation a = compute_optimal(law, th, r, em["C"][i].get<double>());
+      CHECK_FALSE(a.at_edge);
+      // The law's minimum loss is close to the sweep's iso-FLOP minimum (the law fits those runs).
+      INFO("r " << r << " C " << a.budget << ": N* " << a.n_opt << " (empirical " << em["N"][i] << "), L* " << a.loss_opt << " ("
+                << em["L"][i] << ")");
+      CHECK(a.loss_opt == Approx(em["L"][i].get<double>()).epsilon(0.02));
+      CHECK(a.loss_opt <= a.best_width.loss + 1e-12);
+      pts.push_back(a);
+    }
+    const ScalingExponents x = allocation_exponents(pts);
+    INFO("r " << r << ": a " << x.a << ", b " << x.b);
+    // F is close to 6N, so N* D* ~ C: the two exponents sum to about one.
+    CHECK(x.a + x.b == Approx(1.0).epsilon(0.08));
+    CHECK(x.a > 0.3);
+    CHECK(x.b > 0.3);
+  }
+}
