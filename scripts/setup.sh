@@ -13,6 +13,7 @@ pkgs=(
   libfmt-dev             # formatting of tables and messages
   libcli11-dev           # the `loopscale` command line
   liblbfgspp-dev         # L-BFGS-B for the scaling-law fits
+  python3-scipy          # bench/law: the SciPy side of the law-fitting benchmark
   gnuplot-nox            # plots of sweep reports
   bible-kjv bible-kjv-text fortunes fortunes-min python3.11-doc perl-doc  # text corpus sources (scripts/corpus.sh)
 )

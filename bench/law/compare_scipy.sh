@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Times the law fits of bench_law against the same fits in SciPy, in one run on this machine, and
+# prints the ratios recorded in docs/benchmarks.md. Usage: bench/law/compare_scipy.sh [BUILD_DIR]
+# Needs /usr/bin/python3 with SciPy (Debian python3-scipy, installed by scripts/setup.sh).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="${1:-$root/build-law}"
+bench="$build/bench/law/bench_law"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+"$bench" --write-isodepth-csv="$work/isodepth_116.csv"
+"$bench" --benchmark_format=json --benchmark_repetitions=3 --benchmark_report_aggregates_only=true > "$work/bench.json"
+epoch="$root/tests/data/chinchilla_epoch_svg_extracted.csv"
+for grad in numeric analytic; do
+  /usr/bin/python3 "$here/scipy_fit.py" chinchilla "$epoch" --grad $grad > "$work/scipy_chinchilla_$grad.json"
+  /usr/bin/python3 "$here/scipy_fit.py" iso-depth "$work/isodepth_116.csv" --grad $grad > "$work/scipy_isodepth_$grad.json"
+done
+
+/usr/bin/python3 - "$work" <<'PY'
+import json, sys, os
+work = sys.argv[1]
+bench = json.load(open(os.path.join(work, "bench.json")))
+ours = {}
+for b in bench["benchmarks"]:
+    if b.get("aggregate_name") == "median":
+        ours[b["run_name"]] = (b["real_time"] / 1e3, b.get("objective"))
+print(f"{'fit':<28} {'loopscale s':>12} {'objective':>14}")
+for k, (t, o) in sorted(ours.items()):
+    print(f"{k:<28} {t:>12.3f} {o:>14.10f}")
+print()
+print(f"{'SciPy fit':<28} {'seconds':>12} {'objective':>14} {'ratio 2 thr':>12}")
+for law, key in (("chinchilla", "epoch_grid/2/real_time"), ("isodepth", "isodepth_500/2/real_time")):
+    for grad in ("numeric", "analytic"):
+        s = json.load(open(os.path.join(work, f"scipy_{law}_{grad}.json")))
+        t = ours[key][0]
+        print(f"{law + ' (' + grad + ')':<28} {s['seconds']:>12.2f} {s['objective']:>14.10f} {s['seconds'] / t:>11.0f}x")
+        print(f"    params {s['params']}")
+PY
