@@ -2,11 +2,11 @@
 // over flat, once-allocated buffers. Routing, grouping and balancing are in moe_router.hpp.
 //
 // Experts run on their own contiguous groups of token slots (the sort of moe_router.hpp): each
-// expert gathers its rows of x, runs the two GEMMs of its MLP on them and adds g * out back into its
-// tokens' rows of y. No expert touches a token it was not chosen for, so the routed work is K/E of
-// a dense pass over all experts. A token picks an expert at most once, so within one expert every
-// row belongs to a different token and the scatter-add runs in parallel without atomics; experts
-// are added in index order, so the result is the same on every run with the same thread count.
+// expert gathers its rows of x, runs the two GEMMs of its MLP on them into per-slot output rows,
+// and every token then sums its kept slots, in k order, times their gates. No expert touches a
+// token it was not chosen for, so the routed work is K/E of a dense pass over all experts. The
+// backward mirrors this (per-slot dx rows summed per token), and each weight gradient element has
+// one writer, so results are bit-identical from run to run with the same thread count.
 //
 // Parameters, in this order (moe_param_layout), totalling layer_params(...).ffn of the accounting:
 //   router Wr (E x d) | W1 of expert 0..E-1 (H1 x d each) | W2 of expert 0..E-1 (d x H each)
@@ -47,6 +47,17 @@ inline MoeParamLayout moe_param_layout(const MoeShape& s) {
 }
 inline int64 moe_param_count(const MoeShape& s) { return moe_param_layout(s).total; }
 
+// Work of the expert phase is cut into tasks that each run on one thread with single-threaded
+// GEMMs, one parallel region per phase instead of a few per expert: row tasks (up to
+// moe_row_chunk grouped rows of one expert; everything row-local: gather, both GEMMs and the
+// activation forward, and their backward to the input) and weight tasks (a panel of
+// moe_weight_panel output rows of one expert's dW1 or dW2, summed over all its rows). Every output
+// element has exactly one task, so there are no atomics and no reductions across threads, and a
+// skewed routing still splits evenly: a busy expert is just more row tasks.
+inline constexpr int64 moe_row_chunk = 256;
+inline constexpr int64 moe_weight_panel = 64;
+inline int64 moe_max_row_tasks(int64 experts, int64 slots) { return (slots + moe_row_chunk - 1) / moe_row_chunk + experts; }
+
 // Element counts for a call of N tokens.
 struct MoeSizes {
   int64 acts = 0, acts_index = 0;        // saved per call: T values, int32 values
@@ -55,23 +66,24 @@ struct MoeSizes {
 
 inline MoeSizes moe_sizes(const MoeShape& s, int64 N) {
   const int64 E = s.experts, K = s.top_k, H = s.hidden, H1 = s.in_rows(), d = s.d, S = N * K;
-  MoeSizes z;
   if (S >= (int64{1} << 31)) throw spec_error("moe: N * top-k token slots must fit in int32");
+  MoeSizes z;
   z.acts = 2 * N * E + N + S + S * H1 + S * H + (s.shared_expert ? N * (H1 + H) : 0);
-  z.acts_index = 2 * S + 2 * E + 1;
-  // Rows of one expert are at most N (capacity(N) <= N), and the shared expert has N rows.
-  z.scratch = 2 * N * d + N * H + N * H1 + N * E + S;
-  z.scratch_index = moe_group_scratch(E, S);
+  z.acts_index = 3 * S + 2 * E + 1;
+  // Grouped rows of every slot (S >= N, so dh / dhp also serve the shared expert's backward).
+  z.scratch = 3 * S * d + S * H + S * H1 + N * E + S;
+  z.scratch_index = moe_group_scratch(E, S) + 3 * moe_max_row_tasks(E, S);
   return z;
 }
 
 // One call's saved activations: pointers carved from the caller's buffers.
 template <class T>
 struct MoeActs {
-  T *logits, *scores, *lse, *gates;  // N E, N E, N, N K
-  T *hpre, *hact;                    // expert rows, in grouped order: N K x H1, N K x H
-  T *shared_hpre, *shared_hact;      // N x H1, N x H (null without a shared expert)
-  int32 *expert, *order, *offset, *kept;  // N K, N K, E + 1, E
+  T *logits, *scores, *lse, *gates;        // N E, N E, N, N K
+  T *hpre, *hact;                          // grouped rows: N K x H1, N K x H
+  T *shared_hpre, *shared_hact;            // N x H1, N x H (null without a shared expert)
+  int32 *expert, *order, *pos;             // N K each: chosen experts, grouped order, slot -> row
+  int32 *offset, *kept;                    // E + 1, E
 };
 
 template <class T>
@@ -91,6 +103,7 @@ MoeActs<T> moe_acts(const MoeShape& s, int64 N, T* v, int32* iv) {
   }
   a.expert = iv, iv += S;
   a.order = iv, iv += S;
+  a.pos = iv, iv += S;
   a.offset = iv, iv += E + 1;
   a.kept = iv;
   return a;
@@ -98,32 +111,61 @@ MoeActs<T> moe_acts(const MoeShape& s, int64 N, T* v, int32* iv) {
 
 template <class T>
 struct MoeScratch {
-  T *rows_a, *rows_b;  // N x d each: gathered inputs / outputs of one expert
-  T *dh, *dhp;         // N x H, N x H1
+  T *xg, *yg, *dxg;    // N K x d each: gathered inputs, expert outputs (dy in the backward), dx rows
+  T *dh, *dhp;         // N K x H, N K x H1
   T *dlogits, *dgate;  // N x E (the balancing probabilities in the forward), N x K
-  int32* hist;         // grouping
+  int32 *hist, *tasks; // grouping; row tasks (expert, begin, end)
 };
 
 template <class T>
 MoeScratch<T> moe_scratch(const MoeShape& s, int64 N, T* v, int32* iv) {
+  const int64 S = N * s.top_k;
   MoeScratch<T> w;
-  w.rows_a = v, v += N * s.d;
-  w.rows_b = v, v += N * s.d;
-  w.dh = v, v += N * s.hidden;
-  w.dhp = v, v += N * s.in_rows();
+  w.xg = v, v += S * s.d;
+  w.yg = v, v += S * s.d;
+  w.dxg = v, v += S * s.d;
+  w.dh = v, v += S * s.hidden;
+  w.dhp = v, v += S * s.in_rows();
   w.dlogits = v, v += N * s.experts;
   w.dgate = v;
-  w.hist = iv;
+  w.hist = iv, iv += moe_group_scratch(s.experts, S);
+  w.tasks = iv;
   return w;
 }
 
 namespace detail {
-// dst row i = src row of the token of grouped slot base + i.
-template <class B, class T>
-void gather_rows(const T* src, T* dst, const int32* order, int64 base, int64 rows, int64 K, int64 d) {
-  B::parallel_for(rows, [=](int64 i) {
-    const T* r = src + static_cast<int64>(order[base + i]) / K * d;
-    std::memcpy(dst + i * d, r, static_cast<std::size_t>(d) * sizeof(T));
+// Row tasks of the experts' kept rows; returns their count.
+inline int64 row_tasks(int64 E, const int32* offset, const int32* kept, int32* tasks) {
+  int64 n = 0;
+  for (int64 e = 0; e < E; ++e)
+    for (int64 b = offset[e]; b < offset[e] + kept[e]; b += moe_row_chunk, ++n) {
+      tasks[3 * n] = static_cast<int32>(e);
+      tasks[3 * n + 1] = static_cast<int32>(b);
+      tasks[3 * n + 2] = static_cast<int32>(std::min<int64>(b + moe_row_chunk, offset[e] + kept[e]));
+    }
+  return n;
+}
+
+// dst row i = src row of the token of grouped row i, for i in [b, e).
+template <class T>
+void gather_rows(const T* src, T* dst, const int32* order, int64 b, int64 e, int64 K, int64 d) {
+  for (int64 i = b; i < e; ++i)
+    std::memcpy(dst + i * d, src + static_cast<int64>(order[i]) / K * d, static_cast<std::size_t>(d) * sizeof(T));
+}
+
+// y[t] += sum over t's kept slots, in k order, of scale(slot) * rows[pos[slot]].
+template <class B, class T, class Scale>
+void combine_rows(int64 N, int64 K, int64 d, const int32* expert, const int32* pos, const int32* offset, const int32* kept,
+                  const T* rows, T* y, Scale scale) {
+  B::parallel_for(N, [=](int64 t) {
+    T* yt = y + t * d;
+    for (int64 k = 0; k < K; ++k) {
+      const int64 slot = t * K + k, e = expert[slot], r = pos[slot];
+      if (r - offset[e] >= kept[e]) continue;  // dropped by the capacity
+      const T g = scale(slot);
+      const T* src = rows + r * d;
+      for (int64 j = 0; j < d; ++j) yt[j] += g * src[j];
+    }
   });
 }
 }  // namespace detail
@@ -134,35 +176,32 @@ template <class B, class T>
 MoeCall moe_forward(const MoeShape& s, int64 N, const T* x, const T* P, const T* bias, T* y, bool accumulate,
                     const MoeActs<T>& a, const MoeScratch<T>& w, MoeStats& stats) {
   const MoeParamLayout L = moe_param_layout(s);
-  const int64 E = s.experts, K = s.top_k, d = s.d, H = s.hidden, H1 = s.in_rows();
+  const int64 E = s.experts, K = s.top_k, d = s.d, H = s.hidden, H1 = s.in_rows(), S = N * K;
   route_forward<B>(s, N, x, P + L.router, s.balance == Balance::bias ? bias : static_cast<const T*>(nullptr), a.logits,
                    a.scores, a.lse, a.expert, a.gates);
   group_slots<B>(N, K, E, s.capacity(N), a.expert, a.order, a.offset, a.kept, w.hist);
+  const int32* order = a.order;
+  int32* pos = a.pos;
+  B::parallel_for(S, [=](int64 i) { pos[order[i]] = static_cast<int32>(i); });
   const MoeCall call = route_stats<B>(s, N, a.scores, a.lse, a.offset, a.kept, w.dlogits, stats);
+
+  const int32* tasks = w.tasks;
+  const int64 ntasks = detail::row_tasks(E, a.offset, a.kept, w.tasks);
+  const Activation act = s.act;
+  T *xg = w.xg, *yg = w.yg, *hpre = a.hpre, *hact = a.hact;
+  B::parallel_for(ntasks, [=](int64 j) {
+    const int64 e = tasks[3 * j], b = tasks[3 * j + 1], en = tasks[3 * j + 2], rows = en - b;
+    detail::gather_rows(x, xg, order, b, en, K, d);
+    // Inside the parallel region the backend runs these on the calling thread.
+    linear_forward<B>(xg + b * d, P + L.expert_w1(e), hpre + b * H1, rows, d, H1);
+    activation_forward<B>(act, hpre + b * H1, hact + b * H, rows, H);
+    linear_forward<B>(hact + b * H, P + L.expert_w2(e), yg + b * d, rows, H, d);
+  });
 
   if (s.shared_expert) mlp_forward<B>(x, P + L.shared_w1, P + L.shared_w2, a.shared_hpre, a.shared_hact, y, {N, d, H, s.act}, accumulate);
   else if (!accumulate) B::parallel_for(N, [=](int64 t) { std::fill(y + t * d, y + (t + 1) * d, T(0)); });
-
-  for (int64 e = 0; e < E; ++e) {
-    const int64 rows = a.kept[e], base = a.offset[e];
-    if (rows == 0) continue;
-    T* hpre = a.hpre + base * H1;
-    T* hact = a.hact + base * H;
-    detail::gather_rows<B>(x, w.rows_a, a.order, base, rows, K, d);
-    linear_forward<B>(w.rows_a, P + L.expert_w1(e), hpre, rows, d, H1);
-    activation_forward<B>(s.act, hpre, hact, rows, H);
-    linear_forward<B>(hact, P + L.expert_w2(e), w.rows_b, rows, H, d);
-    const T* out = w.rows_b;
-    const int32* order = a.order;
-    const T* gates = a.gates;
-    B::parallel_for(rows, [=](int64 i) {
-      const int64 slot = order[base + i];
-      const T g = gates[slot];
-      T* yt = y + slot / K * d;
-      const T* o = out + i * d;
-      for (int64 j = 0; j < d; ++j) yt[j] += g * o[j];
-    });
-  }
+  const T* gates = a.gates;
+  detail::combine_rows<B>(N, K, d, a.expert, a.pos, a.offset, a.kept, w.yg, y, [=](int64 slot) { return gates[slot]; });
   return call;
 }
 
@@ -182,46 +221,52 @@ void moe_backward(const MoeShape& s, int64 N, const T* x, const T* P, const MoeA
   else
     B::parallel_for(N, [=](int64 t) { std::fill(dx + t * d, dx + (t + 1) * d, T(0)); });
 
-  for (int64 e = 0; e < E; ++e) {
-    const int64 rows = a.kept[e], base = a.offset[e];
-    if (rows == 0) continue;
-    const T* hpre = a.hpre + base * H1;
-    const T* hact = a.hact + base * H;
-    const T* W1 = P + L.expert_w1(e);
-    const T* W2 = P + L.expert_w2(e);
-    const int32* order = a.order;
-    const T* gates = a.gates;
-    T* dyg = w.rows_a;
-    T* u = w.dh;
-    detail::gather_rows<B>(dy, dyg, a.order, base, rows, K, d);
+  // Row tasks: everything that is local to a grouped row.
+  const int32* tasks = w.tasks;
+  const int64 ntasks = detail::row_tasks(E, a.offset, a.kept, w.tasks);
+  const int32* order = a.order;
+  const T *gates = a.gates, *hpre = a.hpre, *hact = a.hact;
+  const Activation act = s.act;
+  T *xg = w.xg, *dyg = w.yg, *dxg = w.dxg, *dh = w.dh, *dhp = w.dhp;
+  B::parallel_for(ntasks, [=](int64 j) {
+    const int64 e = tasks[3 * j], b = tasks[3 * j + 1], en = tasks[3 * j + 2], rows = en - b;
+    detail::gather_rows(dy, dyg, order, b, en, K, d);
     // u = dy W2 is d loss / d (expert output) before the gate: its dot with the activation is the
     // gate's gradient, and g u is the activation's.
-    B::gemm(false, false, rows, H, d, T(1), dyg, d, W2, H, T(0), u, H);
-    B::parallel_for(rows, [=](int64 i) {
-      const int64 slot = order[base + i];
+    B::gemm(false, false, rows, H, d, T(1), dyg + b * d, d, P + L.expert_w2(e), H, T(0), dh + b * H, H);
+    for (int64 i = b; i < en; ++i) {
+      const int64 slot = order[i];
       const T g = gates[slot];
-      T* ui = u + i * H;
+      T* ui = dh + i * H;
       const T* hi = hact + i * H;
       T dot = 0;
-      for (int64 j = 0; j < H; ++j) dot += ui[j] * hi[j];
+      for (int64 c = 0; c < H; ++c) dot += ui[c] * hi[c];
       dgate[slot] = dot;
-      for (int64 j = 0; j < H; ++j) ui[j] *= g;
+      for (int64 c = 0; c < H; ++c) ui[c] *= g;
       T* dr = dyg + i * d;
-      for (int64 j = 0; j < d; ++j) dr[j] *= g;
-    });
-    B::gemm(true, false, d, H, rows, T(1), dyg, d, hact, H, T(1), G + L.expert_w2(e), H);  // dW2 += (g dy)^T h
-    activation_backward<B>(s.act, hpre, u, w.dhp, rows, H);
-    T* xg = w.rows_b;
-    detail::gather_rows<B>(x, xg, a.order, base, rows, K, d);
-    B::gemm(true, false, H1, d, rows, T(1), w.dhp, H1, xg, d, T(1), G + L.expert_w1(e), d);  // dW1 += dhpre^T x
-    T* dxg = w.rows_a;                                                                       // dy rows are done
-    B::gemm(false, false, rows, d, H1, T(1), w.dhp, H1, W1, d, T(0), dxg, d);
-    B::parallel_for(rows, [=](int64 i) {
-      T* dt = dx + static_cast<int64>(order[base + i]) / K * d;
-      const T* r = dxg + i * d;
-      for (int64 j = 0; j < d; ++j) dt[j] += r[j];
-    });
-  }
+      for (int64 c = 0; c < d; ++c) dr[c] *= g;  // g dy, for dW2
+    }
+    activation_backward<B>(act, hpre + b * H1, dh + b * H, dhp + b * H1, rows, H);
+    B::gemm(false, false, rows, d, H1, T(1), dhp + b * H1, H1, P + L.expert_w1(e), d, T(0), dxg + b * d, d);
+    detail::gather_rows(x, xg, order, b, en, K, d);  // for dW1
+  });
+
+  // Weight tasks: panels of dW1 (H1 x d) and dW2 (d x H), each summed over its expert's rows.
+  const int64 p1 = (H1 + moe_weight_panel - 1) / moe_weight_panel, p2 = (d + moe_weight_panel - 1) / moe_weight_panel;
+  const int32 *offset = a.offset, *kept = a.kept;
+  B::parallel_for(E * (p1 + p2), [=](int64 j) {
+    const int64 e = j / (p1 + p2), p = j % (p1 + p2), off = offset[e], rows = kept[e];
+    if (rows == 0) return;
+    if (p < p1) {
+      const int64 lo = p * moe_weight_panel, n = std::min(H1, lo + moe_weight_panel) - lo;
+      B::gemm(true, false, n, d, rows, T(1), dhp + off * H1 + lo, H1, xg + off * d, d, T(1), G + L.expert_w1(e) + lo * d, d);
+    } else {
+      const int64 lo = (p - p1) * moe_weight_panel, n = std::min(d, lo + moe_weight_panel) - lo;
+      B::gemm(true, false, n, H, rows, T(1), dyg + off * d + lo, d, hact + off * H, H, T(1), G + L.expert_w2(e) + lo * H, H);
+    }
+  });
+
+  detail::combine_rows<B>(N, K, d, a.expert, a.pos, a.offset, a.kept, w.dxg, dx, [](int64) { return T(1); });
   route_backward<B>(s, N, x, P + L.router, a.logits, a.scores, a.lse, a.expert, a.gates, dgate, stats, w.dlogits, dx,
                     G + L.router, true);
 }
