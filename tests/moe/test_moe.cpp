@@ -451,3 +451,21 @@ TEST_CASE("moe: the aux-loss-free bias moves load toward uniform, outside the gr
   moe_update_bias(aux, h.st, bias.data());
   REQUIRE(bias == before);
 }
+
+TEST_CASE("moe: the buffers carved from moe_sizes fill them exactly", "[moe]") {
+  for (const bool shared : {false, true})
+    for (const auto act : {Activation::relu2, Activation::swiglu})
+      for (const int64 N : {1, 300, 4096}) {
+        const MoeShape s = make_shape(32, 24, 8, 3, act, RouterKind::softmax, true, shared, Balance::none, 0.0);
+        const MoeSizes z = moe_sizes(s, N);
+        std::vector<float> v(z.acts), sv(z.scratch);
+        std::vector<int32> iv(z.acts_index), siv(z.scratch_index);
+        const MoeActs<float> a = moe_acts<float>(s, N, v.data(), iv.data());
+        const float* end = shared ? a.shared_hact + N * s.hidden : a.hact + N * s.top_k * s.hidden;
+        CHECK(end == v.data() + z.acts);
+        CHECK(a.kept + s.experts == iv.data() + z.acts_index);
+        const MoeScratch<float> w = moe_scratch<float>(s, N, sv.data(), siv.data());
+        CHECK(w.dgate + N * s.top_k == sv.data() + z.scratch);
+        CHECK(w.tasks + 3 * moe_max_row_tasks(s.experts, N * s.top_k) == siv.data() + z.scratch_index);
+      }
+}
