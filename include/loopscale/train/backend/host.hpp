@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -150,44 +151,53 @@ struct HostBackend {
   }
 };
 
-// Measured peak fp32 FLOP/s of this machine: every thread runs independent chains of fused
-// multiply-adds on 8-wide vectors, enough chains (10) to cover the FMA latency on two ports.
-// Returns FLOP/s summed over `threads` threads (0: all), timed over about `seconds`.
+// The peak fp32 FLOP/s microkernel: every thread runs C = 10 independent chains of fused
+// multiply-adds on 8-wide vectors, enough chains to cover the FMA latency on both FMA ports of a
+// Zen 3 or Skylake core. Returns the FLOPs executed (2 per lane per FMA).
+inline double fma_chains(int threads, int64 iters) {
+  constexpr int W = 8, C = 10;
+  float sink = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+  {
+    float acc[C][W], mul[W], add[W];
+    for (int i = 0; i < W; ++i) {
+      mul[i] = 0.999999f + 1e-7f * static_cast<float>(omp_get_thread_num() + i);
+      add[i] = 1e-6f * static_cast<float>(i + 1);
+    }
+    for (int c = 0; c < C; ++c)
+      for (int i = 0; i < W; ++i) acc[c][i] = static_cast<float>(c + i);
+    for (int64 it = 0; it < iters; ++it) {
+#pragma GCC unroll 10
+      for (int c = 0; c < C; ++c)
+#pragma omp simd
+        for (int i = 0; i < W; ++i) acc[c][i] = acc[c][i] * mul[i] + add[i];
+    }
+    for (int c = 0; c < C; ++c)
+      for (int i = 0; i < W; ++i) sink += acc[c][i];
+  }
+  volatile float keep = sink;  // the result is used, so the loop cannot be removed
+  (void)keep;
+  return 2.0 * C * W * static_cast<double>(iters) * threads;
+}
+
+// Measured peak fp32 FLOP/s of this machine over `threads` threads (0: all), timed over about
+// `seconds`: the iteration count grows until one run lasts a third of that, then the best of three.
+// The figure is only as good as the machine is idle: other processes lower it.
 inline double measure_peak_flops(int threads = 0, double seconds = 0.25) {
   if (threads < 1) threads = omp_get_num_procs();
   using clock = std::chrono::steady_clock;
-  constexpr int W = 8, C = 10;
   const auto run = [threads](int64 iters) {
-    float sink = 0;
     const auto t0 = clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-    {
-      float acc[C][W], mul[W], add[W];
-      for (int i = 0; i < W; ++i) {
-        mul[i] = 0.999999f + 1e-7f * static_cast<float>(omp_get_thread_num() + i);
-        add[i] = 1e-6f * static_cast<float>(i + 1);
-      }
-      for (int c = 0; c < C; ++c)
-        for (int i = 0; i < W; ++i) acc[c][i] = static_cast<float>(c + i);
-      for (int64 it = 0; it < iters; ++it) {
-#pragma GCC unroll 10
-        for (int c = 0; c < C; ++c)
-#pragma omp simd
-          for (int i = 0; i < W; ++i) acc[c][i] = acc[c][i] * mul[i] + add[i];
-      }
-      for (int c = 0; c < C; ++c)
-        for (int i = 0; i < W; ++i) sink += acc[c][i];
-    }
-    const double s = std::chrono::duration<double>(clock::now() - t0).count();
-    volatile float keep = sink;  // the result is used, so the loop cannot be removed
-    (void)keep;
-    return s;
+    const double flops = fma_chains(threads, iters);
+    return std::pair{flops, std::chrono::duration<double>(clock::now() - t0).count()};
   };
-  // Grow the iteration count until one run lasts a third of the budget, then keep the best of three.
   int64 iters = 1 << 14;
-  while (run(iters) < seconds / 3 && iters < (int64{1} << 40)) iters *= 2;
+  while (run(iters).second < seconds / 3 && iters < (int64{1} << 40)) iters *= 2;
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) best = std::max(best, 2.0 * C * W * static_cast<double>(iters) * threads / run(iters));
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto [f, s] = run(iters);
+    best = std::max(best, f / s);
+  }
   return best;
 }
 

@@ -1,0 +1,161 @@
+// `loopscale train`: one training run on the CPU. A thin layer over train::train() (trainer.hpp):
+// flags (or a JSON config, flags overriding it) become a TrainConfig, progress goes to stderr as a
+// bar on a terminal and as plain lines otherwise, and the result is summary.json in --out.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include "cli.hpp"
+#include "loopscale/train/trainer.hpp"
+#include "spec_flags.hpp"
+
+namespace loopscale::cli {
+namespace {
+
+struct TrainArgs {
+  SpecFlags spec;
+  train::TrainConfig cfg;
+  std::string config_file;
+  std::string decay = "cosine";
+  double tokens = 0;  // accepts 1e7 as well as 10000000
+  bool dry_run = false;
+  TrainArgs() {
+    spec.vocab = 256;  // the byte-level corpus of scripts/corpus.sh
+    spec.vocab_multiple = 64;
+  }
+};
+
+std::string duration(double s) {
+  if (!(s >= 0) || s > 1e7) return "?";
+  const long t = static_cast<long>(s + 0.5);
+  return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t % 3600 / 60) : fmt::format("{}m{:02}s", t / 60, t % 60);
+}
+
+const bool registered = add_command([](CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* sub = app.add_subcommand("train", "train a looped transformer on a token corpus (CPU)");
+  a->spec.add_to(*sub);
+  sub->get_option("--d-model")->required(false);  // may come from --config instead
+  train::TrainConfig& c = a->cfg;
+  sub->add_option("--config", a->config_file, "JSON TrainConfig file; flags given as well override it");
+  sub->add_option("--batch", c.batch, "sequences per step")->capture_default_str();
+  sub->add_option("--seq-len", c.seq_len, "tokens per sequence")->capture_default_str();
+  sub->add_option("--tokens", a->tokens, "training tokens (or give --flops)");
+  sub->add_option("--flops", c.flops, "training FLOPs, paper convention; tokens = flops / train FLOPs per token");
+  sub->add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
+  sub->add_option("--lr-embedding", c.lr_embedding, "learning-rate multiplier of the embedding")->capture_default_str();
+  sub->add_option("--lr-lm-head", c.lr_lm_head, "learning-rate multiplier of the lm_head")->capture_default_str();
+  sub->add_option("--lr-norm", c.lr_norm, "learning-rate multiplier of norms and injection")->capture_default_str();
+  sub->add_option("--weight-decay", c.weight_decay, "decoupled weight decay of the matrices")->capture_default_str();
+  sub->add_option("--grad-clip", c.grad_clip, "global gradient-norm clip (0: off)")->capture_default_str();
+  sub->add_option("--warmup", c.warmup, "fraction of the steps in warmup")->capture_default_str();
+  sub->add_option("--decay", a->decay, "cosine | linear | constant")->capture_default_str();
+  sub->add_option("--final-lr-frac", c.final_lr_frac, "learning-rate floor as a fraction of --lr")->capture_default_str();
+  sub->add_option("--softcap", c.softcap, "logit softcap (0: off)")->capture_default_str();
+  sub->add_option("--data", c.data, "corpus folder with train.bin and val.bin")->capture_default_str();
+  sub->add_option("--out", c.out, "run folder: log.jsonl, checkpoint.bin, summary.json");
+  sub->add_option("--seed", c.seed, "seed of the initialisation and the data order")->capture_default_str();
+  sub->add_option("--threads", c.threads, "threads (0: every core)")->capture_default_str();
+  sub->add_option("--eval-every", c.eval_every, "steps between validation evaluations (0: at the end only)")->capture_default_str();
+  sub->add_option("--eval-tokens", c.eval_tokens, "tokens in the fixed validation sample")->capture_default_str();
+  sub->add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (0: at the end only)")->capture_default_str();
+  sub->add_option("--peak-flops", c.peak_flops, "FLOP/s the MFU is relative to (0: measure)");
+  sub->add_flag("--resume", c.resume, "continue the run in --out from its checkpoint");
+  sub->add_flag("--dry-run", a->dry_run, "check everything, print the config, budget and memory estimate, and stop");
+  c.data = "data/corpus";
+
+  sub->callback([a, sub] {
+    train::TrainConfig cfg = a->cfg;
+    cfg.decay = a->decay;
+    if (a->tokens < 0 || !std::isfinite(a->tokens)) throw usage_error("--tokens must be positive");
+    cfg.tokens = static_cast<int64>(a->tokens);
+    // Which spec flags were given (any of them means the spec comes from the flags).
+    bool spec_flags = false;
+    for (const CLI::Option* o : sub->get_options())
+      if (o->count() > 0 && o->get_name().rfind("--", 0) == 0) {
+        static const char* spec_names[] = {"--d-model", "--heads", "--head-dim", "--kv-heads", "--vocab", "--vocab-multiple",
+                                           "--prelude", "--coda", "--depth", "--recur-layers", "--r", "--inject", "--bptt",
+                                           "--activation", "--mlp-mult", "--experts", "--top-k", "--expert-ff", "--shared-expert"};
+        for (const char* n : spec_names) spec_flags |= o->get_name() == n;
+      }
+    if (!a->config_file.empty()) {
+      std::ifstream f(a->config_file);
+      if (!f) throw usage_error("--config: cannot open " + a->config_file);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(f);
+      } catch (const nlohmann::json::exception& e) {
+        throw usage_error("--config: " + a->config_file + " is not valid JSON: " + e.what());
+      }
+      train::TrainConfig base = train::config_from_json(j);
+      // Flags given on the command line override the file; the rest comes from it.
+      const nlohmann::json flags = cfg;
+      nlohmann::json merged = base;
+      const std::pair<const char*, const char*> map[] = {
+          {"--batch", "batch"}, {"--seq-len", "seq_len"}, {"--tokens", "tokens"}, {"--flops", "flops"}, {"--lr", "lr"},
+          {"--lr-embedding", "lr_embedding"}, {"--lr-lm-head", "lr_lm_head"}, {"--lr-norm", "lr_norm"},
+          {"--weight-decay", "weight_decay"}, {"--grad-clip", "grad_clip"}, {"--warmup", "warmup"}, {"--decay", "decay"},
+          {"--final-lr-frac", "final_lr_frac"}, {"--softcap", "softcap"}, {"--data", "data"}, {"--out", "out"},
+          {"--seed", "seed"}, {"--threads", "threads"}, {"--eval-every", "eval_every"}, {"--eval-tokens", "eval_tokens"},
+          {"--checkpoint-every", "checkpoint_every"}, {"--peak-flops", "peak_flops"}, {"--resume", "resume"}};
+      for (const auto& [flag, key] : map)
+        if (sub->get_option(flag)->count() > 0) merged[key] = flags[key];
+      if (sub->get_option("--tokens")->count() > 0) merged["flops"] = 0.0;
+      if (sub->get_option("--flops")->count() > 0) merged["tokens"] = 0;
+      if (!j.contains("data") && sub->get_option("--data")->count() == 0) merged["data"] = flags["data"];
+      cfg = merged.get<train::TrainConfig>();
+      if (spec_flags) cfg.spec = a->spec.build();
+    } else {
+      if (!spec_flags || sub->get_option("--d-model")->count() == 0) throw usage_error("--d-model is required (or give --config)");
+      cfg.spec = a->spec.build();
+    }
+    if (cfg.tokens == 0 && cfg.flops == 0) throw usage_error("give a budget: --tokens or --flops");
+    if (cfg.out.empty()) throw usage_error("--out is required");
+
+    if (a->dry_run) {
+      train::detail::check_config(cfg);
+      const train::Budget b = train::budget_of(cfg);
+      const MemoryEstimate m = count_memory(cfg.spec, cfg.batch, cfg.seq_len, cfg.threads > 0 ? cfg.threads : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+      nlohmann::json j = {{"config", cfg}, {"steps", b.steps}, {"tokens", b.tokens}, {"flops_per_token", b.flops_per_token},
+                          {"flops", b.flops_per_token * static_cast<double>(b.tokens)}, {"params", count_params(cfg.spec).total},
+                          {"memory_estimate", {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},
+                                               {"activations", m.activations}, {"tokens", m.tokens}, {"total", m.total}}}};
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+
+    const bool tty = isatty(fileno(stderr)) != 0;
+    const auto show = [tty](const train::TrainProgress& p) {
+      const double frac = static_cast<double>(p.step) / static_cast<double>(p.steps);
+      const double eta = p.seconds / std::max(frac, 1e-9) * (1 - frac);
+      std::string val = p.val_loss ? fmt::format("  val {:.4f} ({:.3f} bpb)", *p.val_loss, *p.val_bpb) : "";
+      if (tty) {
+        const int width = 24, fill = static_cast<int>(frac * width);
+        fmt::print(stderr, "\r[{}{}] {}/{}  loss {:.4f}  {:.0f} tok/s  mfu {:.1f}%  eta {}{}\033[K", std::string(fill, '#'),
+                   std::string(width - fill, '.'), p.step, p.steps, p.loss, p.tokens_per_s, 100 * p.mfu, duration(eta), val);
+        if (p.val_loss || p.step == p.steps) fmt::print(stderr, "\n");
+      } else {
+        const int64 every = std::max<int64>(1, p.steps / 50);
+        if (p.step % every == 0 || p.step == p.steps || p.val_loss)
+          fmt::print(stderr, "step {}/{}  tokens {}  loss {:.4f}  lr {:.3g}  grad_norm {:.3f}  {:.0f} tok/s  mfu {:.1f}%{}\n", p.step,
+                     p.steps, p.tokens, p.loss, p.lr, p.grad_norm, p.tokens_per_s, 100 * p.mfu, val);
+      }
+      return true;
+    };
+    const train::TrainResult r = train::train(cfg, show);
+    if (r.status == "diverged") {
+      fmt::print(stderr, "loopscale: train: {}\n", r.message);
+      throw std::runtime_error("training diverged");
+    }
+    fmt::print("{}: val_loss {:.4f} nats/token, val_bpb {:.4f}, {} tokens in {}, {:.0f} tok/s, mfu {:.1f}%, peak RSS {} MiB -> {}\n",
+               r.status, r.val_loss, r.val_bpb, r.tokens, duration(r.seconds), r.tokens_per_s, 100 * r.mfu, r.peak_rss_bytes >> 20,
+               (std::filesystem::path(cfg.out) / "summary.json").string());
+  });
+});
+
+}  // namespace
+}  // namespace loopscale::cli

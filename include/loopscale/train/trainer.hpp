@@ -1,0 +1,416 @@
+// One training run, start to finish or resumed: the function `train(config, progress)` that the
+// `loopscale train` command, a sweep runner and a user's own program all call.
+//
+// A run lives in its folder (config.out):
+//   config.json      the TrainConfig of the run (written at the start)
+//   log.jsonl        one JSON line per step: step, tokens, loss, lr, grad_norm, tokens_per_s, mfu,
+//                    seconds (and val_loss, val_bpb on evaluation steps)
+//   checkpoint.bin   parameters, AdamW state, step (= data position), seed; atomic (checkpoint.hpp)
+//   summary.json     the result (TrainResult::json()), written atomically at the end
+// Resuming reloads checkpoint.bin, cuts log.jsonl back to the checkpoint's step and continues; the
+// losses are then bit-identical to an uninterrupted run with the same thread count.
+//
+// Everything that can be wrong with the input (spec, numbers, data files, memory) is checked and
+// reported as a config_error (or data_error / spec_error, all std::invalid_argument) before the
+// first step.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include <nlohmann/json.hpp>
+
+#include "loopscale/account/flops.hpp"
+#include "loopscale/account/memory.hpp"
+#include "loopscale/arch/spec_json.hpp"
+#include "loopscale/train/checkpoint.hpp"
+#include "loopscale/train/data.hpp"
+#include "loopscale/train/model.hpp"
+#include "loopscale/train/optim.hpp"
+
+namespace loopscale::train {
+
+struct config_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+struct TrainConfig {
+  ModelSpec spec{};
+  int64 batch = 16;       // sequences per step
+  int64 seq_len = 256;    // tokens per sequence (T)
+  int64 tokens = 0;       // training tokens; 0: derived from flops
+  double flops = 0;       // training FLOPs, paper convention (account/flops.hpp): tokens = flops / F_train
+  double lr = 3e-3;       // peak learning rate (matrices; the other groups scale it)
+  double lr_embedding = 1.0, lr_lm_head = 1.0, lr_norm = 1.0;  // multipliers per group
+  double weight_decay = 0.1;  // matrices only (decoupled); embeddings, lm_head, norms, injection: none
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double grad_clip = 1.0;     // global gradient-norm clipping; 0: off
+  double warmup = 0.02;       // fraction of the steps spent in linear warmup
+  std::string decay = "cosine";  // cosine | linear | constant
+  double final_lr_frac = 0.1;    // learning-rate floor at the last step, as a fraction of lr
+  double softcap = 15.0;         // logit softcap; 0: off
+  std::string data;              // corpus folder: train.bin, val.bin (scripts/corpus.sh)
+  std::string out;               // run folder
+  std::uint64_t seed = 1;        // initialisation and data order
+  int threads = 0;               // 0: every core
+  int64 eval_every = 0;          // steps between evaluations; 0: only at the end
+  int64 eval_tokens = 1 << 17;   // size of the fixed validation sample
+  int64 checkpoint_every = 0;    // steps between checkpoints; 0: only at the end
+  bool resume = false;           // continue from out/checkpoint.bin (a fresh start when there is none)
+  double peak_flops = 0;         // FLOP/s the MFU is relative to; 0: measured at the start
+};
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, spec, batch, seq_len, tokens, flops, lr, lr_embedding,
+                                                lr_lm_head, lr_norm, weight_decay, beta1, beta2, eps, grad_clip, warmup,
+                                                decay, final_lr_frac, softcap, data, out, seed, threads, eval_every,
+                                                eval_tokens, checkpoint_every, resume, peak_flops)
+
+// Strict reading of a config: an unknown key is an error (a typo must not train the default).
+inline TrainConfig config_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw config_error("config: expected a JSON object");
+  const nlohmann::json known = TrainConfig{};
+  for (const auto& [k, v] : j.items())
+    if (!known.contains(k)) throw config_error("config: unknown key '" + k + "'");
+  try {
+    return j.get<TrainConfig>();
+  } catch (const nlohmann::json::exception& e) {
+    throw config_error(std::string("config: ") + e.what());
+  }
+}
+
+// Reported after every step (and after each evaluation, with the validation numbers set).
+struct TrainProgress {
+  int64 step = 0, steps = 0, tokens = 0;
+  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, mfu = 0, seconds = 0;
+  std::optional<double> val_loss, val_bpb;
+};
+// Return false to stop the run early (it checkpoints first, so it can be resumed).
+using ProgressFn = std::function<bool(const TrainProgress&)>;
+
+struct TrainResult {
+  std::string status;   // "done", "stopped" (by the callback) or "diverged" (NaN/Inf loss)
+  std::string message;  // one line saying what happened
+  double val_loss = NAN, val_bpb = NAN, train_loss = NAN;
+  int64 steps = 0, tokens = 0, params = 0, resumed_from = -1;
+  double flops = 0, seconds = 0, tokens_per_s = 0, mfu = 0, peak_flops = 0;
+  int64 peak_rss_bytes = 0, memory_estimate_bytes = 0;
+
+  nlohmann::json json() const {
+    const auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    return {{"status", status},     {"message", message},           {"val_loss", num(val_loss)},
+            {"val_bpb", num(val_bpb)}, {"train_loss", num(train_loss)}, {"steps", steps},
+            {"tokens", tokens},     {"flops", flops},               {"seconds", seconds},
+            {"tokens_per_s", tokens_per_s}, {"mfu", mfu},           {"peak_flops", peak_flops},
+            {"peak_rss_bytes", peak_rss_bytes}, {"memory_estimate_bytes", memory_estimate_bytes},
+            {"params", params},     {"resumed_from", resumed_from}};
+  }
+};
+
+// Peak resident memory of this process so far.
+inline int64 peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64>(u.ru_maxrss) * 1024;
+}
+
+// Memory the system can still give (MemAvailable), or -1 when unknown.
+inline int64 available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64 kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return -1;
+}
+
+// Steps and tokens of a config: tokens rounded down to whole steps (at least one).
+struct Budget {
+  int64 steps = 0, tokens = 0;
+  double flops_per_token = 0;
+};
+
+inline Budget budget_of(const TrainConfig& c) {
+  Budget b;
+  b.flops_per_token = static_cast<double>(count_flops(c.spec, c.seq_len).train);
+  const int64 per_step = c.batch * c.seq_len;
+  const double tokens = c.tokens > 0 ? static_cast<double>(c.tokens) : c.flops / b.flops_per_token;
+  b.steps = std::max<int64>(1, static_cast<int64>(tokens / static_cast<double>(per_step)));
+  b.tokens = b.steps * per_step;
+  return b;
+}
+
+namespace detail {
+
+inline Decay parse_decay(const std::string& s) {
+  if (s == "cosine") return Decay::cosine;
+  if (s == "linear") return Decay::linear;
+  if (s == "constant") return Decay::constant;
+  throw config_error("config: decay must be cosine, linear or constant, not '" + s + "'");
+}
+
+inline void check(bool ok, const std::string& msg) {
+  if (!ok) throw config_error("config: " + msg);
+}
+
+// Every check that needs no data: numbers, spec, budget.
+inline void check_config(const TrainConfig& c) {
+  validate(c.spec);
+  for (const StackSpec* s : {&c.spec.prelude, &c.spec.recur.block, &c.spec.coda})
+    if (s->layers > 0 && s->layer.ffn.experts > 0)
+      throw spec_error("train: mixture-of-experts layers are not supported by the training engine yet");
+  check(c.batch >= 1, "batch must be at least 1");
+  check(c.seq_len >= 2, "seq_len must be at least 2");
+  check((c.tokens > 0) != (c.flops > 0), "give exactly one budget: tokens or flops");
+  check(c.tokens >= 0 && c.flops >= 0 && std::isfinite(c.flops), "the budget must be positive");
+  check(c.lr > 0 && std::isfinite(c.lr), "lr must be positive");
+  check(c.lr_embedding >= 0 && c.lr_lm_head >= 0 && c.lr_norm >= 0, "learning-rate multipliers must not be negative");
+  check(c.weight_decay >= 0, "weight_decay must not be negative");
+  check(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1, "beta1 and beta2 must be in [0, 1)");
+  check(c.eps > 0, "eps must be positive");
+  check(c.grad_clip >= 0, "grad_clip must not be negative");
+  check(c.warmup >= 0 && c.warmup < 1, "warmup is a fraction of the steps in [0, 1)");
+  check(c.final_lr_frac >= 0 && c.final_lr_frac <= 1, "final_lr_frac must be in [0, 1]");
+  check(c.softcap >= 0, "softcap must not be negative");
+  check(c.threads >= 0, "threads must not be negative");
+  check(c.eval_every >= 0 && c.checkpoint_every >= 0, "eval_every and checkpoint_every must not be negative");
+  check(c.eval_tokens >= c.seq_len, "eval_tokens must hold at least one sequence");
+  check(!c.data.empty(), "no data folder given");
+  check(!c.out.empty(), "no output folder given");
+  parse_decay(c.decay);
+}
+
+// The fields that must agree between a checkpoint and the config resuming it.
+inline nlohmann::json identity(const TrainConfig& c) {
+  nlohmann::json j = c;
+  for (const char* k : {"out", "data", "resume", "eval_every", "checkpoint_every", "peak_flops"}) j.erase(k);
+  return j;
+}
+
+// Keeps the lines of log.jsonl up to and including `step`.
+inline void cut_log(const std::filesystem::path& log, int64 step) {
+  std::ifstream in(log);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      if (nlohmann::json::parse(line).value("step", int64{0}) > step) break;
+    } catch (const nlohmann::json::exception&) {
+      break;  // a line torn by the kill
+    }
+    kept += line + "\n";
+  }
+  write_file_atomic(log, kept);
+}
+
+}  // namespace detail
+
+// Trains (or resumes) one run as described above and returns its result (also in summary.json).
+template <class B = HostBackend>
+TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
+  namespace fs = std::filesystem;
+  using clock = std::chrono::steady_clock;
+  const auto wall0 = clock::now();
+  detail::check_config(cfg);
+  const fs::path data(cfg.data), out(cfg.out);
+  const TokenFile train_file = read_token_file((data / "train.bin").string());
+  const TokenFile val_file = read_token_file((data / "val.bin").string());
+  check_fits(train_file, cfg.spec.vocab, cfg.seq_len);
+  check_fits(val_file, cfg.spec.vocab, cfg.seq_len);
+
+  B::set_threads(cfg.threads);
+  const Budget budget = budget_of(cfg);
+  const MemoryEstimate mem = count_memory(cfg.spec, cfg.batch, cfg.seq_len, B::threads());
+  const int64 avail = available_memory_bytes();
+  if (avail > 0 && mem.total > avail)
+    throw config_error("config: batch " + std::to_string(cfg.batch) + " x " + std::to_string(cfg.seq_len) + " needs about " +
+                       std::to_string(mem.total >> 20) + " MiB but only " + std::to_string(avail >> 20) +
+                       " MiB are available; lower --batch or --seq-len, or use truncated BPTT");
+
+  const fs::path ckpt_path = out / "checkpoint.bin", log_path = out / "log.jsonl", summary_path = out / "summary.json";
+  std::optional<Checkpoint<float>> ckpt;
+  if (fs::exists(ckpt_path)) {
+    if (!cfg.resume)
+      throw config_error("config: " + out.string() + " already holds a run; pass --resume to continue it or choose another --out");
+    ckpt = load_checkpoint<float>(ckpt_path);
+    const nlohmann::json was = ckpt->meta.at("config"), now = detail::identity(cfg);
+    if (was != now) {
+      std::string field = "?";
+      for (const auto& [k, v] : now.items())
+        if (!was.contains(k) || was.at(k) != v) {
+          field = k;
+          break;
+        }
+      throw config_error("config: cannot resume " + out.string() + ": the run was started with a different '" + field + "'");
+    }
+  }
+
+  // ---- from here on the input is valid; build the run ----------------------------------------
+  fs::create_directories(out);
+  write_file_atomic(out / "config.json", nlohmann::json(cfg).dump(2) + "\n");
+  Model<float, B> model(cfg.spec, cfg.batch, cfg.seq_len, cfg.softcap);
+  AdamWConfig ocfg;
+  ocfg.beta1 = cfg.beta1;
+  ocfg.beta2 = cfg.beta2;
+  ocfg.eps = cfg.eps;
+  ocfg.grad_clip = cfg.grad_clip;
+  ocfg.groups[static_cast<int>(ParamGroup::embedding)] = {cfg.lr_embedding, 0.0};
+  ocfg.groups[static_cast<int>(ParamGroup::lm_head)] = {cfg.lr_lm_head, 0.0};
+  ocfg.groups[static_cast<int>(ParamGroup::matrix)] = {1.0, cfg.weight_decay};
+  ocfg.groups[static_cast<int>(ParamGroup::norm_inject)] = {cfg.lr_norm, 0.0};
+  AdamW<float, B> opt(model.num_params(), ocfg);
+  Schedule sched;
+  sched.lr = cfg.lr;
+  sched.total_steps = budget.steps;
+  sched.warmup_steps = static_cast<int64>(cfg.warmup * static_cast<double>(budget.steps));
+  sched.decay = detail::parse_decay(cfg.decay);
+  sched.final_frac = cfg.final_lr_frac;
+
+  TrainResult res;
+  res.params = model.num_params();
+  res.memory_estimate_bytes = mem.total;
+  res.peak_flops = cfg.peak_flops > 0 ? cfg.peak_flops : measure_peak_flops(B::threads());
+  int64 step0 = 0;
+  double prior_seconds = 0, step_seconds = 0;
+  if (ckpt) {
+    if (static_cast<int64>(ckpt->params.size()) != model.num_params())
+      throw checkpoint_error("checkpoint " + ckpt_path.string() + " holds " + std::to_string(ckpt->params.size()) +
+                             " parameters, the model has " + std::to_string(model.num_params()));
+    std::copy(ckpt->params.begin(), ckpt->params.end(), model.params().begin());
+    std::copy(ckpt->m.begin(), ckpt->m.end(), opt.first_moment().begin());
+    std::copy(ckpt->v.begin(), ckpt->v.end(), opt.second_moment().begin());
+    step0 = ckpt->meta.at("step").get<int64>();
+    opt.set_steps_taken(ckpt->meta.at("adam_steps").get<int64>());
+    prior_seconds = ckpt->meta.at("seconds").get<double>();
+    step_seconds = ckpt->meta.at("step_seconds").get<double>();
+    res.resumed_from = step0;
+    detail::cut_log(log_path, step0);
+    ckpt.reset();  // the copies are in place; free the checkpoint's buffers
+  } else {
+    model.init(cfg.seed);
+    write_file_atomic(log_path, std::string());
+  }
+
+  const TrainSampler sampler(train_file, cfg.seed, cfg.seq_len);
+  const int64 per_step = cfg.batch * cfg.seq_len;
+  const int64 eval_batches = std::max<int64>(1, cfg.eval_tokens / per_step);
+  const ValidationSet valset(val_file, cfg.seq_len, eval_batches * cfg.batch);
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(per_step)), targets(inputs.size());
+
+  const auto evaluate = [&] {
+    double sum = 0;
+    for (int64 b = 0; b < eval_batches; ++b) {
+      valset.batch(b * cfg.batch, cfg.batch, inputs.data(), targets.data());
+      sum += model.forward(inputs.data(), targets.data());
+    }
+    return sum / static_cast<double>(eval_batches);
+  };
+  const auto elapsed = [&] { return prior_seconds + std::chrono::duration<double>(clock::now() - wall0).count(); };
+  int64 last_good = step0;  // the step of the newest checkpoint on disk
+  const auto checkpoint = [&](int64 step) {
+    nlohmann::json meta = {{"step", step},
+                           {"adam_steps", opt.steps_taken()},
+                           {"tokens", step * per_step},
+                           {"seconds", elapsed()},
+                           {"step_seconds", step_seconds},
+                           {"seed", cfg.seed},
+                           {"data_position", step},  // windows are a function of (seed, step)
+                           {"config", detail::identity(cfg)}};
+    const auto p = model.params();
+    save_checkpoint<float>(ckpt_path, meta, std::span<const float>(p.data(), p.size()),
+                           std::span<const float>(opt.first_moment().data(), p.size()),
+                           std::span<const float>(opt.second_moment().data(), p.size()));
+    last_good = step;
+  };
+  const auto finish = [&](const std::string& status, const std::string& message) {
+    res.status = status;
+    res.message = message;
+    res.seconds = elapsed();
+    res.tokens_per_s = step_seconds > 0 ? static_cast<double>(res.tokens) / step_seconds : 0;
+    res.mfu = res.tokens_per_s * budget.flops_per_token / res.peak_flops;
+    res.peak_rss_bytes = peak_rss_bytes();
+    nlohmann::json j = res.json();
+    j["config"] = cfg;
+    j["flops_per_token"] = budget.flops_per_token;
+    j["memory_estimate"] = {{"params", mem.params}, {"grads", mem.grads}, {"optimizer", mem.optimizer},
+                            {"activations", mem.activations}, {"tokens", mem.tokens}, {"total", mem.total}};
+    write_file_atomic(summary_path, j.dump(2) + "\n");
+    return res;
+  };
+
+  std::ofstream log(log_path, std::ios::app);
+  res.steps = step0;
+  res.tokens = step0 * per_step;
+  res.flops = static_cast<double>(res.tokens) * budget.flops_per_token;
+  for (int64 step = step0; step < budget.steps; ++step) {
+    const auto t0 = clock::now();
+    sampler.batch(step, cfg.batch, inputs.data(), targets.data());
+    const double loss = model.forward_backward(inputs.data(), targets.data());
+    const auto g = model.grads();
+    const double norm = AdamW<float, B>::grad_norm(std::span<const float>(g.data(), g.size()));
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      log.flush();
+      return finish("diverged", std::string("the loss became ") + (std::isfinite(loss) ? "finite but the gradient " : "") +
+                                    (std::isnan(loss) || std::isnan(norm) ? "NaN" : "Inf") + " at step " + std::to_string(step + 1) +
+                                    "; stopped, the last good checkpoint (step " + std::to_string(last_good) + ") is kept");
+    }
+    const double lr = sched.at(step);
+    opt.step(model.params(), std::span<const float>(g.data(), g.size()), model.tensors(), lr, norm);
+    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    step_seconds += dt;
+    res.steps = step + 1;
+    res.tokens = res.steps * per_step;
+    res.flops = static_cast<double>(res.tokens) * budget.flops_per_token;
+    res.train_loss = loss;
+
+    TrainProgress p;
+    p.step = step + 1;
+    p.steps = budget.steps;
+    p.tokens = res.tokens;
+    p.loss = loss;
+    p.lr = lr;
+    p.grad_norm = norm;
+    p.tokens_per_s = static_cast<double>(per_step) / dt;
+    p.mfu = p.tokens_per_s * budget.flops_per_token / res.peak_flops;
+    const bool last = step + 1 == budget.steps;
+    if (last || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0)) {
+      p.val_loss = evaluate();
+      p.val_bpb = val_file.bits_per_byte(*p.val_loss);
+      res.val_loss = *p.val_loss;
+      res.val_bpb = *p.val_bpb;
+    }
+    p.seconds = elapsed();
+    nlohmann::json line = {{"step", p.step},           {"tokens", p.tokens}, {"loss", p.loss},
+                           {"lr", p.lr},               {"grad_norm", p.grad_norm},
+                           {"tokens_per_s", p.tokens_per_s}, {"mfu", p.mfu}, {"seconds", p.seconds}};
+    if (p.val_loss) {
+      line["val_loss"] = *p.val_loss;
+      line["val_bpb"] = *p.val_bpb;
+    }
+    log << line.dump() << "\n";
+    log.flush();
+    if (last || (cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)) checkpoint(step + 1);
+    if (progress && !progress(p) && !last) {
+      if (last_good != step + 1) checkpoint(step + 1);
+      return finish("stopped", "stopped by the caller after step " + std::to_string(step + 1) + "; resume to continue");
+    }
+  }
+  if (!std::isfinite(res.val_loss)) {  // resumed after the last step: evaluate the final model
+    res.val_loss = evaluate();
+    res.val_bpb = val_file.bits_per_byte(res.val_loss);
+  }
+  return finish("done", "trained " + std::to_string(res.steps) + " steps, " + std::to_string(res.tokens) + " tokens");
+}
+
+}  // namespace loopscale::train

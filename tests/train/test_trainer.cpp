@@ -1,0 +1,343 @@
+// The training loop around the model: token files, the sampler, AdamW and its schedule,
+// checkpoints, determinism, resume (in process and after a SIGKILL), divergence, bad input.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../cli/run_cli.hpp"
+#include "loopscale/train/trainer.hpp"
+
+using namespace loopscale;
+using namespace loopscale::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("loopscale_train_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// A small corpus with structure to learn: a repeated sentence with varying numbers.
+fs::path make_corpus(const std::string& name, std::size_t train_bytes = 60000, std::size_t val_bytes = 8000) {
+  const fs::path dir = temp_dir(name);
+  const auto text = [](std::size_t n, unsigned seed) {
+    std::vector<std::int32_t> t;
+    unsigned s = seed;
+    while (t.size() < n) {
+      s = s * 1103515245u + 12345u;
+      const std::string line = "the cat number " + std::to_string(s >> 20) + " sat on the mat.\n";
+      for (char c : line) t.push_back(static_cast<unsigned char>(c));
+    }
+    t.resize(n);
+    return t;
+  };
+  write_token_file((dir / "train.bin").string(), text(train_bytes, 1), 256);
+  write_token_file((dir / "val.bin").string(), text(val_bytes, 2), 256);
+  return dir;
+}
+
+ModelSpec tiny_spec() {
+  ModelSpec m;
+  m.d_model = 32;
+  m.vocab = 256;
+  LayerSpec l;
+  l.attn.heads = 2;
+  m.prelude = {1, l};
+  m.coda = {1, l};
+  m.recur.block = {1, l};
+  m.recur.r = 2;
+  m.recur.inject = {Inject::linear, 0};
+  return m;
+}
+
+TrainConfig tiny_config(const fs::path& data, const fs::path& out) {
+  TrainConfig c;
+  c.spec = tiny_spec();
+  c.batch = 4;
+  c.seq_len = 16;
+  c.tokens = 4 * 16 * 12;  // 12 steps
+  c.data = data.string();
+  c.out = out.string();
+  c.threads = 2;
+  c.eval_every = 4;
+  c.eval_tokens = 128;
+  c.peak_flops = 1e11;  // no measurement in tests
+  return c;
+}
+
+std::vector<nlohmann::json> read_log(const fs::path& p) {
+  std::vector<nlohmann::json> v;
+  std::ifstream f(p);
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) v.push_back(nlohmann::json::parse(line));
+  return v;
+}
+
+// The losses of a log, step by step (training and validation).
+std::vector<std::pair<double, double>> losses(const fs::path& log) {
+  std::vector<std::pair<double, double>> v;
+  for (const auto& j : read_log(log)) v.emplace_back(j.at("loss").get<double>(), j.value("val_loss", -1.0));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("data: token files round-trip and bad files are rejected with a clear error", "[train][data]") {
+  const fs::path dir = temp_dir("tokens");
+  write_token_file((dir / "a.bin").string(), {1, 2, 3, 300, 70000}, 100000, 4);
+  const TokenFile f = read_token_file((dir / "a.bin").string());
+  REQUIRE(f.count == 5);
+  REQUIRE(f[3] == 300);
+  REQUIRE(f[4] == 70000);
+  // Truncated: drop the last byte.
+  fs::resize_file(dir / "a.bin", fs::file_size(dir / "a.bin") - 1);
+  REQUIRE_THROWS_WITH(read_token_file((dir / "a.bin").string()), Catch::Contains("truncated"));
+  std::ofstream(dir / "b.bin") << "not a token file at all, just some text that is long enough";
+  REQUIRE_THROWS_WITH(read_token_file((dir / "b.bin").string()), Catch::Contains("bad magic"));
+  REQUIRE_THROWS_WITH(read_token_file((dir / "missing.bin").string()), Catch::Contains("cannot open"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("data: the sampler is a function of (seed, step) and reads only the training file", "[train][data]") {
+  const fs::path dir = temp_dir("sampler");
+  write_token_file((dir / "train.bin").string(), std::vector<std::int32_t>(5000, 1), 256);
+  write_token_file((dir / "val.bin").string(), std::vector<std::int32_t>(5000, 2), 256);
+  std::vector<std::int32_t> seq(3000);
+  for (std::size_t i = 0; i < seq.size(); ++i) seq[i] = static_cast<std::int32_t>(i % 251);
+  write_token_file((dir / "seq.bin").string(), seq, 256);
+  const TokenFile tr = read_token_file((dir / "train.bin").string()), sq = read_token_file((dir / "seq.bin").string());
+  std::vector<std::int32_t> in(8 * 32), tg(8 * 32), in2(in.size()), tg2(tg.size());
+  for (int64 step = 0; step < 50; ++step) {
+    TrainSampler(tr, 3, 32).batch(step, 8, in.data(), tg.data());
+    for (auto t : in) REQUIRE(t == 1);  // never a validation token
+  }
+  // Targets are the inputs shifted by one; the same (seed, step) gives the same windows.
+  TrainSampler(sq, 3, 32).batch(7, 8, in.data(), tg.data());
+  TrainSampler(sq, 3, 32).batch(7, 8, in2.data(), tg2.data());
+  REQUIRE(in == in2);
+  for (int64 b = 0; b < 8; ++b)
+    for (int64 t = 0; t < 31; ++t) REQUIRE(tg[b * 32 + t] == in[b * 32 + t + 1]);
+  TrainSampler(sq, 4, 32).batch(7, 8, in2.data(), tg2.data());
+  REQUIRE(in != in2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("optim: schedule, AdamW update and clipping", "[train][optim]") {
+  Schedule s{1.0, 10, 110, Decay::cosine, 0.1};
+  REQUIRE(s.at(0) == Approx(0.1));
+  REQUIRE(s.at(9) == Approx(1.0));
+  REQUIRE(s.at(109) == Approx(0.1));
+  const double frac = 49.0 / 99.0;  // step 59: 49 of the 99 decay intervals after warmup
+  REQUIRE(s.at(59) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(3.141592653589793 * frac))));
+  s.decay = Decay::linear;
+  REQUIRE(s.at(59) == Approx(1 - 0.9 * frac));
+  REQUIRE(s.at(109) == Approx(0.1));
+  s.decay = Decay::constant;
+  REQUIRE(s.at(80) == 1.0);
+
+  // One AdamW step by hand in double: m = (1-b1) g, v = (1-b2) g^2, bias-corrected update = lr * sign(g)
+  // (up to eps), plus decoupled decay for matrices only.
+  std::vector<ParamTensor> ts{{"w", 0, 2, ParamGroup::matrix}, {"n", 2, 1, ParamGroup::norm_inject}};
+  AdamWConfig cfg;
+  cfg.grad_clip = 0;
+  AdamW<double> opt(3, cfg);
+  std::vector<double> p{1.0, -2.0, 3.0}, g{0.5, -0.25, 2.0};
+  opt.step(p, g, ts, 0.01, AdamW<double>::grad_norm(g));
+  REQUIRE(p[0] == Approx(1.0 * (1 - 0.01 * 0.1) - 0.01).epsilon(1e-6));
+  REQUIRE(p[1] == Approx(-2.0 * (1 - 0.01 * 0.1) + 0.01).epsilon(1e-6));
+  REQUIRE(p[2] == Approx(3.0 - 0.01).epsilon(1e-6));
+  // Clipping scales the gradient before the moments.
+  AdamWConfig c2;
+  c2.grad_clip = 1.0;
+  AdamW<double> o2(3, c2);
+  const double norm = AdamW<double>::grad_norm(g);
+  REQUIRE(norm == Approx(std::sqrt(0.25 + 0.0625 + 4.0)));
+  REQUIRE(o2.step(p, g, ts, 0.01, norm) == Approx(1.0 / norm));
+  REQUIRE(o2.first_moment()[2] == Approx(0.1 * 2.0 / norm));
+}
+
+TEST_CASE("checkpoint: round trip, and a truncated file is refused", "[train][checkpoint]") {
+  const fs::path dir = temp_dir("ckpt");
+  std::vector<float> p{1, 2, 3}, m{4, 5, 6}, v{7, 8, 9};
+  save_checkpoint<float>(dir / "c.bin", {{"step", 5}}, p, m, v);
+  REQUIRE_FALSE(fs::exists(dir / "c.bin.tmp"));
+  const auto c = load_checkpoint<float>(dir / "c.bin");
+  REQUIRE(c.meta.at("step") == 5);
+  REQUIRE(c.params == p);
+  REQUIRE(c.m == m);
+  REQUIRE(c.v == v);
+  fs::resize_file(dir / "c.bin", fs::file_size(dir / "c.bin") - 3);
+  REQUIRE_THROWS_WITH(load_checkpoint<float>(dir / "c.bin"), Catch::Contains("truncated"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("trainer: a run writes log and summary; the same seed and threads repeat it bit for bit", "[train][trainer]") {
+  const fs::path data = make_corpus("det");
+  const fs::path a = temp_dir("det_a"), b = temp_dir("det_b");
+  fs::remove_all(a);
+  fs::remove_all(b);
+  const TrainResult ra = train::train(tiny_config(data, a));
+  const TrainResult rb = train::train(tiny_config(data, b));
+  REQUIRE(ra.status == "done");
+  REQUIRE(ra.steps == 12);
+  REQUIRE(ra.tokens == 12 * 64);
+  REQUIRE(std::isfinite(ra.val_loss));
+  REQUIRE(ra.val_bpb == Approx(ra.val_loss / std::log(2.0)));  // byte-level: one token per byte
+  REQUIRE(ra.params == count_params(tiny_spec()).total);
+  REQUIRE(ra.flops == Approx(static_cast<double>(count_flops(tiny_spec(), 16).train) * 12 * 64));
+  REQUIRE(losses(a / "log.jsonl") == losses(b / "log.jsonl"));
+  REQUIRE(ra.val_loss == rb.val_loss);
+  const auto log = read_log(a / "log.jsonl");
+  REQUIRE(log.size() == 12);
+  for (const char* k : {"step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "mfu"}) REQUIRE(log[0].contains(k));
+  REQUIRE(log[3].contains("val_loss"));
+  REQUIRE_FALSE(log[2].contains("val_loss"));
+  std::ifstream sf(a / "summary.json");
+  const nlohmann::json s = nlohmann::json::parse(sf);
+  for (const char* k : {"val_loss", "val_bpb", "tokens", "flops", "seconds", "tokens_per_s", "mfu", "peak_rss_bytes"})
+    REQUIRE(s.contains(k));
+  REQUIRE(s.at("peak_rss_bytes").get<int64>() > 0);
+  // A different seed is a different run.
+  TrainConfig c = tiny_config(data, temp_dir("det_c"));
+  fs::remove_all(c.out);
+  c.seed = 2;
+  REQUIRE(train::train(c).val_loss != ra.val_loss);
+  // An existing run is not overwritten without resume.
+  REQUIRE_THROWS_WITH(train::train(tiny_config(data, a)), Catch::Contains("--resume"));
+  for (const auto& p : {a, b, fs::path(c.out), data}) fs::remove_all(p);
+}
+
+TEST_CASE("trainer: stop and resume in process gives the uninterrupted losses", "[train][trainer]") {
+  const fs::path data = make_corpus("resume");
+  const fs::path full = temp_dir("resume_full"), part = temp_dir("resume_part");
+  fs::remove_all(full);
+  fs::remove_all(part);
+  TrainConfig c = tiny_config(data, full);
+  c.checkpoint_every = 3;
+  const TrainResult whole = train::train(c);
+  c.out = part.string();
+  const TrainResult stopped = train::train(c, [](const TrainProgress& p) { return p.step < 7; });
+  REQUIRE(stopped.status == "stopped");
+  REQUIRE(stopped.steps == 7);
+  c.resume = true;
+  const TrainResult resumed = train::train(c);
+  REQUIRE(resumed.status == "done");
+  REQUIRE(resumed.resumed_from == 7);
+  REQUIRE(losses(part / "log.jsonl") == losses(full / "log.jsonl"));
+  REQUIRE(resumed.val_loss == whole.val_loss);
+  // Resuming with another config is refused.
+  c.lr *= 2;
+  REQUIRE_THROWS_WITH(train::train(c), Catch::Contains("different 'lr'"));
+  for (const auto& p : {full, part, data}) fs::remove_all(p);
+}
+
+TEST_CASE("trainer: a NaN loss stops the run and keeps the last good checkpoint", "[train][trainer]") {
+  const fs::path data = make_corpus("nan");
+  const fs::path out = temp_dir("nan_out");
+  fs::remove_all(out);
+  TrainConfig c = tiny_config(data, out);
+  c.lr = 1e38;  // the first update overflows the parameters
+  c.warmup = 0;
+  c.grad_clip = 0;
+  c.checkpoint_every = 1;
+  const TrainResult r = train::train(c);
+  REQUIRE(r.status == "diverged");
+  REQUIRE_THAT(r.message, Catch::Contains("NaN") || Catch::Contains("Inf"));
+  REQUIRE_THAT(r.message, Catch::Contains("last good checkpoint (step 1)"));
+  const auto ck = load_checkpoint<float>(out / "checkpoint.bin");
+  REQUIRE(ck.meta.at("step") == 1);
+  std::ifstream sf(out / "summary.json");
+  REQUIRE(nlohmann::json::parse(sf).at("status") == "diverged");
+  fs::remove_all(out);
+  fs::remove_all(data);
+}
+
+TEST_CASE("loopscale train: bad input is one line and exit 2, before training", "[train][cli]") {
+  const fs::path data = make_corpus("cli_bad");
+  const fs::path out = temp_dir("cli_bad_out");
+  fs::remove_all(out);
+  const std::string spec = "train --d-model 32 --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --seq-len 16 --threads 2 ";
+  const std::string base = spec + "--batch 2 ";
+  const auto bad = [](const std::string& args, const std::string& what) {
+    const auto r = test::run_cli(args);
+    INFO(args << "\n" << r.out);
+    REQUIRE(r.rc == 2);
+    REQUIRE(test::count_lines(r.out) == 1);
+    REQUIRE_THAT(r.out, Catch::Contains(what));
+  };
+  bad(base + "--tokens 1000 --data /nonexistent --out " + out.string(), "cannot open");
+  bad(base + "--tokens 1000 --data " + data.string(), "--out");
+  bad(base + "--data " + data.string() + " --out " + out.string(), "budget");
+  bad(base + "--tokens 1000 --flops 1e9 --data " + data.string() + " --out " + out.string(), "exactly one budget");
+  bad("train --d-model 30 --heads 4 --tokens 1000 --data " + data.string() + " --out " + out.string(), "divisible");
+  bad(base + "--tokens 1000 --lr -1 --data " + data.string() + " --out " + out.string(), "lr");
+  bad(spec + "--tokens 1000 --batch 100000000 --data " + data.string() + " --out " + out.string(), "available");
+  bad(base + "--tokens 1000 --vocab 100 --data " + data.string() + " --out " + out.string(), "vocab");
+  // Truncated data.
+  const fs::path trunc = temp_dir("cli_trunc");
+  fs::copy(data / "train.bin", trunc / "train.bin");
+  fs::copy(data / "val.bin", trunc / "val.bin");
+  fs::resize_file(trunc / "val.bin", fs::file_size(trunc / "val.bin") - 10);
+  bad(base + "--tokens 1000 --data " + trunc.string() + " --out " + out.string(), "truncated");
+  // A config file with a typo.
+  std::ofstream(out.string() + ".json") << R"({"batch": 2, "lrr": 0.1})";
+  bad("train --config " + out.string() + ".json --out " + out.string(), "unknown key 'lrr'");
+  REQUIRE_FALSE(fs::exists(out / "log.jsonl"));  // nothing trained
+  for (const auto& p : {data, trunc, out}) fs::remove_all(p);
+  fs::remove(out.string() + ".json");
+}
+
+TEST_CASE("loopscale train: killed with SIGKILL and resumed, the losses equal an uninterrupted run", "[train][cli]") {
+  const fs::path data = make_corpus("kill", 100000, 8000);
+  const fs::path full = temp_dir("kill_full"), part = temp_dir("kill_part");
+  fs::remove_all(full);
+  fs::remove_all(part);
+  const std::string args = "train --d-model 32 --heads 2 --depth 6 --prelude 1 --coda 1 --r 2 --batch 4 --seq-len 32 --threads 2 "
+                           "--tokens 19200 --eval-every 50 --eval-tokens 1024 --checkpoint-every 10 --peak-flops 1e11 --data " +
+                           data.string();
+  const auto r = test::run_cli(args + " --out " + full.string());
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+
+  // Same run in a child process, killed once it has checkpointed and gone on past the checkpoint.
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = std::string(LOOPSCALE_CLI) + " " + args + " --out " + part.string() + " > /dev/null 2>&1";
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  bool killed = false;
+  for (int i = 0; i < 6000 && !killed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (fs::exists(part / "checkpoint.bin") && fs::exists(part / "log.jsonl") && read_log(part / "log.jsonl").size() >= 25) {
+      kill(pid, SIGKILL);
+      killed = true;
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(killed);
+  REQUIRE(WIFSIGNALED(status));
+  const auto cut = read_log(part / "log.jsonl").size();
+  REQUIRE(cut < 150);  // it was interrupted before the end
+  const auto r2 = test::run_cli(args + " --resume --out " + part.string());
+  INFO(r2.out);
+  REQUIRE(r2.rc == 0);
+  const auto a = losses(full / "log.jsonl"), b = losses(part / "log.jsonl");
+  REQUIRE(a.size() == 150);
+  REQUIRE(a == b);
+  std::ifstream fa(full / "summary.json"), fb(part / "summary.json");
+  REQUIRE(nlohmann::json::parse(fa).at("val_loss") == nlohmann::json::parse(fb).at("val_loss"));
+  for (const auto& p : {full, part, data}) fs::remove_all(p);
+}
