@@ -6,9 +6,11 @@
 #include <fmt/core.h>
 
 #include "cli.hpp"
+#include "loopscale/sweep/compare.hpp"
 #include "loopscale/sweep/merge.hpp"
 #include "loopscale/sweep/plan.hpp"
 #include "loopscale/sweep/presets.hpp"
+#include "loopscale/sweep/report.hpp"
 #include "loopscale/sweep/results.hpp"
 #include "loopscale/sweep/run.hpp"
 #include "loopscale/sweep/slurm.hpp"
@@ -80,6 +82,29 @@ void print_plan(const Plan& plan) {
   }
   fmt::print("{} runs, {} runnable, {} reported above as not runnable; {} training FLOPs in all\n", plan.runs.size(),
              plan.runnable(), plan.runs.size() - plan.runnable(), si(total));
+}
+
+// The folder's spec, checked against --spec/--preset when one is given.
+void check_folder(const std::string& dir, const SpecSource& src) {
+  SweepSpec in_folder;
+  try {
+    in_folder = folder_spec(dir);
+  } catch (const sweep_error& e) {
+    throw usage_error(e.what());
+  }
+  if (src.given() && fingerprint(src.load()) != fingerprint(in_folder))
+    throw usage_error(fmt::format("{} holds sweep '{}' ({}), not the spec given ({})", dir, in_folder.name, fingerprint(in_folder),
+                                  fingerprint(src.load())));
+}
+
+void add_analyse_options(CLI::App& sub, AnalyseOptions& o) {
+  sub.add_option("--starts", o.starts, "random starts per law fit (the paper: 500)")->capture_default_str()->check(CLI::PositiveNumber);
+  sub.add_option("--bootstrap", o.bootstrap, "block-bootstrap resamples over (C, r) cells (the paper: 200; 0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--bootstrap-starts", o.bootstrap_starts, "random starts per resample, besides the full fit's optimum")->capture_default_str();
+  sub.add_option("--level", o.level, "interval level")->capture_default_str()->check(CLI::Range(0.5, 0.999));
+  sub.add_option("--seed", o.seed, "seed of starts and resamples")->capture_default_str();
 }
 
 const bool registered = add_command([](CLI::App& app) {
@@ -175,6 +200,72 @@ const bool registered = add_command([](CLI::App& app) {
       } catch (const sweep_error& e) {
         throw usage_error(e.what());
       }
+    });
+  }
+
+  {  // report
+    auto src = std::make_shared<SpecSource>();
+    auto dir = std::make_shared<std::string>();
+    auto o = std::make_shared<ReportOptions>();
+    auto no_plots = std::make_shared<bool>(false);
+    CLI::App* sub = sweep->add_subcommand("report", "analyse a sweep folder; write DIR/report.md, DIR/analysis.json and plots");
+    sub->add_option("dir", *dir, "sweep folder")->required();
+    src->add_to(*sub, false);
+    add_analyse_options(*sub, o->analyse);
+    sub->add_flag("--no-plots", *no_plots, "skip gnuplot");
+    sub->callback([src, dir, o, no_plots] {
+      check_folder(*dir, *src);
+      ReportOptions opt = *o;
+      opt.plots = !*no_plots;
+      ReportFiles f;
+      try {
+        f = write_report(*dir, opt);
+      } catch (const sweep_error& e) {
+        throw usage_error(e.what());
+      } catch (const law::data_error& e) {
+        throw usage_error(e.what());
+      }
+      const Analysis& a = f.analysis;
+      if (a.joint && !a.joint->boot_phi.empty())
+        fmt::print("phi = {:.3f}  {:.0f}% interval [{:.3f}, {:.3f}]  (R^2 {:.4f}, RMSE {:.4f}; phi = 0: R^2 {:.4f}; phi = 1: R^2 {:.4f}; {} runs)\n",
+                   a.joint->fit.value("phi"), 100 * a.joint->level, a.joint->phi_lo, a.joint->phi_hi, a.joint->fit.r2, a.joint->fit.rmse,
+                   a.joint->phi0.r2, a.joint->phi1.r2, a.runs.size());
+      else if (a.joint)
+        fmt::print("phi = {:.3f}  (no interval: --bootstrap 0; R^2 {:.4f}, {} runs)\n", a.joint->fit.value("phi"), a.joint->fit.r2, a.runs.size());
+      else
+        fmt::print("no joint fit: {}\n", a.joint_problem);
+      if (!f.plot_problem.empty()) fmt::print("plots: {}\n", f.plot_problem);
+      fmt::print("report: {}\n", f.markdown.string());
+    });
+  }
+
+  {  // compare
+    auto dirs = std::make_shared<std::vector<std::string>>();
+    auto o = std::make_shared<AnalyseOptions>();
+    auto json = std::make_shared<bool>(false);
+    auto src = std::make_shared<SpecSource>();
+    CLI::App* sub = sweep->add_subcommand("compare", "delta-phi between two sweep folders, with its bootstrap interval");
+    sub->add_option("dirs", *dirs, "DIR_A DIR_B")->required()->expected(2);
+    src->add_to(*sub, false);
+    add_analyse_options(*sub, *o);
+    sub->add_flag("--json", *json, "print JSON");
+    sub->callback([dirs, o, json, src] {
+      check_folder((*dirs)[0], *src);
+      Comparison c;
+      try {
+        c = compare_phi(sweep_phi((*dirs)[0], *o), sweep_phi((*dirs)[1], *o), o->level);
+      } catch (const sweep_error& e) {
+        throw usage_error(e.what());
+      }
+      if (*json) {
+        std::cout << comparison_json(c).dump(2) << "\n";
+        return;
+      }
+      for (const SweepPhi* s : {&c.a, &c.b})
+        fmt::print("{:<24} phi = {:.3f}  [{:.3f}, {:.3f}]  R^2 {:.4f}  {} runs{}\n", s->name, s->phi, s->lo, s->hi, s->r2, s->runs,
+                   s->from_cache ? "  (analysis.json)" : "");
+      fmt::print("delta phi (A - B) = {:+.3f}  {:.0f}% interval [{:+.3f}, {:+.3f}]  ({:.0f}% of {} paired resamples have A > B)\n", c.delta,
+                 100 * c.level, c.lo, c.hi, 100 * c.share_above, c.pairs);
     });
   }
 });

@@ -1,0 +1,97 @@
+// delta-phi between two sweeps (e.g. full vs truncated BPTT, or two injections): the paper's
+// diagnostic for whether a change to the recurrence changes what one recurrence is worth. Each
+// sweep's phi comes with its block-bootstrap draws; the two sweeps' resamples are independent, so
+// the interval of the difference is the percentile interval of draw_a[i] - draw_b[i].
+#pragma once
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "loopscale/sweep/report.hpp"
+
+namespace loopscale::sweep {
+
+struct SweepPhi {
+  std::string name, fingerprint;
+  std::size_t runs = 0;
+  double phi = 0, lo = 0, hi = 0, r2 = 0;
+  std::vector<double> draws;
+  bool from_cache = false;  // read from DIR/analysis.json
+};
+
+struct Comparison {
+  SweepPhi a, b;
+  double delta = 0;           // phi_a - phi_b
+  double lo = 0, hi = 0;      // interval of the difference
+  double level = 0.95;
+  double share_above = 0;     // share of paired draws with phi_a > phi_b
+  std::size_t pairs = 0;
+};
+
+// phi of a sweep folder: from its analysis.json when that was written for the results now there
+// (same runs count and fingerprint, with bootstrap draws), else analysed afresh.
+inline SweepPhi sweep_phi(const fs::path& dir, const AnalyseOptions& opt) {
+  const SweepSpec spec = folder_spec(dir);
+  const Plan plan = make_plan(spec);
+  const auto results = read_results(dir / "results.jsonl");
+  if (results.empty()) throw sweep_error(dir.string() + ": no results.jsonl with finished runs (merge shards first)");
+  SweepPhi s;
+  s.name = spec.name;
+  s.fingerprint = plan.fingerprint;
+  s.runs = results.size();
+  std::ifstream in(dir / "analysis.json");
+  if (in) {
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_discarded() && j.value("fingerprint", std::string{}) == plan.fingerprint && j.value("runs", std::size_t{0}) == results.size() &&
+        j.contains("joint") && j["joint"]["bootstrap"]["phi"].size() >= 2) {
+      s.phi = j["joint"]["phi"].get<double>();
+      s.lo = j["joint"]["bootstrap"]["phi_lo"].get<double>();
+      s.hi = j["joint"]["bootstrap"]["phi_hi"].get<double>();
+      s.r2 = j["joint"]["fit"]["r2"].get<double>();
+      s.draws = j["joint"]["bootstrap"]["phi"].get<std::vector<double>>();
+      s.from_cache = true;
+      return s;
+    }
+  }
+  const Analysis a = analyse(results, opt);
+  if (!a.joint) throw sweep_error(fmt::format("{}: no joint fit ({})", dir.string(), a.joint_problem));
+  if (a.joint->boot_phi.size() < 2) throw sweep_error(dir.string() + ": compare needs bootstrap draws (--bootstrap N >= 2)");
+  s.phi = a.joint->fit.value("phi");
+  s.lo = a.joint->phi_lo;
+  s.hi = a.joint->phi_hi;
+  s.r2 = a.joint->fit.r2;
+  s.draws = a.joint->boot_phi;
+  return s;
+}
+
+inline Comparison compare_phi(const SweepPhi& a, const SweepPhi& b, double level = 0.95) {
+  Comparison c;
+  c.a = a;
+  c.b = b;
+  c.level = level;
+  c.delta = a.phi - b.phi;
+  c.pairs = std::min(a.draws.size(), b.draws.size());
+  if (c.pairs < 2) throw sweep_error("compare: each sweep needs at least 2 bootstrap draws of phi");
+  std::vector<double> d(c.pairs);
+  std::size_t above = 0;
+  for (std::size_t i = 0; i < c.pairs; ++i) d[i] = a.draws[i] - b.draws[i], above += d[i] > 0;
+  c.lo = law::percentile(d, (1 - level) / 2);
+  c.hi = law::percentile(d, 1 - (1 - level) / 2);
+  c.share_above = static_cast<double>(above) / static_cast<double>(c.pairs);
+  return c;
+}
+
+inline nlohmann::json comparison_json(const Comparison& c) {
+  const auto side = [](const SweepPhi& s) {
+    return nlohmann::json{{"sweep", s.name}, {"fingerprint", s.fingerprint}, {"runs", s.runs}, {"phi", s.phi},
+                          {"phi_lo", s.lo}, {"phi_hi", s.hi}, {"r2", s.r2}, {"draws", s.draws.size()}};
+  };
+  return {{"a", side(c.a)}, {"b", side(c.b)}, {"delta_phi", c.delta}, {"lo", c.lo}, {"hi", c.hi}, {"level", c.level},
+          {"pairs", c.pairs}, {"share_a_above_b", c.share_above}};
+}
+
+}  // namespace loopscale::sweep

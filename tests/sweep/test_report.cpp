@@ -1,0 +1,104 @@
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "cli/run_cli.hpp"
+#include "loopscale/sweep/compare.hpp"
+#include "loopscale/sweep/presets.hpp"
+#include "loopscale/sweep/report.hpp"
+
+using namespace loopscale;
+using namespace loopscale::sweep;
+
+namespace {
+
+// A sweep folder of the paper's grid whose losses come from the joint law with the given phi
+// (noise sigma in log loss), written the way `sweep run` writes it.
+fs::path synthetic_folder(const std::string& name, double phi, double sigma, std::uint64_t seed) {
+  const fs::path dir = fs::path(LOOPSCALE_TEST_TMP) / name;
+  fs::remove_all(dir);
+  const Plan plan = make_plan(preset("paper"));
+  claim_folder(dir, plan);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0.0, sigma);
+  for (const PlannedRun& run : plan.runs) {
+    const auto& p = run.acct.params;
+    const double n = static_cast<double>(p.once) + std::pow(static_cast<double>(run.r), phi) * static_cast<double>(p.rec);
+    const double tokens = static_cast<double>(run.steps) * static_cast<double>(plan.spec.batch_tokens);
+    const double loss = (1.56773 + 28.027 * std::pow(n, -0.19924) + 915.82 * std::pow(tokens, -0.36863)) * std::exp(noise(rng));
+    append_result(dir / "results.jsonl", result_line(plan, run, {{"val_loss", loss}, {"tokens", tokens}}));
+  }
+  return dir;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("report: report.md with phi and its interval, analysis.json, runs.csv and three plots") {
+  const fs::path dir = synthetic_folder("report_paper", 0.459, 0.005, 11);
+  ReportOptions o;
+  o.analyse.starts = 60;
+  o.analyse.bootstrap = 40;
+  o.analyse.bootstrap_starts = 4;
+  const ReportFiles f = write_report(dir, o);
+  REQUIRE(f.analysis.joint);
+  const double phi = f.analysis.joint->fit.value("phi");
+  CHECK(std::abs(phi - 0.459) < 0.06);
+  const std::string md = slurp(f.markdown);
+  CHECK(md.find(fmt::format("**phi = {:.3f}, 95% interval [{:.3f}, {:.3f}]**", phi, f.analysis.joint->phi_lo, f.analysis.joint->phi_hi)) !=
+        std::string::npos);
+  CHECK(md.find("restricted phi = 0") != std::string::npos);
+  CHECK(md.find("**116 of 116 planned runs finished**") != std::string::npos);
+  const auto j = nlohmann::json::parse(slurp(f.json));
+  CHECK(j["joint"]["phi"].get<double>() == phi);
+  CHECK(j["cells"].size() == 24);
+  CHECK(loopscale::test::count_lines(slurp(f.csv)) == 117);
+  if (std::system("gnuplot --version > /dev/null 2>&1") == 0) {
+    CHECK(f.plot_problem.empty());
+    REQUIRE(f.plots.size() == 3);
+    for (const auto& p : f.plots) CHECK(fs::file_size(p) > 10000);
+  } else {
+    CHECK(!f.plot_problem.empty());
+  }
+}
+
+TEST_CASE("compare: delta-phi of two sweeps with different phi, and the CLI around report and compare") {
+  const fs::path a = synthetic_folder("compare_a", 0.6, 0.004, 21);
+  const fs::path b = synthetic_folder("compare_b", 0.35, 0.004, 22);
+  AnalyseOptions o;
+  o.starts = 40;
+  o.bootstrap = 30;
+  o.bootstrap_starts = 3;
+  const Comparison c = compare_phi(sweep_phi(a, o), sweep_phi(b, o));
+  CHECK(c.delta == Approx(0.25).margin(0.08));
+  CHECK(c.lo > 0);  // the difference is resolved
+  CHECK(c.hi > c.lo);
+  CHECK(c.share_above > 0.9);
+
+  using loopscale::test::run_cli;
+  const auto rep = run_cli("sweep report " + a.string() + " --starts 40 --bootstrap 20 --bootstrap-starts 2 --no-plots");
+  REQUIRE(rep.rc == 0);
+  CHECK(rep.out.find("phi = 0.") != std::string::npos);
+  CHECK(rep.out.find("report: " + (a / "report.md").string()) != std::string::npos);
+  const auto cmp = run_cli("sweep compare " + a.string() + " " + b.string() + " --starts 40 --bootstrap 20 --bootstrap-starts 2 --json");
+  REQUIRE(cmp.rc == 0);
+  const auto cj = nlohmann::json::parse(cmp.out);
+  CHECK(cj["a"]["draws"] == 20);  // from a's analysis.json, written by the report above
+  CHECK(cj["delta_phi"].get<double>() > 0.1);
+  // Bad input: one line, exit 2.
+  const auto wrong = run_cli("sweep report " + a.string() + " --preset smoke");
+  CHECK(wrong.rc == 2);
+  CHECK(loopscale::test::count_lines(wrong.out) == 1);
+  const auto none = run_cli("sweep report /nonexistent/dir");
+  CHECK(none.rc == 2);
+  CHECK(loopscale::test::count_lines(none.out) == 1);
+}
