@@ -1,0 +1,107 @@
+// Training engine benchmarks (Google Benchmark):
+//   BM_PeakFma/threads        the machine's peak fp32 FLOP/s (FMA chains, kernels in host.hpp)
+//   BM_Gemm/M/N/K             the host backend's GEMM on the shapes of a d = 256 training step
+//   BM_TrainStep/bptt         one optimiser step of the acceptance model: d_model 256, 2 heads
+//                             (head dim 128), seq 256, batch 16, depth 20 = 2 + 4 x 4 + 2 (r = 4),
+//                             byte vocabulary; bptt 0 = full, 2 = truncated (ceil(r/2))
+// Counters: FLOP/s in the paper's convention (account/flops.hpp), MFU against the peak measured in
+// the same process at start, tokens/s, the accounting's memory estimate and the peak RSS.
+// Run each BM_TrainStep variant in its own process (--benchmark_filter) for its own peak RSS.
+#include <benchmark/benchmark.h>
+
+#include <sys/resource.h>
+
+#include "loopscale/account/flops.hpp"
+#include "loopscale/account/memory.hpp"
+#include "loopscale/train/data.hpp"
+#include "loopscale/train/model.hpp"
+#include "loopscale/train/optim.hpp"
+
+using namespace loopscale;
+using namespace loopscale::train;
+
+namespace {
+
+double peak(int threads) {
+  static double p[3] = {0, 0, 0};
+  if (p[threads] == 0) p[threads] = measure_peak_flops(threads, 0.5);
+  return p[threads];
+}
+
+int64 rss() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64>(u.ru_maxrss) * 1024;
+}
+
+void BM_PeakFma(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  double flops = 0;
+  for (auto _ : state) flops += fma_chains(threads, 1 << 22);
+  state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PeakFma)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_Gemm(benchmark::State& state) {
+  HostBackend::set_threads(2);
+  const int64 M = state.range(0), N = state.range(1), K = state.range(2);
+  const bool ta = state.range(3) & 1, tb = state.range(3) & 2;
+  std::vector<float> A(M * K, 0.01f), B(K * N, 0.02f), C(M * N);
+  for (auto _ : state) {
+    HostBackend::gemm<float>(ta, tb, M, N, K, 1.0f, A.data(), ta ? M : K, B.data(), tb ? K : N, 0.0f, C.data(), N);
+    benchmark::DoNotOptimize(C.data());
+  }
+  const double flops = 2.0 * M * N * K * static_cast<double>(state.iterations());
+  state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
+  state.counters["of_peak"] = benchmark::Counter(flops / peak(2), benchmark::Counter::kIsRate);
+}
+// Forward QKV (x W^T), the MLP up projection, and the weight gradient dW = dy^T x.
+BENCHMARK(BM_Gemm)->Args({4096, 768, 256, 2})->Args({4096, 1024, 256, 2})->Args({4096, 256, 1024, 2})
+    ->Args({1024, 256, 4096, 1})->Args({256, 256, 128, 2})->UseRealTime()->Unit(benchmark::kMillisecond);
+
+ModelSpec acceptance_spec(int64 bptt) {
+  ModelSpec m;
+  m.d_model = 256;
+  m.vocab = 256;
+  LayerSpec l;
+  l.attn.heads = 2;
+  m.prelude = {2, l};
+  m.coda = {2, l};
+  m.recur.block = {4, l};
+  m.recur.r = 4;
+  m.recur.inject = {Inject::linear, 0};
+  m.recur.bptt = bptt == 0 ? full_bptt : bptt;
+  return m;
+}
+
+void BM_TrainStep(benchmark::State& state) {
+  HostBackend::set_threads(2);
+  const ModelSpec spec = acceptance_spec(state.range(0));
+  const int64 B = 16, T = 256;
+  Model<float> model(spec, B, T);
+  model.init(1);
+  AdamW<float> opt(model.num_params(), AdamWConfig{});
+  std::vector<std::int32_t> in(B * T), tg(B * T);
+  for (int64 i = 0; i < B * T; ++i) in[i] = static_cast<std::int32_t>((i * 37) % 256), tg[i] = static_cast<std::int32_t>((i * 91) % 256);
+  const double per_token = static_cast<double>(count_flops(spec, T).train);
+  const double pk = peak(2);
+  model.forward_backward(in.data(), tg.data());  // warm the caches and page in the buffers
+  for (auto _ : state) {
+    model.forward_backward(in.data(), tg.data());
+    const auto g = model.grads();
+    const double norm = AdamW<float>::grad_norm(std::span<const float>(g.data(), g.size()));
+    opt.step(model.params(), std::span<const float>(g.data(), g.size()), model.tensors(), 1e-3, norm);
+  }
+  const double tokens = static_cast<double>(B * T) * static_cast<double>(state.iterations());
+  state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] = benchmark::Counter(tokens * per_token, benchmark::Counter::kIsRate);
+  state.counters["MFU"] = benchmark::Counter(tokens * per_token / pk, benchmark::Counter::kIsRate);
+  state.counters["peak_GFLOP/s"] = pk / 1e9;
+  state.counters["mem_est_MiB"] = static_cast<double>(count_memory(spec, B, T, 2).total) / (1 << 20);
+  state.counters["peak_RSS_MiB"] = static_cast<double>(rss()) / (1 << 20);
+}
+BENCHMARK(BM_TrainStep)->Arg(0)->Arg(2)->UseRealTime()->Unit(benchmark::kSecond)->MinTime(10.0);
+
+}  // namespace
+
+BENCHMARK_MAIN();
