@@ -300,8 +300,8 @@ TEST_CASE("moe: grouping is a stable sort of the slots by expert", "[moe]") {
     MoeShape s;
     s.experts = c.E, s.top_k = c.K, s.capacity_factor = c.cap;
     const int64 S = c.N * c.K, C = s.capacity(c.N);
-    std::vector<int32> order(S, -1), offset(c.E + 1), kept(c.E), hist(moe_group_scratch(c.E, S));
-    group_slots<HB>(c.N, c.K, c.E, C, expert.data(), order.data(), offset.data(), kept.data(), hist.data());
+    std::vector<int32> order(S, -1), pos(S, -1), offset(c.E + 1), kept(c.E), hist(moe_group_scratch(c.E, S));
+    group_slots<HB>(c.N, c.K, c.E, C, expert.data(), order.data(), pos.data(), offset.data(), kept.data(), hist.data());
     // Reference: priority positions j = k N + t, stably sorted by expert.
     std::vector<int32> ref(S);
     for (int64 j = 0; j < S; ++j) ref[j] = static_cast<int32>((j % c.N) * c.K + j / c.N);
@@ -310,6 +310,7 @@ TEST_CASE("moe: grouping is a stable sort of the slots by expert", "[moe]") {
     std::vector<int> seen(S, 0);
     for (int32 v : order) ++seen[v];
     REQUIRE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    for (int64 i = 0; i < S; ++i) REQUIRE(pos[order[i]] == i);
     REQUIRE(offset[0] == 0);
     REQUIRE(offset[c.E] == S);
     for (int64 e = 0; e < c.E; ++e) {

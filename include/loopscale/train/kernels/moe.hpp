@@ -153,12 +153,13 @@ void gather_rows(const T* src, T* dst, const int32* order, int64 b, int64 e, int
     std::memcpy(dst + i * d, src + static_cast<int64>(order[i]) / K * d, static_cast<std::size_t>(d) * sizeof(T));
 }
 
-// y[t] += sum over t's kept slots, in k order, of scale(slot) * rows[pos[slot]].
+// y[t] (+)= sum over t's kept slots, in k order, of scale(slot) * rows[pos[slot]].
 template <class B, class T, class Scale>
 void combine_rows(int64 N, int64 K, int64 d, const int32* expert, const int32* pos, const int32* offset, const int32* kept,
-                  const T* rows, T* y, Scale scale) {
+                  const T* rows, T* y, bool overwrite, Scale scale) {
   B::parallel_for(N, [=](int64 t) {
     T* yt = y + t * d;
+    if (overwrite) std::fill(yt, yt + d, T(0));
     for (int64 k = 0; k < K; ++k) {
       const int64 slot = t * K + k, e = expert[slot], r = pos[slot];
       if (r - offset[e] >= kept[e]) continue;  // dropped by the capacity
@@ -176,14 +177,12 @@ template <class B, class T>
 MoeCall moe_forward(const MoeShape& s, int64 N, const T* x, const T* P, const T* bias, T* y, bool accumulate,
                     const MoeActs<T>& a, const MoeScratch<T>& w, MoeStats& stats) {
   const MoeParamLayout L = moe_param_layout(s);
-  const int64 E = s.experts, K = s.top_k, d = s.d, H = s.hidden, H1 = s.in_rows(), S = N * K;
+  const int64 E = s.experts, K = s.top_k, d = s.d, H = s.hidden, H1 = s.in_rows();
   route_forward<B>(s, N, x, P + L.router, s.balance == Balance::bias ? bias : static_cast<const T*>(nullptr), a.logits,
-                   a.scores, a.lse, a.expert, a.gates);
-  group_slots<B>(N, K, E, s.capacity(N), a.expert, a.order, a.offset, a.kept, w.hist);
+                   a.scores, a.lse, a.expert, a.gates, w.dlogits);
+  group_slots<B>(N, K, E, s.capacity(N), a.expert, a.order, a.pos, a.offset, a.kept, w.hist);
   const int32* order = a.order;
-  int32* pos = a.pos;
-  B::parallel_for(S, [=](int64 i) { pos[order[i]] = static_cast<int32>(i); });
-  const MoeCall call = route_stats<B>(s, N, a.scores, a.lse, a.offset, a.kept, w.dlogits, stats);
+  const MoeCall call = route_stats<B>(s, N, w.dlogits, a.lse, a.offset, a.kept, stats);
 
   const int32* tasks = w.tasks;
   const int64 ntasks = detail::row_tasks(E, a.offset, a.kept, w.tasks);
@@ -199,9 +198,9 @@ MoeCall moe_forward(const MoeShape& s, int64 N, const T* x, const T* P, const T*
   });
 
   if (s.shared_expert) mlp_forward<B>(x, P + L.shared_w1, P + L.shared_w2, a.shared_hpre, a.shared_hact, y, {N, d, H, s.act}, accumulate);
-  else if (!accumulate) B::parallel_for(N, [=](int64 t) { std::fill(y + t * d, y + (t + 1) * d, T(0)); });
   const T* gates = a.gates;
-  detail::combine_rows<B>(N, K, d, a.expert, a.pos, a.offset, a.kept, w.yg, y, [=](int64 slot) { return gates[slot]; });
+  detail::combine_rows<B>(N, K, d, a.expert, a.pos, a.offset, a.kept, w.yg, y, !s.shared_expert && !accumulate,
+                          [=](int64 slot) { return gates[slot]; });
   return call;
 }
 
@@ -213,13 +212,10 @@ void moe_backward(const MoeShape& s, int64 N, const T* x, const T* P, const MoeA
                   const T* dy, T* dx, T* G, const MoeScratch<T>& w) {
   const MoeParamLayout L = moe_param_layout(s);
   const int64 E = s.experts, K = s.top_k, d = s.d, H = s.hidden, H1 = s.in_rows();
-  T* dgate = w.dgate;
-  B::parallel_for(N, [=](int64 t) { std::fill(dgate + t * K, dgate + (t + 1) * K, T(0)); });  // dropped slots stay 0
+  T* dgate = w.dgate;  // written for the slots that ran; route_backward reads no other
   if (s.shared_expert)
     mlp_backward<B>(x, P + L.shared_w1, P + L.shared_w2, a.shared_hpre, a.shared_hact, dy, dx, G + L.shared_w1,
                     G + L.shared_w2, w.dh, w.dhp, {N, d, H, s.act});
-  else
-    B::parallel_for(N, [=](int64 t) { std::fill(dx + t * d, dx + (t + 1) * d, T(0)); });
 
   // Row tasks: everything that is local to a grouped row.
   const int32* tasks = w.tasks;
@@ -266,9 +262,9 @@ void moe_backward(const MoeShape& s, int64 N, const T* x, const T* P, const MoeA
     }
   });
 
-  detail::combine_rows<B>(N, K, d, a.expert, a.pos, a.offset, a.kept, w.dxg, dx, [](int64) { return T(1); });
-  route_backward<B>(s, N, x, P + L.router, a.logits, a.scores, a.lse, a.expert, a.gates, dgate, stats, w.dlogits, dx,
-                    G + L.router, true);
+  detail::combine_rows<B>(N, K, d, a.expert, a.pos, a.offset, a.kept, w.dxg, dx, !s.shared_expert, [](int64) { return T(1); });
+  route_backward<B>(s, N, x, P + L.router, a.logits, a.scores, a.lse, a.expert, a.gates, a.pos, a.offset, a.kept, dgate,
+                    stats, w.dlogits, dx, G + L.router, true);
 }
 
 // The aux-loss-free step (DeepSeek-V3): b_e += rate * sign(mean load - load_e) from the routed

@@ -146,11 +146,26 @@ inline int64 moe_group_chunks(int64 slots) { return std::max<int64>(1, (slots + 
 // int32 scratch the grouping needs.
 inline int64 moe_group_scratch(int64 experts, int64 slots) { return experts * moe_group_chunks(slots); }
 
-// Logits, scores, logsumexp, selection and gates of N tokens. expert and gates are (N x K), slot
-// (t, k) at t * K + k, k in decreasing order of s + b. bias may be null.
+// Balancing probability of expert e for token t: the softmax scores, or the sigmoid scores
+// normalised over the E experts (so that P sums to 1 either way).
+template <class T>
+inline void balancing_probs(const MoeShape& s, const T* score, T* p) {
+  const int64 E = s.experts;
+  if (s.router == RouterKind::softmax) {
+    for (int64 e = 0; e < E; ++e) p[e] = score[e];
+    return;
+  }
+  T sum = 0;
+  for (int64 e = 0; e < E; ++e) sum += score[e];
+  for (int64 e = 0; e < E; ++e) p[e] = score[e] / sum;
+}
+
+// Logits, scores, logsumexp, selection and gates of N tokens, and the balancing probabilities
+// (N x E) when probs is not null. expert and gates are (N x K), slot (t, k) at t * K + k, k in
+// decreasing order of s + b. bias may be null.
 template <class B, class T>
 void route_forward(const MoeShape& s, int64 N, const T* x, const T* Wr, const T* bias, T* logits, T* scores, T* lse,
-                   int32* expert, T* gates) {
+                   int32* expert, T* gates, T* probs) {
   const int64 E = s.experts, K = s.top_k;
   linear_forward<B>(x, Wr, logits, N, s.d, E);
   const bool soft = s.router == RouterKind::softmax, renorm = s.renormalize;
@@ -183,15 +198,17 @@ void route_forward(const MoeShape& s, int64 N, const T* x, const T* Wr, const T*
     }
     if (renorm)
       for (int64 k = 0; k < K; ++k) g[k] /= chosen;
+    if (probs) balancing_probs(s, p, probs + t * E);
   });
 }
 
 // Stable counting sort of the N K slots by expert. order (N K) receives slot ids t * K + k, expert
 // by expert, each expert's slots in priority order (k, t); offset (E + 1) the start of each
-// expert's group; kept (E) how many of its slots run (capacity). hist: moe_group_scratch ints.
+// expert's group; kept (E) how many of its slots run (capacity); pos (N K) the inverse of order,
+// the grouped row of each slot. hist: moe_group_scratch ints.
 template <class B>
-void group_slots(int64 N, int64 K, int64 E, int64 capacity, const int32* expert, int32* order, int32* offset, int32* kept,
-                 int32* hist) {
+void group_slots(int64 N, int64 K, int64 E, int64 capacity, const int32* expert, int32* order, int32* pos, int32* offset,
+                 int32* kept, int32* hist) {
   const int64 S = N * K, P = moe_group_chunks(S);
   // Priority position j -> slot id: j = k N + t.
   const auto slot_of = [N, K](int64 j) { return (j % N) * K + j / N; };
@@ -212,31 +229,19 @@ void group_slots(int64 N, int64 K, int64 E, int64 capacity, const int32* expert,
     const int64 end = std::min(S, (c + 1) * moe_group_chunk);
     for (int64 j = c * moe_group_chunk; j < end; ++j) {
       const int64 slot = slot_of(j);
-      order[hist[expert[slot] * P + c]++] = static_cast<int32>(slot);
+      const int32 row = hist[expert[slot] * P + c]++;
+      order[row] = static_cast<int32>(slot);
+      pos[slot] = row;
     }
   });
 }
 
-// Balancing probability of expert e for token t: the softmax scores, or the sigmoid scores
-// normalised over the E experts (so that P sums to 1 either way).
-template <class T>
-inline void balancing_probs(const MoeShape& s, const T* score, T* p) {
-  const int64 E = s.experts;
-  if (s.router == RouterKind::softmax) {
-    for (int64 e = 0; e < E; ++e) p[e] = score[e];
-    return;
-  }
-  T sum = 0;
-  for (int64 e = 0; e < E; ++e) sum += score[e];
-  for (int64 e = 0; e < E; ++e) p[e] = score[e] / sum;
-}
-
-// Adds one call's routing to the step statistics and returns its own figures. pbuf: N x E scratch.
+// Adds one call's routing to the step statistics and returns its own figures. pbuf: the balancing
+// probabilities route_forward wrote.
 template <class B, class T>
-MoeCall route_stats(const MoeShape& s, int64 N, const T* scores, const T* lse, const int32* offset, const int32* kept,
-                    T* pbuf, MoeStats& st) {
+MoeCall route_stats(const MoeShape& s, int64 N, const T* pbuf, const T* lse, const int32* offset, const int32* kept,
+                    MoeStats& st) {
   const int64 E = s.experts, K = s.top_k;
-  B::parallel_for(N, [=](int64 t) { balancing_probs(s, scores + t * E, pbuf + t * E); });
   MoeCall c;
   c.tokens = N;
   c.slots = N * K;
@@ -261,12 +266,13 @@ MoeCall route_stats(const MoeShape& s, int64 N, const T* scores, const T* lse, c
   return c;
 }
 
-// d loss / d logits (N x E) from the gate gradients dgate (N x K, zero for dropped slots), the
-// Switch aux loss and the z-loss of the step `st`; then dx (+)= dz Wr, dWr += dz^T x.
+// d loss / d logits (N x E) from the gate gradients dgate (N x K; read only for the slots that
+// ran: a dropped slot's gate had no effect, so its gradient is 0), the Switch aux loss and the
+// z-loss of the step `st`; then dx (+)= dz Wr, dWr += dz^T x.
 template <class B, class T>
 void route_backward(const MoeShape& s, int64 N, const T* x, const T* Wr, const T* logits, const T* scores, const T* lse,
-                    const int32* expert, const T* gates, const T* dgate, const MoeStats& st, T* dlogits, T* dx, T* dWr,
-                    bool accumulate_dx) {
+                    const int32* expert, const T* gates, const int32* pos, const int32* offset, const int32* kept,
+                    const T* dgate, const MoeStats& st, T* dlogits, T* dx, T* dWr, bool accumulate_dx) {
   const int64 E = s.experts, K = s.top_k;
   const bool soft = s.router == RouterKind::softmax, renorm = s.renormalize;
   const bool aux = s.balance == Balance::aux_loss && st.slots > 0 && st.tokens > 0;
@@ -279,16 +285,19 @@ void route_backward(const MoeShape& s, int64 N, const T* x, const T* Wr, const T
     const T* p = scores + t * E;
     const int32* sel = expert + t * K;
     const T* g = gates + t * K;
-    const T* dg = dgate + t * K;
     T* dz = dlogits + t * E;  // holds d loss / d score until the last step
     for (int64 e = 0; e < E; ++e) dz[e] = T(0);
+    const auto dg = [&](int64 k) {
+      const int64 slot = t * K + k, e = sel[k];
+      return pos[slot] - offset[e] < kept[e] ? dgate[slot] : T(0);
+    };
     if (renorm) {
       // g_k = s_k / Z: d/ds_k = (dg_k - sum_j dg_j g_j) / Z.
       T Z = 0, dot = 0;
-      for (int64 k = 0; k < K; ++k) Z += p[sel[k]], dot += dg[k] * g[k];
-      for (int64 k = 0; k < K; ++k) dz[sel[k]] += (dg[k] - dot) / Z;
+      for (int64 k = 0; k < K; ++k) Z += p[sel[k]], dot += dg(k) * g[k];
+      for (int64 k = 0; k < K; ++k) dz[sel[k]] += (dg(k) - dot) / Z;
     } else {
-      for (int64 k = 0; k < K; ++k) dz[sel[k]] += dg[k];
+      for (int64 k = 0; k < K; ++k) dz[sel[k]] += dg(k);
     }
     if (aux) {
       if (soft) {
