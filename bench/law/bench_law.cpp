@@ -2,7 +2,8 @@
 //   epoch_grid:     Epoch's Chinchilla data (5 highest losses dropped), the 4,500-start grid;
 //   isodepth_500:   the iso-depth law on the paper's 116-run grid with losses drawn from the
 //                   published constants (sigma 0.01 in log loss, seed 1), 500 random starts.
-// `bench_law --write-isodepth-csv=PATH` writes that synthetic data set for the SciPy script.
+// `bench_law --write-isodepth-csv=PATH` writes that synthetic data set (with its (budget, r) cell)
+// for the SciPy script and the examples of docs/laws.md.
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -66,12 +67,13 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], flag, std::strlen(flag)) == 0) {
       const Runs runs = isodepth_runs();
+      const PaperGrid grid = iso_depth_paper_grid();
       std::ofstream out(argv[i] + std::strlen(flag));
       out.precision(17);
-      out << "N_once,N_rec,r,D,C,loss\n";
+      out << "N_once,N_rec,r,D,C,loss,cell\n";
       for (Eigen::Index k = 0; k < runs.size(); ++k)
         out << runs["N_once"][k] << ',' << runs["N_rec"][k] << ',' << runs["r"][k] << ',' << runs["D"][k] << ',' << runs["C"][k]
-            << ',' << runs["loss"][k] << '\n';
+            << ',' << runs["loss"][k] << ',' << grid.cells[static_cast<std::size_t>(k)] << '\n';
       return out ? 0 : 1;
     }
   benchmark::Initialize(&argc, argv);

@@ -14,6 +14,7 @@ struct FitArgs {
   long drop_highest = 0;
   std::uint64_t seed = 0;
   double huber_delta = 1e-3;
+  double ftol = law::FitOptions{}.ftol, gtol = law::FitOptions{}.gtol;
   int bootstrap = 0;
   double ci_level = 0.95;
   int threads = 0;
@@ -34,6 +35,9 @@ void run(const FitArgs& a) {
 
   law::FitOptions opt;
   opt.huber_delta = a.huber_delta;
+  if (!(a.ftol >= 0) || !(a.gtol >= 0)) throw usage_error("--ftol and --gtol must not be negative");
+  opt.ftol = a.ftol;
+  opt.gtol = a.gtol;
   opt.threads = a.threads;
   opt.frozen = numeric_assignments(a.freeze, "--freeze");
   std::optional<law::StartPlan> plan;
@@ -164,6 +168,8 @@ const bool registered = add_command([](CLI::App& app) {
   sub->add_option("--start", a->start_points, "a start of your own, every parameter named: A=400,B=400,E=2,alpha=.3,beta=.3");
   sub->add_option("--seed", a->seed, "seed of random starts and bootstrap resamples")->capture_default_str();
   sub->add_option("--huber-delta", a->huber_delta, "Huber delta on log residuals")->capture_default_str();
+  sub->add_option("--ftol", a->ftol, "stop a start when the objective falls by less than this (times max(1, |f|))")->capture_default_str();
+  sub->add_option("--gtol", a->gtol, "stop a start when the projected gradient is below this")->capture_default_str();
   sub->add_option("--freeze", a->freeze, "hold a parameter at a value: --freeze phi=0");
   sub->add_option("--bootstrap", a->bootstrap, "percentile intervals from N resamples");
   sub->add_option("--block", a->block, "resample whole groups of this column (block bootstrap)");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,7 +47,9 @@ inline PaperGrid iso_depth_paper_grid(int64 seq_len = 2048) {
         r.push_back(static_cast<double>(rs[i]));
         c.push_back(budget);
         d.push_back(budget / f);
-        g.cells.push_back(std::to_string(budget) + "/r" + std::to_string(rs[i]));
+        char cell[48];
+        std::snprintf(cell, sizeof cell, "%.3g/r%lld", budget, static_cast<long long>(rs[i]));
+        g.cells.push_back(cell);
       }
   const auto col = [](const std::vector<double>& v) { return Eigen::Map<const Eigen::ArrayXd>(v.data(), static_cast<Eigen::Index>(v.size())); };
   g.runs.set("N_once") = col(n_once);
