@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 
 #include <sys/resource.h>
+#include <time.h>
 
 #include "loopscale/account/flops.hpp"
 #include "loopscale/account/memory.hpp"
@@ -28,6 +29,15 @@ double peak(int threads) {
   return p[threads];
 }
 
+// CPU seconds of the whole process (every thread). On a shared machine the wall-clock rate
+// depends on how much CPU the process gets; FLOPs per CPU-second of the training step over FLOPs
+// per CPU-second of the FMA kernel is an efficiency that load changes much less.
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 int64 rss() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -37,8 +47,10 @@ int64 rss() {
 void BM_PeakFma(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   double flops = 0;
+  const double c0 = cpu_seconds();
   for (auto _ : state) flops += fma_chains(threads, 1 << 22);
   state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
+  state.counters["FLOP/cpu_s"] = flops / (cpu_seconds() - c0);
 }
 BENCHMARK(BM_PeakFma)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -86,13 +98,21 @@ void BM_TrainStep(benchmark::State& state) {
   const double per_token = static_cast<double>(count_flops(spec, T).train);
   const double pk = peak(2);
   model.forward_backward(in.data(), tg.data());  // warm the caches and page in the buffers
+  const double c0 = cpu_seconds();
   for (auto _ : state) {
     model.forward_backward(in.data(), tg.data());
     const auto g = model.grads();
     const double norm = AdamW<float>::grad_norm(std::span<const float>(g.data(), g.size()));
     opt.step(model.params(), std::span<const float>(g.data(), g.size()), model.tensors(), 1e-3, norm);
   }
+  const double cpu = cpu_seconds() - c0;
   const double tokens = static_cast<double>(B * T) * static_cast<double>(state.iterations());
+  // MFU per CPU-second: against the one-thread FMA peak per CPU-second, measured now.
+  const double t0 = cpu_seconds();
+  const double fma = fma_chains(1, 1 << 24);
+  const double fma_per_cpu_s = fma / (cpu_seconds() - t0);
+  state.counters["FLOP/cpu_s"] = tokens * per_token / cpu;
+  state.counters["MFU_cpu"] = tokens * per_token / cpu / fma_per_cpu_s;
   state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsRate);
   state.counters["FLOP/s"] = benchmark::Counter(tokens * per_token, benchmark::Counter::kIsRate);
   state.counters["MFU"] = benchmark::Counter(tokens * per_token / pk, benchmark::Counter::kIsRate);
