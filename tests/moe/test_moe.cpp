@@ -512,3 +512,19 @@ TEST_CASE("moe: several row tasks per expert and several weight panels, against 
   }
   sample(P, G, L.shared_w1, L.total, "shared expert");
 }
+
+TEST_CASE("moe: one expert with top-1 is the dense MLP", "[moe]") {
+  const int64 N = 600, d = 32, H = 48;
+  const auto act = GENERATE(Activation::relu2, Activation::swiglu);
+  const MoeShape s = make_shape(d, H, 1, 1, act, RouterKind::softmax, true, false, Balance::none, 0.0);
+  const auto x = cast<float>(randn(N * d, 41)), P = cast<float>(random_params(s, 42));
+  Harness<float> h(s, N, 1);
+  std::vector<float> y(N * d), yd(N * d), hpre(N * s.in_rows()), hact(N * H);
+  moe_forward<HB>(s, N, x.data(), P.data(), static_cast<const float*>(nullptr), y.data(), false, h.acts[0], h.w, h.st);
+  const MoeParamLayout L = moe_param_layout(s);
+  mlp_forward<HB>(x.data(), P.data() + L.expert_w1(0), P.data() + L.expert_w2(0), hpre.data(), hact.data(), yd.data(),
+                  {N, d, H, act}, false);
+  for (int64 i = 0; i < N; ++i) REQUIRE(h.acts[0].gates[i] == 1.0f);
+  REQUIRE(max_abs_diff(vecd(y.begin(), y.end()), vecd(yd.begin(), yd.end())) < 1e-5);
+  REQUIRE(h.st.load(0) == 1.0);
+}
