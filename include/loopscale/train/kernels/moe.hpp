@@ -53,7 +53,8 @@ inline int64 moe_param_count(const MoeShape& s) { return moe_param_layout(s).tot
 // activation forward, and their backward to the input) and weight tasks (a panel of
 // moe_weight_panel output rows of one expert's dW1 or dW2, summed over all its rows). Every output
 // element has exactly one task, so there are no atomics and no reductions across threads, and a
-// skewed routing still splits evenly: a busy expert is just more row tasks.
+// skewed routing still splits the row phase evenly: a busy expert is just more row tasks. (The
+// weight tasks go expert by expert, so a strongly skewed routing loads one thread more there.)
 inline constexpr int64 moe_row_chunk = 256;
 inline constexpr int64 moe_weight_panel = 64;
 inline int64 moe_max_row_tasks(int64 experts, int64 slots) { return (slots + moe_row_chunk - 1) / moe_row_chunk + experts; }
