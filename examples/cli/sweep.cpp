@@ -7,6 +7,7 @@
 
 #include "cli.hpp"
 #include "loopscale/sweep/compare.hpp"
+#include "loopscale/sweep/engine.hpp"
 #include "loopscale/sweep/merge.hpp"
 #include "loopscale/sweep/plan.hpp"
 #include "loopscale/sweep/presets.hpp"
@@ -129,12 +130,14 @@ const bool registered = add_command([](CLI::App& app) {
     auto out = std::make_shared<std::string>();
     auto data = std::make_shared<std::string>();
     auto shard = std::make_shared<std::string>("0/1");
+    auto threads = std::make_shared<int>(0);
     CLI::App* sub = sweep->add_subcommand("run", "train every planned run (resumable; results in OUT/results.jsonl)");
     src->add_to(*sub);
     sub->add_option("--out", *out, "sweep folder")->required();
     sub->add_option("--data", *data, "corpus folder (default: the spec's, data/corpus)");
     sub->add_option("--shard", *shard, "run only the runs with index = I mod N")->capture_default_str();
-    sub->callback([src, out, data, shard] {
+    sub->add_option("--threads", *threads, "training threads (0: every core)")->capture_default_str()->check(CLI::NonNegativeNumber);
+    sub->callback([src, out, data, shard, threads] {
       const Plan plan = src->plan();
       RunOptions opt;
       try {
@@ -144,7 +147,24 @@ const bool registered = add_command([](CLI::App& app) {
       }
       opt.out = *out;
       opt.data = data->empty() ? plan.spec.data : *data;
-      throw std::runtime_error("sweep run: the training engine is not wired in yet");
+      // Engine settings are checked before anything is written.
+      try {
+        for (const auto& r : plan.runs) train_config(plan.spec, r, "x", "x");
+      } catch (const sweep_error& e) {
+        throw usage_error(e.what());
+      }
+      if (!fs::exists(opt.data / "train.bin") || !fs::exists(opt.data / "val.bin"))
+        throw usage_error(fmt::format("{} has no train.bin and val.bin; build the corpus with scripts/corpus.sh or pass --data", opt.data.string()));
+      EngineOptions eo;
+      eo.threads = *threads;
+      RunSummary s;
+      try {
+        s = run_sweep(plan, opt, engine_run_fn(eo));
+      } catch (const sweep_error& e) {
+        throw usage_error(e.what());
+      }
+      fmt::print("sweep {}: {} trained, {} recorded after a kill, {} finished before, {} not runnable; {:.1f} s; results in {}\n",
+                 plan.spec.name, s.trained, s.recovered, s.already, s.unrunnable, s.seconds, results_file(opt.out, opt.shard).string());
     });
   }
 

@@ -54,7 +54,9 @@ struct SweepSpec {
   int64 micro_batch_tokens = 65536; // tokens per forward/backward pass (what activations hold)
   double memory_limit_gib = 80;     // per device; a run above it is reported
   std::vector<Budget> budgets;
-  nlohmann::json optim = nlohmann::json::object();  // handed to the training engine as is
+  // Engine settings (train::TrainConfig keys: lr, warmup, weight_decay, eval_tokens, threads, ...)
+  // shared by every run; the sweep sets spec, batch, seq_len, flops, seed, data and out itself.
+  nlohmann::json train = nlohmann::json::object();
   std::uint64_t seed = 0;
   std::string data = "data/corpus";
 };
@@ -81,7 +83,7 @@ inline void to_json(nlohmann::json& j, const SweepSpec& s) {
        {"micro_batch_tokens", s.micro_batch_tokens},
        {"memory_limit_gib", s.memory_limit_gib},
        {"budgets", s.budgets},
-       {"optim", s.optim},
+       {"train", s.train},
        {"seed", s.seed},
        {"data", s.data}};
 }
@@ -107,7 +109,7 @@ inline void from_json(const nlohmann::json& j, SweepSpec& s) {
   static const std::set<std::string> known = {"name", "depth", "prelude", "coda", "r", "inject", "bptt", "width_per_s",
                                               "width_round", "head_dim", "vocab", "vocab_multiple", "seq_len",
                                               "batch_tokens", "micro_batch_tokens", "memory_limit_gib", "budgets",
-                                              "optim", "seed", "data"};
+                                              "train", "seed", "data"};
   for (const auto& [k, v] : j.items())
     if (!known.count(k)) throw sweep_error("sweep spec: unknown field '" + k + "'");
   using detail::read_field;
@@ -128,7 +130,7 @@ inline void from_json(const nlohmann::json& j, SweepSpec& s) {
   read_field(j, "batch_tokens", s.batch_tokens);
   read_field(j, "micro_batch_tokens", s.micro_batch_tokens);
   read_field(j, "memory_limit_gib", s.memory_limit_gib);
-  read_field(j, "optim", s.optim);
+  read_field(j, "train", s.train);
   read_field(j, "seed", s.seed);
   read_field(j, "data", s.data);
   if (j.contains("budgets")) {
@@ -231,7 +233,7 @@ inline void validate(const SweepSpec& s) {
   for (std::size_t i = 0; i < s.budgets.size(); ++i)
     for (std::size_t k = i + 1; k < s.budgets.size(); ++k)
       need(s.budgets[i].flops != s.budgets[k].flops, fmt::format("budget C = {:g} appears twice", s.budgets[i].flops));
-  if (!s.optim.is_object()) throw sweep_error("sweep spec: optim must be a JSON object");
+  if (!s.train.is_object()) throw sweep_error("sweep spec: train must be a JSON object");
 }
 
 // The model of one (r, s) point of the family.
