@@ -101,7 +101,7 @@ def main():
         w = np.exp(t - lse)
         return huber(DELTA, r).sum(), grads(p, w, np.clip(r, -DELTA, DELTA))
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     best, failed = None, 0
     for s in starts:
         if a.grad == "numeric":
@@ -113,10 +113,11 @@ def main():
             continue
         if best is None or res.fun < best.fun:
             best = res
-    seconds = time.perf_counter() - t0
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     params = {k: (math.exp(v) if lg else float(v)) for k, v, lg in zip(names, best.x, logs)}
     print(json.dumps({"law": a.law, "grad": a.grad, "starts": len(starts), "failed": failed,
-                      "objective": float(best.fun), "params": params, "seconds": seconds}))
+                      "objective": float(best.fun), "params": params, "seconds": seconds,
+                      "cpu_seconds": cpu_seconds}))
 
 
 if __name__ == "__main__":
