@@ -23,7 +23,7 @@ fs::path fresh(const std::string& name) {
 
 Plan small_plan() {
   SweepSpec s = preset("smoke");
-  s.budgets = {{2e9, {2, 4}}, {6e9, {2, 4}}};  // few steps; the widest runs of 2e9 are below one batch
+  s.budgets = {{1.5e8, {1, 4}}, {6e9, {1, 4}}};  // few steps; the wide runs of 1.5e8 are below one batch
   Plan p = make_plan(s);
   REQUIRE(p.runnable() == 6);
   return p;

@@ -1,0 +1,112 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "loopscale/sweep/engine.hpp"
+#include "loopscale/train/data.hpp"
+
+using namespace loopscale;
+using namespace loopscale::sweep;
+
+namespace {
+
+// A tiny byte corpus written by the test itself, so the test needs no prepared data.
+fs::path tiny_corpus() {
+  const fs::path dir = fs::path(LOOPSCALE_TEST_TMP) / "engine_corpus";
+  fs::create_directories(dir);
+  const std::string text =
+      "the quick brown fox jumps over the lazy dog. a looped model runs its shared block r times; "
+      "what is one recurrence worth? ";
+  std::vector<std::int32_t> train, val;
+  for (int i = 0; i < 400; ++i)
+    for (std::size_t k = 0; k < text.size(); ++k) train.push_back(static_cast<unsigned char>(text[(k * (i % 7 + 1)) % text.size()]));
+  for (int i = 0; i < 40; ++i)
+    for (unsigned char c : text) val.push_back(c);
+  train::write_token_file((dir / "train.bin").string(), train, 256);
+  train::write_token_file((dir / "val.bin").string(), val, 256);
+  return dir;
+}
+
+Plan tiny_plan() {
+  SweepSpec s;
+  s.name = "engine-test";
+  s.depth = 4;
+  s.prelude = 1;
+  s.coda = 1;
+  s.r = {1, 2};
+  s.width_per_s = 16;
+  s.width_round = 16;
+  s.head_dim = 16;
+  s.vocab = 256;
+  s.seq_len = 32;
+  s.batch_tokens = 4 * 32;
+  s.micro_batch_tokens = 4 * 32;
+  s.memory_limit_gib = 1;
+  s.budgets = {{5e8, {1}}};
+  s.train = {{"lr", 3e-3}, {"eval_tokens", 1024}, {"threads", 1}};
+  return make_plan(s);
+}
+
+}  // namespace
+
+TEST_CASE("engine: sweep run trains with the real engine; an interrupted run resumes to the same loss") {
+  const fs::path data = tiny_corpus();
+  const Plan plan = tiny_plan();
+  REQUIRE(plan.runnable() == 2);
+  const RunFn engine = engine_run_fn();
+
+  // Uninterrupted.
+  const fs::path a = fs::path(LOOPSCALE_TEST_TMP) / "engine_a";
+  fs::remove_all(a);
+  RunOptions opt;
+  opt.out = a;
+  opt.data = data;
+  opt.log = nullptr;
+  const RunSummary s = run_sweep(plan, opt, engine);
+  CHECK(s.trained == 2);
+  const auto ra = read_results(a / "results.jsonl");
+  REQUIRE(ra.size() == 2);
+  for (const auto& r : ra) {
+    CHECK(r.loss > 0);
+    CHECK(r.loss < 6);  // below the loss of a uniform byte model (ln 256 = 5.55) plus slack
+    CHECK(r.tokens == static_cast<double>(plan.runs[0].steps * plan.spec.batch_tokens) ||
+          r.tokens == static_cast<double>(plan.runs[1].steps * plan.spec.batch_tokens));
+    CHECK(r.line["summary"]["status"] == "done");
+  }
+
+  // Interrupted after 3/4 of its first run (the engine checkpointed half-way), then rerun.
+  const fs::path b = fs::path(LOOPSCALE_TEST_TMP) / "engine_b";
+  fs::remove_all(b);
+  opt.out = b;
+  const int64 stop_at = plan.runs[0].steps * 3 / 4;
+  RunFn interrupted = [&](const RunRequest& req) {
+    RunRequest r = req;
+    r.progress = [&](const StepProgress& p) {
+      if (p.step == stop_at) throw std::runtime_error("killed");
+    };
+    return engine(r);
+  };
+  CHECK_THROWS_WITH(run_sweep(plan, opt, interrupted), "killed");
+  CHECK(read_results(b / "results.jsonl").empty());
+  CHECK(fs::exists(b / "runs" / plan.runs[0].id / "checkpoint.bin"));
+  const RunSummary s2 = run_sweep(plan, opt, engine);
+  CHECK(s2.trained == 2);
+  const auto rb = read_results(b / "results.jsonl");
+  REQUIRE(rb.size() == 2);
+  CHECK(rb[0].line["summary"]["resumed_from"].get<int64>() > 0);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(rb[i].loss == ra[i].loss);  // bit-identical (one thread)
+}
+
+TEST_CASE("engine: settings the sweep owns are refused in the spec's train object") {
+  const Plan plan = tiny_plan();
+  SweepSpec s = plan.spec;
+  s.train["seq_len"] = 64;
+  CHECK_THROWS_WITH(train_config(s, plan.runs[0], "x", "y"), Catch::Contains("train.seq_len is set by the sweep itself"));
+  s = plan.spec;
+  s.train["lrr"] = 1;
+  CHECK_THROWS_WITH(train_config(s, plan.runs[0], "x", "y"), Catch::Contains("unknown key 'lrr'"));
+  const train::TrainConfig c = train_config(plan.spec, plan.runs[1], "out", "data");
+  CHECK(c.batch == 4);
+  CHECK(c.flops == 5e8);
+  CHECK(train::budget_of(c).steps == plan.runs[1].steps);  // the engine trains the planned steps
+}
