@@ -6,5 +6,5 @@ bash scripts/setup.sh
 jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$jobs"
-[ -x scripts/corpus.sh ] && bash scripts/corpus.sh
+bash scripts/corpus.sh   # the training, learning and sweep tests read data/corpus
 ctest --test-dir build --output-on-failure -j "$jobs" "$@"
