@@ -14,6 +14,7 @@ namespace {
 
 struct AccountArgs {
   SpecFlags spec;
+  MoeFlags moe;
   int64 seq_len = 2048;
   std::string convention = "paper";
   bool json = false;
@@ -56,8 +57,10 @@ const bool registered = add_command([](CLI::App& app) {
   sub->add_option("--seq-len", args->seq_len, "context length T")->capture_default_str();
   sub->add_option("--convention", args->convention, "FLOP convention: paper | causal | kaplan | chinchilla")->capture_default_str();
   sub->add_flag("--json", args->json, "print JSON");
+  args->moe.add_to(*sub);
   sub->callback([args] {
     const ModelSpec m = args->spec.build();
+    args->moe.routing(m);  // checked only: routing changes no count
     if (args->seq_len < 1) throw usage_error("--seq-len must be at least 1");
     const Accounting a = account(m, args->seq_len, parse_convention_flag(args->convention));
     if (args->json) {

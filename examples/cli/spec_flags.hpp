@@ -10,6 +10,7 @@
 #include "cli.hpp"
 #include "loopscale/account/conventions.hpp"
 #include "loopscale/arch/spec.hpp"
+#include "loopscale/train/kernels/moe_router.hpp"
 
 namespace loopscale::cli {
 
@@ -139,5 +140,43 @@ inline Convention parse_convention_flag(const std::string& s) {
   if (auto c = parse_convention(s)) return *c;
   throw usage_error("--convention must be paper, causal, kaplan or chinchilla, not '" + s + "'");
 }
+
+// The MoE routing flags of `account` and `train`. They change neither the parameter count nor the
+// accounting's FLOPs (capacity drops aside), so `account` only checks them; `train` passes them on.
+struct MoeFlags {
+  std::optional<std::string> router, balance;
+  std::optional<double> z_loss, capacity;
+  bool no_renormalize = false;
+
+  void add_to(CLI::App& app) {
+    app.add_option("--router", router, "MoE router scores: softmax | sigmoid (default softmax)");
+    app.add_option("--balance", balance, "MoE load balancing: none | aux:COEF (Switch aux loss) | bias:RATE (aux-loss-free); default aux:0.01");
+    app.add_option("--z-loss", z_loss, "router z-loss coefficient (default 0: off)");
+    app.add_option("--capacity", capacity, "expert capacity factor > 0; tokens beyond it are dropped (default: dropless)");
+    app.add_flag("--no-renormalize", no_renormalize, "use the chosen experts' scores as gates without renormalising them");
+  }
+
+  bool any() const { return router || balance || z_loss || capacity || no_renormalize; }
+
+  // Checks the values (one line, exit 2) and that the spec has experts to route to.
+  train::kernels::MoeRouting routing(const ModelSpec& m) const {
+    bool moe = false;
+    for (const StackSpec* s : {&m.prelude, &m.recur.block, &m.coda}) moe |= s->layers > 0 && s->layer.ffn.experts > 0;
+    if (any() && !moe) throw usage_error("--router, --balance, --z-loss, --capacity and --no-renormalize need --experts >= 1");
+    train::kernels::MoeRouting r;
+    if (router) r.router = train::kernels::parse_router(*router);
+    if (balance) train::kernels::parse_balance(*balance, r);
+    if (z_loss) {
+      if (!(*z_loss >= 0) || !std::isfinite(*z_loss)) throw usage_error("--z-loss must not be negative");
+      r.z_coef = *z_loss;
+    }
+    if (capacity) {
+      if (!(*capacity > 0) || !std::isfinite(*capacity)) throw usage_error("--capacity must be positive (leave it out for dropless routing)");
+      r.capacity_factor = *capacity;
+    }
+    r.renormalize = !no_renormalize;
+    return r;
+  }
+};
 
 }  // namespace loopscale::cli

@@ -18,6 +18,7 @@ namespace {
 
 struct TrainArgs {
   SpecFlags spec;
+  MoeFlags moe;
   train::TrainConfig cfg;
   std::string config_file;
   std::string decay = "cosine";
@@ -39,6 +40,7 @@ const bool registered = add_command([](CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* sub = app.add_subcommand("train", "train a looped transformer on a token corpus (CPU)");
   a->spec.add_to(*sub);
+  a->moe.add_to(*sub);
   sub->get_option("--d-model")->required(false);  // may come from --config instead
   train::TrainConfig& c = a->cfg;
   sub->add_option("--config", a->config_file, "JSON TrainConfig file; flags given as well override it");
@@ -113,6 +115,14 @@ const bool registered = add_command([](CLI::App& app) {
       if (!spec_flags || sub->get_option("--d-model")->count() == 0) throw usage_error("--d-model is required (or give --config)");
       cfg.spec = a->spec.build();
     }
+    if (a->moe.any()) {  // routing flags override the config's
+      a->moe.routing(cfg.spec);
+      if (a->moe.router) cfg.moe_router = *a->moe.router;
+      if (a->moe.balance) cfg.moe_balance = *a->moe.balance;
+      if (a->moe.z_loss) cfg.moe_z_loss = *a->moe.z_loss;
+      if (a->moe.capacity) cfg.moe_capacity = *a->moe.capacity;
+      if (a->moe.no_renormalize) cfg.moe_renormalize = false;
+    }
     if (cfg.tokens == 0 && cfg.flops == 0) throw usage_error("give a budget: --tokens or --flops");
     if (cfg.out.empty()) throw usage_error("--out is required");
 
@@ -123,7 +133,7 @@ const bool registered = add_command([](CLI::App& app) {
       nlohmann::json j = {{"config", cfg}, {"steps", b.steps}, {"tokens", b.tokens}, {"flops_per_token", b.flops_per_token},
                           {"flops", b.flops_per_token * static_cast<double>(b.tokens)}, {"params", count_params(cfg.spec).total},
                           {"memory_estimate", {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},
-                                               {"activations", m.activations}, {"tokens", m.tokens}, {"total", m.total}}}};
+                                               {"activations", m.activations}, {"tokens", m.tokens}, {"indices", m.indices}, {"total", m.total}}}};
       std::cout << j.dump(2) << "\n";
       return;
     }
@@ -133,6 +143,7 @@ const bool registered = add_command([](CLI::App& app) {
       const double frac = static_cast<double>(p.step) / static_cast<double>(p.steps);
       const double eta = p.seconds / std::max(frac, 1e-9) * (1 - frac);
       std::string val = p.val_loss ? fmt::format("  val {:.4f} ({:.3f} bpb)", *p.val_loss, *p.val_bpb) : "";
+      if (p.moe_max_min_load) val += fmt::format("  load max/min {:.2f}  drop {:.1f}%", *p.moe_max_min_load, 100 * *p.moe_drop_rate);
       if (tty) {
         const int width = 24, fill = static_cast<int>(frac * width);
         fmt::print(stderr, "\r[{}{}] {}/{}  loss {:.4f}  {:.0f} tok/s  mfu {:.1f}%  eta {}{}\033[K", std::string(fill, '#'),

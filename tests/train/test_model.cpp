@@ -1,6 +1,7 @@
 // The whole looped model: parameter count against the static accounting, activation buffers
 // against the memory estimate, and gradients against finite differences in double for r = 1, 2, 4,
-// every injection mode, truncated BPTT, each activation and grouped KV heads.
+// every injection mode, truncated BPTT, each activation and grouped KV heads; the same for models
+// whose FFNs are mixtures of experts (looped MoE: the shared block's MoE layer runs r times).
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -43,11 +44,23 @@ std::vector<std::int32_t> tokens(int64 n, int64 vocab, std::uint64_t seed) {
   return t;
 }
 
-// Finite differences of the mean loss against forward_backward's gradients, on a sample of
-// entries of every parameter tensor.
-void grad_check(const ModelSpec& spec) {
+// The small spec with every FFN an MoE of E experts, top-K, hidden 12.
+ModelSpec moe_spec(int64 r, int64 E, int64 K, bool shared = false, int64 bptt = full_bptt, Activation act = Activation::relu2) {
+  ModelSpec m = small_spec(r, r == 1 ? Inject::none : Inject::linear, 0, bptt, act);
+  for (StackSpec* st : {&m.prelude, &m.recur.block, &m.coda}) {
+    st->layer.ffn.experts = E;
+    st->layer.ffn.top_k = K;
+    st->layer.ffn.hidden = 12;
+    st->layer.ffn.shared_expert = shared;
+  }
+  return m;
+}
+
+// Finite differences of the objective (mean loss plus the MoE balance and z-losses) against
+// forward_backward's gradients, on a sample of entries of every parameter tensor.
+void grad_check(const ModelSpec& spec, const train::kernels::MoeRouting& routing = {}) {
   const int64 B = 2, T = 5;
-  Model<double> model(spec, B, T);
+  Model<double> model(spec, B, T, 15.0, routing);
   model.init(7);
   auto p = model.params();
   const vecd noise = randn(p.size(), 8, 0.3);  // away from the structured start (zeros, identities)
@@ -56,7 +69,7 @@ void grad_check(const ModelSpec& spec) {
   model.forward_backward(in.data(), tgt.data());
   const std::vector<double> g(model.grads().begin(), model.grads().end());
   model.freeze_truncated_state(true);  // truncated BPTT: the state at the cut is a constant
-  const auto f = [&] { return model.forward(in.data(), tgt.data()); };
+  const auto f = [&] { return model.forward(in.data(), tgt.data()) + model.aux_loss(); };
   int checked = 0, nonzero = 0;
   for (const auto& t : model.tensors()) {
     std::set<int64> idx;
@@ -117,11 +130,111 @@ TEST_CASE("model: activation buffers equal the accounting's memory plan", "[trai
   REQUIRE(count_memory(half, 8, 64).activations < count_memory(full, 8, 64).activations);
 }
 
-TEST_CASE("model: MoE layers are rejected until the MoE issue", "[train][model]") {
-  ModelSpec m = small_spec(2, Inject::linear);
-  m.recur.block.layer.ffn.experts = 4;
-  m.recur.block.layer.ffn.top_k = 1;
-  REQUIRE_THROWS_WITH((Model<float>(m, 1, 4)), Catch::Contains("mixture-of-experts"));
+TEST_CASE("model: MoE parameters, activations and active size equal the accounting", "[train][model][moe]") {
+  for (int64 r : {1, 2, 4}) {
+    for (bool shared : {false, true}) {
+      for (Activation a : {Activation::relu2, Activation::swiglu}) {
+        const ModelSpec m = moe_spec(r, 4, 2, shared, full_bptt, a);
+        Model<float> model(m, 2, 4);
+        const ParamCounts pc = count_params(m);
+        REQUIRE(model.num_params() == pc.total);
+        REQUIRE(model.moe_layers() == 2 + m.recur.block.layers);
+        // Active: every tensor but the E - K experts a token does not visit, in every MoE layer.
+        int64 unvisited = 0;
+        for (const auto& t : model.tensors())
+          if (t.name.find(".experts.") != std::string::npos) unvisited += t.size / 4 * (4 - 2);
+        REQUIRE(pc.active == pc.total - unvisited);
+      }
+    }
+  }
+  for (int64 bptt : {full_bptt, half_bptt}) {
+    const ModelSpec m = moe_spec(4, 4, 2, true, bptt);
+    const int64 B = 3, T = 7;
+    Model<float> model(m, B, T);
+    const ActivationPlan plan = activation_plan(m, T);
+    REQUIRE(model.activation_values() == plan.per_token() * B * T + plan.per_thread * train::HostBackend::threads());
+    REQUIRE(count_memory(m, B, T, train::HostBackend::threads()).activations == model.activation_values() * 4);
+    // Routing indices: 3 per slot as planned, plus a few counters per call and the grouping's.
+    REQUIRE(model.index_values() >= plan.index * B * T);
+    REQUIRE(model.index_values() <= plan.index * B * T + 200 * model.moe_layers());
+  }
+  // Bad router options are one line.
+  train::kernels::MoeRouting bad;
+  bad.capacity_factor = -1;
+  REQUIRE_THROWS_WITH((Model<float>(moe_spec(2, 4, 2), 1, 4, 15.0, bad)), Catch::Contains("capacity"));
+  ModelSpec k_over_e = moe_spec(2, 2, 3);
+  REQUIRE_THROWS_WITH((Model<float>(k_over_e, 1, 4)), Catch::Contains("top-k") || Catch::Contains("top_k"));
+}
+
+TEST_CASE("model: a looped MoE layer routes every token K times per recurrence, statistics over all r", "[train][model][moe]") {
+  for (int64 r : {1, 2, 4}) {
+    const ModelSpec m = moe_spec(r, 4, 2);
+    const int64 B = 2, T = 6, N = B * T;
+    Model<float> model(m, B, T);
+    model.init(3);
+    const auto in = tokens(N, m.vocab, 1), tgt = tokens(N, m.vocab, 2);
+    const double loss = model.forward(in.data(), tgt.data());
+    REQUIRE(std::isfinite(loss));
+    REQUIRE(model.aux_loss() > 0);  // the default routing has the Switch aux loss
+    for (int64 i = 0; i < model.moe_layers(); ++i) {
+      const auto& st = model.moe_stats(i);
+      const int64 calls = model.moe_name(i).rfind("recur.", 0) == 0 ? r : 1;
+      INFO(model.moe_name(i));
+      REQUIRE(st.calls == calls);
+      REQUIRE(st.tokens == static_cast<double>(calls * N));
+      REQUIRE(st.slots == static_cast<double>(calls * N * 2));
+      REQUIRE(st.dropped == 0);  // dropless by default
+    }
+    // A second forward starts the statistics afresh.
+    model.forward(in.data(), tgt.data());
+    REQUIRE(model.moe_stats(0).calls == 1);
+  }
+}
+
+TEST_CASE("model gradients: looped MoE, r = 1, 2, 4", "[train][model][gradcheck][moe]") {
+  train::kernels::MoeRouting routing;
+  routing.z_coef = 1e-2;
+  routing.aux_coef = 0.05;
+  for (int64 r : {1, 2, 4}) {
+    INFO("r = " << r);
+    grad_check(moe_spec(r, 4, 2), routing);
+  }
+}
+
+TEST_CASE("model gradients: MoE variants (shared expert, swiglu, sigmoid + bias, capacity, top-1, truncated BPTT)",
+          "[train][model][gradcheck][moe]") {
+  train::kernels::MoeRouting sig;
+  sig.router = train::kernels::RouterKind::sigmoid;
+  sig.balance = train::kernels::Balance::bias;
+  sig.z_coef = 1e-2;
+  grad_check(moe_spec(2, 4, 2, true, full_bptt, Activation::swiglu), sig);
+  train::kernels::MoeRouting cap;
+  cap.capacity_factor = 1.0;
+  cap.renormalize = false;
+  grad_check(moe_spec(2, 4, 1), cap);
+  grad_check(moe_spec(4, 4, 2, false, half_bptt));
+  grad_check(moe_spec(2, 1, 1));  // E = 1: a routed dense MLP
+}
+
+TEST_CASE("model: MoE selection bias moves towards the underloaded experts", "[train][model][moe]") {
+  train::kernels::MoeRouting bias;
+  bias.balance = train::kernels::Balance::bias;
+  bias.bias_rate = 0.5;
+  const ModelSpec m = moe_spec(2, 4, 1);
+  Model<float> model(m, 2, 6, 15.0, bias);
+  model.init(5);
+  const auto in = tokens(12, m.vocab, 1), tgt = tokens(12, m.vocab, 2);
+  model.forward(in.data(), tgt.data());
+  REQUIRE(model.aux_loss() == 0);  // no aux loss, no z-loss
+  const auto& st = model.moe_stats(0);
+  model.update_moe_bias();
+  const auto b = model.moe_bias(0);
+  const double mean = st.slots / 4;
+  for (int64 e = 0; e < 4; ++e) {
+    INFO("expert " << e << " routed " << st.routed[e]);
+    if (st.routed[e] < mean) REQUIRE(b[e] == 0.5f);
+    if (st.routed[e] > mean) REQUIRE(b[e] == -0.5f);
+  }
 }
 
 TEST_CASE("model gradients: r = 1 (no recurrence)", "[train][model][gradcheck]") { grad_check(small_spec(1, Inject::none)); }
@@ -173,7 +286,7 @@ TEST_CASE("model: truncated gradients differ from full ones, and frozen state is
 }
 
 TEST_CASE("model: same seed and thread count give identical losses and gradients", "[train][model]") {
-  const ModelSpec m = small_spec(2, Inject::hyper, 2);
+ for (const ModelSpec& m : {small_spec(2, Inject::hyper, 2), moe_spec(2, 4, 2, true)}) {
   const auto in = tokens(4 * 16, m.vocab, 9), tgt = tokens(4 * 16, m.vocab, 10);
   std::vector<float> g1;
   double l1 = 0;
@@ -191,4 +304,5 @@ TEST_CASE("model: same seed and thread count give identical losses and gradients
   }
   REQUIRE(std::isfinite(l1));
   REQUIRE(std::abs(l1 - std::log(11.0)) < 0.1);  // lm_head starts near zero: uniform over the vocabulary
+ }
 }

@@ -242,6 +242,59 @@ TEST_CASE("trainer: stop and resume in process gives the uninterrupted losses", 
   for (const auto& p : {full, part, data}) fs::remove_all(p);
 }
 
+TEST_CASE("trainer: a looped MoE run logs its routing and resumes bit for bit, selection biases included",
+          "[train][trainer][moe]") {
+  const fs::path data = make_corpus("moe");
+  const fs::path full = temp_dir("moe_full"), part = temp_dir("moe_part");
+  fs::remove_all(full);
+  fs::remove_all(part);
+  TrainConfig c = tiny_config(data, full);
+  for (StackSpec* st : {&c.spec.prelude, &c.spec.recur.block, &c.spec.coda}) {
+    st->layer.ffn.experts = 4;
+    st->layer.ffn.top_k = 2;
+    st->layer.ffn.hidden = 32;
+  }
+  c.moe_router = "sigmoid";
+  c.moe_balance = "bias:0.01";
+  c.moe_z_loss = 1e-3;
+  c.moe_capacity = 1.25;
+  c.checkpoint_every = 3;
+  const TrainResult whole = train::train(c);
+  REQUIRE(whole.status == "done");
+  REQUIRE(whole.params == count_params(c.spec).total);
+  const auto log = read_log(full / "log.jsonl");
+  REQUIRE(log.size() == 12);
+  const nlohmann::json& moe = log.back().at("moe");
+  for (const char* k : {"balance_loss", "z_loss", "drop_rate", "max_min_load", "load"}) REQUIRE(moe.contains(k));
+  REQUIRE(moe.at("load").size() == 3);  // prelude.0, recur.0, coda.0
+  double sum = 0;
+  for (double l : moe.at("load").at("recur.0")) sum += l;
+  REQUIRE(sum == Approx(1.0));
+  REQUIRE(moe.at("z_loss").get<double>() > 0);
+  REQUIRE(moe.at("balance_loss").get<double>() == 0);  // bias balancing has no loss term
+  REQUIRE(whole.moe.at("bias").size() == 3);
+  bool moved = false;
+  for (double b : whole.moe.at("bias").at(1)) moved |= b != 0;
+  REQUIRE(moved);  // the biases were updated from the loads
+  // Stopped after step 7 (checkpointed there) and resumed: the same losses, so the biases came back.
+  c.out = part.string();
+  REQUIRE(train::train(c, [](const TrainProgress& p) { return p.step < 7; }).status == "stopped");
+  c.resume = true;
+  const TrainResult resumed = train::train(c);
+  REQUIRE(resumed.resumed_from == 7);
+  REQUIRE(losses(part / "log.jsonl") == losses(full / "log.jsonl"));
+  REQUIRE(resumed.moe.at("bias") == whole.moe.at("bias"));
+  // Bad routing options are one clear line before any training.
+  TrainConfig bad = tiny_config(data, temp_dir("moe_bad"));
+  bad.spec = c.spec;
+  bad.moe_balance = "aux";
+  REQUIRE_THROWS_WITH(train::train(bad), Catch::Contains("aux:COEF"));
+  bad.moe_balance = "aux:0.01";
+  bad.moe_router = "relu";
+  REQUIRE_THROWS_WITH(train::train(bad), Catch::Contains("softmax or sigmoid"));
+  for (const auto& p : {full, part, data, fs::path(bad.out)}) fs::remove_all(p);
+}
+
 TEST_CASE("trainer: a NaN loss stops the run and keeps the last good checkpoint", "[train][trainer]") {
   const fs::path data = make_corpus("nan");
   const fs::path out = temp_dir("nan_out");

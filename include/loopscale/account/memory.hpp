@@ -13,11 +13,16 @@
 namespace loopscale {
 
 // Values kept per token by one executed layer for its backward.
+// MoE layers keep their hidden activations per routed slot (K per token, plus the shared expert's
+// per token) and the router's logits, scores, logsumexp and gates (`router`); `index` counts the
+// 32-bit integers of the routing (chosen expert, grouped order, slot row: 3 per slot), which are
+// not values of the scalar type and so are not part of total().
 struct LayerActivations {
   int64 xn1 = 0, rstd1 = 0, qkv_n = 0, qkv = 0, rstd_qk = 0, probs = 0, att = 0, x_mid = 0, xn2 = 0, rstd2 = 0,
-        hpre = 0, hact = 0, out = 0;
+        hpre = 0, hact = 0, router = 0, out = 0;
+  int64 index = 0;
   constexpr int64 total() const {
-    return xn1 + rstd1 + qkv_n + qkv + rstd_qk + probs + att + x_mid + xn2 + rstd2 + hpre + hact + out;
+    return xn1 + rstd1 + qkv_n + qkv + rstd_qk + probs + att + x_mid + xn2 + rstd2 + hpre + hact + router + out;
   }
 };
 
@@ -46,7 +51,22 @@ constexpr LayerActivations layer_activations(const LayerSpec& l, int64 d, int64 
   a.hpre = mlp_in_width(l, d);
   a.hact = ffn_hidden(l.ffn, d);
   a.out = d;
+  if (l.ffn.experts > 0) {
+    const int64 K = l.ffn.top_k, E = l.ffn.experts, shared = l.ffn.shared_expert ? 1 : 0;
+    a.hpre = (K + shared) * mlp_in_width(l, d);
+    a.hact = (K + shared) * ffn_hidden(l.ffn, d);
+    a.router = 2 * E + 1 + K;
+    a.index = 3 * K;
+  }
   return a;
+}
+
+// Values per token of the one workspace every MoE layer shares (gathered rows, expert outputs and
+// their gradients, router gradients); 0 for a dense layer.
+constexpr int64 moe_workspace(const LayerSpec& l, int64 d) {
+  if (l.ffn.experts == 0) return 0;
+  const int64 K = l.ffn.top_k;
+  return 3 * K * d + K * (ffn_hidden(l.ffn, d) + mlp_in_width(l, d)) + l.ffn.experts + K;
 }
 
 // Every buffer of the engine, in values (of the training scalar type) per token unless noted.
@@ -60,6 +80,7 @@ struct ActivationPlan {
   int64 scratch = 0;           // one layer's worth for the forward-only recurrences
   int64 workspace = 0;         // gradients of activations during the backward
   int64 per_thread = 0;        // values per thread, not per token: attention's dP (T x T)
+  int64 index = 0;             // 32-bit routing indices per token (MoE), besides the values above
   constexpr int64 per_token() const { return outer + layers + recur + scratch + workspace; }
 };
 
@@ -84,6 +105,9 @@ constexpr ActivationPlan activation_plan(const ModelSpec& m, int64 T) {
   p.recur = kb * (d + (hyper ? K * d : 0));  // block input u (hyper: x) and the lanes it read
   if (p.forward_only > 0 && k > 0)
     p.scratch = layer_activations(m.recur.block.layer, d, T).total() + d + (hyper ? 2 * K * d : 0);
+  const auto index = [d, T](const StackSpec& s) { return s.layers > 0 ? s.layers * layer_activations(s.layer, d, T).index : 0; };
+  p.index = index(m.prelude) + index(m.coda) + kb * index(m.recur.block);
+  if (p.forward_only > 0 && k > 0) p.index += layer_activations(m.recur.block.layer, d, T).index;
   // Widest layer of the model for the per-layer gradient buffers.
   int64 C = 0, hq = 0, H = 0, H1 = 0;
   for (const StackSpec* s : {&m.prelude, &m.recur.block, &m.coda}) {
@@ -97,6 +121,10 @@ constexpr ActivationPlan activation_plan(const ModelSpec& m, int64 T) {
   }
   // g, dxn, de, ds, dqkv, datt, dhact, dhpre; hyper: two lane gradients and d(delta).
   p.workspace = 4 * d + C + hq + H + H1 + (hyper ? 2 * K * d + d : 0);
+  int64 moe = 0;
+  for (const StackSpec* s : {&m.prelude, &m.recur.block, &m.coda})
+    if (s->layers > 0) moe = moe > moe_workspace(s->layer, d) ? moe : moe_workspace(s->layer, d);
+  p.workspace += moe;
   p.per_thread = T * T;
   return p;
 }
@@ -107,6 +135,7 @@ struct MemoryEstimate {
   int64 optimizer = 0;    // AdamW first and second moments
   int64 activations = 0;  // every activation and workspace buffer at this batch shape
   int64 tokens = 0;       // input and target token ids
+  int64 indices = 0;      // MoE routing indices (32-bit) per token; the grouping's few counters per call are not counted
   int64 total = 0;
 };
 
@@ -122,7 +151,8 @@ constexpr MemoryEstimate count_memory(const ModelSpec& m, int64 batch, int64 seq
   e.optimizer = 2 * n * value_bytes;
   e.activations = (p.per_token() * tokens + p.per_thread * threads) * value_bytes;
   e.tokens = 2 * tokens * 4;
-  e.total = e.params + e.grads + e.optimizer + e.activations + e.tokens;
+  e.indices = p.index * tokens * 4;
+  e.total = e.params + e.grads + e.optimizer + e.activations + e.tokens + e.indices;
   return e;
 }
 

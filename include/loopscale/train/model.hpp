@@ -9,6 +9,12 @@
 // truncated BPTT the earlier recurrences run forward only, through one layer's worth of scratch,
 // and their input state is treated as a constant.
 //
+// Mixture-of-experts layers (kernels/moe.hpp) take the place of the MLP wherever the spec has
+// experts > 0, the shared block included. Each MoE layer has its own balancing statistics, reset at
+// every forward() and summed over all calls of that forward (a looped layer runs r times), and its
+// own selection bias (aux-loss-free balancing), which is state, not a parameter. The balance and
+// z-losses of the last forward are aux_loss(); backward() differentiates the cross-entropy plus them.
+//
 // T is the scalar type (float for training, double for the gradient checks); B the backend.
 #pragma once
 
@@ -29,6 +35,7 @@
 #include "loopscale/train/kernels/linear.hpp"
 #include "loopscale/train/kernels/loss.hpp"
 #include "loopscale/train/kernels/mlp.hpp"
+#include "loopscale/train/kernels/moe.hpp"
 #include "loopscale/train/kernels/rmsnorm.hpp"
 #include "loopscale/train/kernels/rope.hpp"
 
@@ -42,6 +49,7 @@ struct ParamTensor {
   std::string name;
   int64 offset = 0, size = 0;
   ParamGroup group = ParamGroup::matrix;
+  int64 fan_in = 0;  // inputs of one output of a matrix (initialisation scale); 0 for vectors
 };
 
 // Deterministic random numbers for initialisation and data sampling: splitmix64 is a counter-based
@@ -69,22 +77,34 @@ class Model {
     int64 d = 0, h = 0, kv = 0, q = 0, C = 0, hq = 0, H = 0, H1 = 0;
     Activation act = Activation::relu2;
     bool rope = true, qk_norm = true;
+    bool moe = false;
+    kernels::MoeShape ms{};  // the MoE FFN (moe only)
   };
-  // Offsets of one layer's parameters in the flat buffer.
+  // Offsets of one layer's parameters in the flat buffer. An MoE layer's FFN is one block in the
+  // kernel's layout (router | expert W1s | expert W2s | shared W1 | shared W2) starting at w1.
   struct LayerParams {
     int64 wqkv = 0, wo = 0, w1 = 0, w2 = 0, g1 = 0, g2 = 0;
+    int64 moe = -1;  // index of the layer's MoE state
   };
   // One layer execution's saved activations (pointers into the arena).
   struct Acts {
     T *xn1, *rstd1, *qkv_n, *qkv, *rstd_qk, *P, *att, *x_mid, *xn2, *rstd2, *hpre, *hact, *out;
+    kernels::MoeActs<T> moe;
+  };
+  // What one MoE layer carries besides its parameters.
+  struct MoeLayer {
+    std::string name;               // "recur.0", ...
+    const LayerShape* shape = nullptr;
+    kernels::MoeStats stats;        // of the last forward, over every call of that layer
+    kernels::MoeStats forward_only; // the forward-only recurrences' share (truncated BPTT, see freeze)
+    std::vector<T> bias;            // selection bias (balance == bias)
+    kernels::MoeScratch<T> scratch{};
   };
 
-  Model(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap = 15.0)
-      : spec_(spec), batch_(batch), seq_(seq_len), n_(batch * seq_len), softcap_(softcap) {
+  Model(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap = 15.0, const kernels::MoeRouting& routing = {})
+      : spec_(spec), batch_(batch), seq_(seq_len), n_(batch * seq_len), softcap_(softcap), routing_(routing) {
     validate(spec);
-    for (const StackSpec* s : {&spec.prelude, &spec.recur.block, &spec.coda})
-      if (s->layers > 0 && s->layer.ffn.experts > 0)
-        throw spec_error("train: mixture-of-experts layers are not supported by the training engine yet");
+    kernels::validate(routing);
     if (batch < 1 || seq_len < 1) throw std::invalid_argument("train: batch and seq_len must be at least 1");
     d_ = spec.d_model;
     vp_ = padded_vocab(spec);
@@ -119,6 +139,22 @@ class Model {
 
   // Values of the activation arena (equals activation_plan's count, checked by a test).
   int64 activation_values() const { return static_cast<int64>(arena_.size()); }
+  // 32-bit routing indices of the MoE layers.
+  int64 index_values() const { return static_cast<int64>(index_arena_.size()); }
+
+  // ---- mixture of experts ----
+  int64 moe_layers() const { return static_cast<int64>(moe_.size()); }
+  const std::string& moe_name(int64 i) const { return moe_[i].name; }
+  const kernels::MoeShape& moe_shape(int64 i) const { return moe_[i].shape->ms; }
+  const kernels::MoeStats& moe_stats(int64 i) const { return moe_[i].stats; }
+  std::span<T> moe_bias(int64 i) { return moe_[i].bias; }
+  const kernels::MoeRouting& moe_routing() const { return routing_; }
+  // Balance loss plus z-loss of the last forward (0 without MoE layers).
+  double aux_loss() const { return aux_; }
+  // The aux-loss-free step from the last forward's loads; call once per optimiser step.
+  void update_moe_bias() {
+    for (MoeLayer& m : moe_) kernels::moe_update_bias(m.shape->ms, m.stats, m.bias.data());
+  }
 
   // Initial values: embedding N(0, 1), input projections N(0, 1/fan_in), output projections scaled
   // down by sqrt(2 * depth) (each residual branch adds to the stream), lm_head N(0, 0.001^2), norm
@@ -136,9 +172,8 @@ class Model {
       };
       if (nm == "embedding") std = 1.0;
       else if (nm == "lm_head") std = 0.001;
-      else if (ends(".wqkv") || ends(".w1")) std = 1.0 / std::sqrt(static_cast<double>(d_));
-      else if (ends(".wo")) std = 1.0 / std::sqrt(static_cast<double>(t.size / d_)) / std::sqrt(2 * depth);
-      else if (ends(".w2")) std = 1.0 / std::sqrt(static_cast<double>(t.size / d_)) / std::sqrt(2 * depth);
+      else if (ends(".wqkv") || ends(".w1") || ends(".router")) std = 1.0 / std::sqrt(static_cast<double>(t.fan_in));
+      else if (ends(".wo") || ends(".w2")) std = 1.0 / std::sqrt(static_cast<double>(t.fan_in)) / std::sqrt(2 * depth);
       if (std > 0) {
         for (int64 i = 0; i < t.size; ++i) p[i] = static_cast<T>(std * rng.normal());
       } else if (nm == "inject.W") {
@@ -162,6 +197,7 @@ class Model {
   // Mean cross-entropy without gradients (the activations are written all the same).
   double forward(const std::int32_t* tokens, const std::int32_t* targets) {
     ensure_tables();
+    for (MoeLayer& m : moe_) m.stats.reset();
     const T* P = params_.data();
     kernels::embedding_forward<B>(tokens, P + emb_, x0_, n_, d_);
     kernels::rmsnorm_forward<B>(x0_, P + norm0_, st0_, rstd0_, n_, d_);
@@ -182,6 +218,8 @@ class Model {
     kernels::rmsnorm_forward<B>(x, P + norm2_, xf_, rstd_f_, n_, d_);
     kernels::linear_forward<B>(xf_, P + head_, logits_, n_, d_, vp_);
     kernels::softcap_ce_forward<B>(logits_, targets, losses_, lse_, loss_shape());
+    aux_ = 0;
+    for (const MoeLayer& m : moe_) aux_ += m.stats.balance_loss(m.shape->ms) + m.stats.z_loss(m.shape->ms);
     const T* l = losses_;
     return B::sum(n_, [l](int64 i) { return l[i]; }) / static_cast<double>(n_);
   }
@@ -221,22 +259,50 @@ class Model {
     s.H1 = kernels::mlp_in_rows(s.act, s.H);
     s.rope = l.attn.rope;
     s.qk_norm = l.attn.qk_norm;
+    if (l.ffn.experts > 0) {
+      s.moe = true;
+      s.ms = kernels::moe_shape(l.ffn, d_, routing_);
+      kernels::validate(s.ms);
+    }
     return s;
   }
 
-  int64 add_tensor(std::string name, int64 size, ParamGroup g) {
+  int64 add_tensor(std::string name, int64 size, ParamGroup g, int64 fan_in = 0) {
     const int64 off = n_params_;
-    tensors_.push_back({std::move(name), off, size, g});
+    tensors_.push_back({std::move(name), off, size, g, fan_in});
     n_params_ += size;
     return off;
   }
 
   LayerParams add_layer(const std::string& prefix, const LayerShape& s) {
     LayerParams w;
-    w.wqkv = add_tensor(prefix + ".wqkv", s.C * s.d, ParamGroup::matrix);
-    w.wo = add_tensor(prefix + ".wo", s.d * s.hq, ParamGroup::matrix);
-    w.w1 = add_tensor(prefix + ".w1", s.H1 * s.d, ParamGroup::matrix);
-    w.w2 = add_tensor(prefix + ".w2", s.d * s.H, ParamGroup::matrix);
+    w.wqkv = add_tensor(prefix + ".wqkv", s.C * s.d, ParamGroup::matrix, s.d);
+    w.wo = add_tensor(prefix + ".wo", s.d * s.hq, ParamGroup::matrix, s.hq);
+    if (s.moe) {
+      const kernels::MoeShape& m = s.ms;
+      const kernels::MoeParamLayout L = kernels::moe_param_layout(m);
+      const int64 E = m.experts, H = m.hidden, H1 = m.in_rows();
+      w.w1 = add_tensor(prefix + ".router", E * s.d, ParamGroup::matrix, s.d);
+      add_tensor(prefix + ".experts.w1", E * H1 * s.d, ParamGroup::matrix, s.d);
+      add_tensor(prefix + ".experts.w2", E * s.d * H, ParamGroup::matrix, H);
+      if (m.shared_expert) {
+        add_tensor(prefix + ".shared.w1", H1 * s.d, ParamGroup::matrix, s.d);
+        add_tensor(prefix + ".shared.w2", s.d * H, ParamGroup::matrix, H);
+      }
+      if (n_params_ - w.w1 != L.total || L.router != 0 || L.w1 != E * s.d || L.w2 != L.w1 + E * H1 * s.d)
+        throw std::logic_error("train: MoE tensors disagree with the kernel's parameter layout");
+      w.moe = static_cast<int64>(moe_.size());
+      MoeLayer state;
+      state.name = prefix;
+      state.shape = &s;
+      state.stats = kernels::MoeStats(E);
+      state.forward_only = kernels::MoeStats(E);
+      state.bias.assign(static_cast<std::size_t>(E), T(0));
+      moe_.push_back(std::move(state));
+    } else {
+      w.w1 = add_tensor(prefix + ".w1", s.H1 * s.d, ParamGroup::matrix, s.d);
+      w.w2 = add_tensor(prefix + ".w2", s.d * s.H, ParamGroup::matrix, s.H);
+    }
     w.g1 = add_tensor(prefix + ".norm1", s.d, ParamGroup::norm_inject);
     w.g2 = add_tensor(prefix + ".norm2", s.d, ParamGroup::norm_inject);
     return w;
@@ -262,19 +328,43 @@ class Model {
   }
 
   // Carves the arena in two passes: the first counts, the second hands out pointers.
-  struct Carver {
-    T* base = nullptr;
+  template <class U>
+  struct CarverOf {
+    U* base = nullptr;
     int64 used = 0;
-    T* take(int64 values) {
-      T* p = base ? base + used : nullptr;
+    U* take(int64 values) {
+      U* p = base ? base + used : nullptr;
       used += values;
       return p;
     }
   };
+  using Carver = CarverOf<T>;
+  using IndexCarver = CarverOf<kernels::int32>;
 
-  Acts carve_layer(Carver& c, const LayerShape& s, const LayerSpec& l) {
+  Acts carve_layer(Carver& c, IndexCarver& ic, const LayerShape& s, const LayerSpec& l) {
     const LayerActivations a = layer_activations(l, d_, seq_);
     Acts x{};
+    if (s.moe) {  // the MoE kernel's own saved activations take the place of the MLP's
+      const kernels::MoeSizes z = kernels::moe_sizes(s.ms, n_);
+      if (z.acts != (a.hpre + a.hact + a.router) * n_)
+        throw std::logic_error("train: MoE activations disagree with the memory plan");
+      x.xn1 = c.take(a.xn1 * n_);
+      x.rstd1 = c.take(a.rstd1 * n_);
+      x.qkv_n = c.take(a.qkv_n * n_);
+      x.qkv = c.take(a.qkv * n_);
+      x.rstd_qk = c.take(a.rstd_qk * n_);
+      x.P = c.take(a.probs * n_);
+      x.att = c.take(a.att * n_);
+      x.x_mid = c.take(a.x_mid * n_);
+      x.xn2 = c.take(a.xn2 * n_);
+      x.rstd2 = c.take(a.rstd2 * n_);
+      x.hpre = x.hact = nullptr;
+      T* v = c.take(z.acts);
+      kernels::int32* iv = ic.take(z.acts_index);
+      if (v && iv) x.moe = kernels::moe_acts(s.ms, n_, v, iv);
+      x.out = c.take(a.out * n_);
+      return x;
+    }
     x.xn1 = c.take(a.xn1 * n_);
     x.rstd1 = c.take(a.rstd1 * n_);
     x.qkv_n = c.take(a.qkv_n * n_);
@@ -292,7 +382,7 @@ class Model {
     return x;
   }
 
-  void carve(Carver& c) {
+  void carve(Carver& c, IndexCarver& ic) {
     const int64 N = n_, d = d_, K = K_;
     const bool hyper = inject_ == Inject::hyper;
     x0_ = c.take(d * N);
@@ -313,9 +403,9 @@ class Model {
     pre_a_.clear();
     blk_a_.clear();
     coda_a_.clear();
-    for (int64 i = 0; i < spec_.prelude.layers; ++i) pre_a_.push_back(carve_layer(c, pre_s_, spec_.prelude.layer));
-    for (int64 i = 0; i < spec_.coda.layers; ++i) coda_a_.push_back(carve_layer(c, coda_s_, spec_.coda.layer));
-    for (int64 i = 0; i < kb_ * k_; ++i) blk_a_.push_back(carve_layer(c, blk_s_, spec_.recur.block.layer));
+    for (int64 i = 0; i < spec_.prelude.layers; ++i) pre_a_.push_back(carve_layer(c, ic, pre_s_, spec_.prelude.layer));
+    for (int64 i = 0; i < spec_.coda.layers; ++i) coda_a_.push_back(carve_layer(c, ic, coda_s_, spec_.coda.layer));
+    for (int64 i = 0; i < kb_ * k_; ++i) blk_a_.push_back(carve_layer(c, ic, blk_s_, spec_.recur.block.layer));
     rec_u_.clear();
     rec_lanes_.clear();
     for (int64 i = 0; i < kb_; ++i) {
@@ -323,7 +413,7 @@ class Model {
       rec_lanes_.push_back(hyper ? c.take(K * d * N) : nullptr);
     }
     if (r_ > kb_ && k_ > 0) {
-      scratch_a_ = carve_layer(c, blk_s_, spec_.recur.block.layer);
+      scratch_a_ = carve_layer(c, ic, blk_s_, spec_.recur.block.layer);
       scratch_u_ = c.take(d * N);
       if (hyper) {
         scratch_lanes_[0] = c.take(K * d * N);
@@ -351,16 +441,30 @@ class Model {
       dlanes_[1] = c.take(K * d * N);
       ddelta_ = c.take(d * N);
     }
+    // One MoE workspace for all MoE layers, sized to the largest; each layer views it with its shape.
+    int64 mv = 0, mi = 0;
+    for (const MoeLayer& m : moe_) {
+      const kernels::MoeSizes z = kernels::moe_sizes(m.shape->ms, N);
+      mv = std::max(mv, z.scratch);
+      mi = std::max(mi, z.scratch_index);
+    }
+    T* mscratch = c.take(mv);
+    kernels::int32* miscratch = ic.take(mi);
+    if (mscratch && miscratch)
+      for (MoeLayer& m : moe_) m.scratch = kernels::moe_scratch(m.shape->ms, N, mscratch, miscratch);
     dP_ = c.take(seq_ * seq_ * threads_);
   }
 
   void layout_activations() {
     threads_ = B::threads();
     Carver count;
-    carve(count);
+    IndexCarver icount;
+    carve(count, icount);
     arena_.assign(static_cast<std::size_t>(count.used), T(0));
+    index_arena_.assign(static_cast<std::size_t>(icount.used), 0);
     Carver real{arena_.data(), 0};
-    carve(real);
+    IndexCarver ireal{index_arena_.data(), 0};
+    carve(real, ireal);
   }
 
   // The (shape, layer count) of the three stacks.
@@ -396,7 +500,12 @@ class Model {
     kernels::linear_forward<B>(a.att, P + w.wo, a.x_mid, N, s.hq, d, true);
     kernels::rmsnorm_forward<B>(a.x_mid, P + w.g2, a.xn2, a.rstd2, N, d);
     kernels::copy<B>(a.out, a.x_mid, N * d);
-    kernels::mlp_forward<B>(a.xn2, P + w.w1, P + w.w2, a.hpre, a.hact, a.out, {N, d, s.H, s.act}, true);
+    if (s.moe) {
+      MoeLayer& m = moe_[w.moe];
+      kernels::moe_forward<B>(s.ms, N, a.xn2, P + w.w1, m.bias.data(), a.out, true, a.moe, m.scratch, m.stats);
+    } else {
+      kernels::mlp_forward<B>(a.xn2, P + w.w1, P + w.w2, a.hpre, a.hact, a.out, {N, d, s.H, s.act}, true);
+    }
   }
 
   // g holds d x_out on entry and d x_in on return (residual connections make this in place).
@@ -404,8 +513,13 @@ class Model {
     const T* P = params_.data();
     T* G = grads_.data();
     const int64 N = n_, d = d_;
-    kernels::mlp_backward<B>(a.xn2, P + w.w1, P + w.w2, a.hpre, a.hact, g, dxn_, G + w.w1, G + w.w2, dhact_, dhpre_,
-                             {N, d, s.H, s.act});
+    if (s.moe) {
+      const MoeLayer& m = moe_[w.moe];
+      kernels::moe_backward<B>(s.ms, N, a.xn2, P + w.w1, a.moe, m.stats, g, dxn_, G + w.w1, m.scratch);
+    } else {
+      kernels::mlp_backward<B>(a.xn2, P + w.w1, P + w.w2, a.hpre, a.hact, g, dxn_, G + w.w1, G + w.w2, dhact_, dhpre_,
+                               {N, d, s.H, s.act});
+    }
     kernels::rmsnorm_backward<B>(a.x_mid, P + w.g2, a.rstd2, dxn_, g, G + w.g2, N, d, true);
     kernels::linear_backward<B>(a.att, P + w.wo, g, datt_, G + w.wo, N, s.hq, d);
     kernels::attention_backward<B>(a.qkv, a.P, datt_, dqkv_, dP_, attn_shape(s));
@@ -443,8 +557,10 @@ class Model {
       if (!skip)
         for (int64 k = 0; k < K; ++k) kernels::copy<B>(s_start_ + k * nd, e, nd);
       const T* lanes = skip ? rec_lanes_[0] : s_start_;
+      forward_only_stats(skip ? 2 : 0);
       for (int64 i = skip ? first_kept : 0; i < r_; ++i) {
         const int64 ki = i - first_kept;
+        if (i == first_kept && !skip) forward_only_stats(1);
         T* x = ki >= 0 ? rec_u_[ki] : scratch_u_;
         if (ki >= 0 && lanes != rec_lanes_[ki]) {  // the lanes this recurrence reads are kept for its backward
           kernels::copy<B>(rec_lanes_[ki], lanes, K * nd);
@@ -469,8 +585,10 @@ class Model {
       else kernels::copy<B>(s_start_, e, nd);
     }
     const T* s = s_start_;
+    forward_only_stats(skip ? 2 : 0);
     for (int64 i = skip ? first_kept : 0; i < r_; ++i) {
       const int64 ki = i - first_kept;
+      if (i == first_kept && !skip) forward_only_stats(1);
       if (ki == 0 && s != s_start_) {  // the state entering the first kept recurrence is a constant
         kernels::copy<B>(s_start_, s, nd);
         s = s_start_;
@@ -484,6 +602,39 @@ class Model {
       s = block_forward(u, ki);
     }
     return s;
+  }
+
+  // The forward-only recurrences' share of the block's MoE statistics. Their routing counts in the
+  // step's balancing, but no gradient flows through them; while frozen (gradient checks) they are
+  // skipped, so their share from the last unfrozen forward is added back as the constant it is.
+  // phase 0: before the recurrences (remember the statistics so far); 1: at the first kept
+  // recurrence (the difference is the forward-only share); 2: frozen, add the share back.
+  void forward_only_stats(int phase) {
+    for (const LayerParams& w : blk_w_) {
+      if (w.moe < 0) continue;
+      MoeLayer& m = moe_[w.moe];
+      kernels::MoeStats& f = m.forward_only;
+      const kernels::MoeStats& st = m.stats;
+      if (phase == 0) f = st;
+      if (phase == 1) {  // f = stats now - stats before
+        for (std::size_t e = 0; e < f.routed.size(); ++e) {
+          f.routed[e] = st.routed[e] - f.routed[e];
+          f.kept[e] = st.kept[e] - f.kept[e];
+          f.prob[e] = st.prob[e] - f.prob[e];
+        }
+        f.tokens = st.tokens - f.tokens, f.slots = st.slots - f.slots, f.dropped = st.dropped - f.dropped;
+        f.zsum = st.zsum - f.zsum, f.calls = st.calls - f.calls;
+      }
+      if (phase == 2) {
+        kernels::MoeStats& t = m.stats;
+        for (std::size_t e = 0; e < f.routed.size(); ++e) {
+          t.routed[e] += f.routed[e];
+          t.kept[e] += f.kept[e];
+          t.prob[e] += f.prob[e];
+        }
+        t.tokens += f.tokens, t.slots += f.slots, t.dropped += f.dropped, t.zsum += f.zsum, t.calls += f.calls;
+      }
+    }
   }
 
   // The state entering kept recurrence ki (what its injection read as s).
@@ -554,6 +705,10 @@ class Model {
   ModelSpec spec_;
   int64 batch_, seq_, n_;
   double softcap_;
+  kernels::MoeRouting routing_;
+  std::vector<MoeLayer> moe_;
+  std::vector<kernels::int32> index_arena_;
+  double aux_ = 0;
   int64 d_ = 0, vp_ = 0, r_ = 1, k_ = 0, kb_ = 1, K_ = 0, max_q_ = 2;
   int threads_ = 1;
   Inject inject_ = Inject::none;

@@ -4,7 +4,9 @@
 // A run lives in its folder (config.out):
 //   config.json      the TrainConfig of the run (written at the start)
 //   log.jsonl        one JSON line per step: step, tokens, loss, lr, grad_norm, tokens_per_s, mfu,
-//                    seconds (and val_loss, val_bpb on evaluation steps)
+//                    seconds (and val_loss, val_bpb on evaluation steps; with MoE layers a "moe"
+//                    object: balance_loss, z_loss, drop_rate, max_min_load and each layer's
+//                    per-expert load over all calls of the step)
 //   checkpoint.bin   parameters, AdamW state, step (= data position), seed; atomic (checkpoint.hpp)
 //   summary.json     the result (TrainResult::json()), written atomically at the end
 // Resuming reloads checkpoint.bin, cuts log.jsonl back to the checkpoint's step and continues; the
@@ -21,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -69,12 +72,19 @@ struct TrainConfig {
   int64 checkpoint_every = 0;    // steps between checkpoints; 0: only at the end
   bool resume = false;           // continue from out/checkpoint.bin (a fresh start when there is none)
   double peak_flops = 0;         // FLOP/s the MFU is relative to; 0: measured at the start
+  // Mixture-of-experts routing (only read when the spec has experts > 0); docs/moe.md.
+  std::string moe_router = "softmax";    // softmax | sigmoid
+  bool moe_renormalize = true;           // gates renormalised over the chosen experts
+  std::string moe_balance = "aux:0.01";  // none | aux:COEF (Switch aux loss) | bias:RATE (aux-loss-free)
+  double moe_z_loss = 0;                 // router z-loss coefficient
+  double moe_capacity = 0;               // capacity factor; 0: dropless
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, spec, batch, seq_len, tokens, flops, lr, lr_embedding,
                                                 lr_lm_head, lr_norm, weight_decay, beta1, beta2, eps, grad_clip, warmup,
                                                 decay, final_lr_frac, softcap, data, out, seed, threads, eval_every,
-                                                eval_tokens, checkpoint_every, resume, peak_flops)
+                                                eval_tokens, checkpoint_every, resume, peak_flops, moe_router,
+                                                moe_renormalize, moe_balance, moe_z_loss, moe_capacity)
 
 // Strict reading of a config: an unknown key is an error (a typo must not train the default).
 inline TrainConfig config_from_json(const nlohmann::json& j) {
@@ -94,6 +104,7 @@ struct TrainProgress {
   int64 step = 0, steps = 0, tokens = 0;
   double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, mfu = 0, seconds = 0;
   std::optional<double> val_loss, val_bpb;
+  std::optional<double> moe_max_min_load, moe_drop_rate;  // with MoE layers: worst layer's max/min load, drop rate
 };
 // Return false to stop the run early (it checkpoints first, so it can be resumed).
 using ProgressFn = std::function<bool(const TrainProgress&)>;
@@ -105,6 +116,7 @@ struct TrainResult {
   int64 steps = 0, tokens = 0, params = 0, resumed_from = -1;
   double flops = 0, seconds = 0, tokens_per_s = 0, mfu = 0, peak_flops = 0;
   int64 peak_rss_bytes = 0, memory_estimate_bytes = 0;
+  nlohmann::json moe;  // with MoE layers: the last step's routing (as in log.jsonl) and the selection biases
 
   nlohmann::json json() const {
     const auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
@@ -113,7 +125,7 @@ struct TrainResult {
             {"tokens", tokens},     {"flops", flops},               {"seconds", seconds},
             {"tokens_per_s", tokens_per_s}, {"mfu", mfu},           {"peak_flops", peak_flops},
             {"peak_rss_bytes", peak_rss_bytes}, {"memory_estimate_bytes", memory_estimate_bytes},
-            {"params", params},     {"resumed_from", resumed_from}};
+            {"params", params},     {"resumed_from", resumed_from}, {"moe", moe}};
   }
 };
 
@@ -165,11 +177,21 @@ inline void check(bool ok, const std::string& msg) {
 }
 
 // Every check that needs no data: numbers, spec, budget.
+// The MoE routing options of a config.
+inline kernels::MoeRouting routing_of(const TrainConfig& c) {
+  kernels::MoeRouting r;
+  r.router = kernels::parse_router(c.moe_router);
+  r.renormalize = c.moe_renormalize;
+  kernels::parse_balance(c.moe_balance, r);
+  r.z_coef = c.moe_z_loss;
+  r.capacity_factor = c.moe_capacity;
+  kernels::validate(r);
+  return r;
+}
+
 inline void check_config(const TrainConfig& c) {
   validate(c.spec);
-  for (const StackSpec* s : {&c.spec.prelude, &c.spec.recur.block, &c.spec.coda})
-    if (s->layers > 0 && s->layer.ffn.experts > 0)
-      throw spec_error("train: mixture-of-experts layers are not supported by the training engine yet");
+  routing_of(c);
   check(c.batch >= 1, "batch must be at least 1");
   check(c.seq_len >= 2, "seq_len must be at least 2");
   check((c.tokens > 0) != (c.flops > 0), "give exactly one budget: tokens or flops");
@@ -196,6 +218,53 @@ inline nlohmann::json identity(const TrainConfig& c) {
   nlohmann::json j = c;
   for (const char* k : {"out", "data", "resume", "eval_every", "checkpoint_every", "peak_flops"}) j.erase(k);
   return j;
+}
+
+// The routing of the step just run (each MoE layer's statistics over all its calls).
+template <class M>
+nlohmann::json moe_step(const M& model) {
+  nlohmann::json load = nlohmann::json::object();
+  double balance = 0, z = 0, slots = 0, dropped = 0, worst = 1;
+  for (int64 i = 0; i < model.moe_layers(); ++i) {
+    const auto& st = model.moe_stats(i);
+    const auto& shape = model.moe_shape(i);
+    std::vector<double> l(static_cast<std::size_t>(st.experts()));
+    for (int64 e = 0; e < st.experts(); ++e) l[static_cast<std::size_t>(e)] = st.load(e);
+    load[model.moe_name(i)] = l;
+    balance += st.balance_loss(shape);
+    z += st.z_loss(shape);
+    slots += st.slots;
+    dropped += st.dropped;
+    worst = std::max(worst, st.max_min_ratio());
+  }
+  // JSON has no infinity: an expert that got nothing is reported as max_min_load null.
+  return {{"balance_loss", balance},
+          {"z_loss", z},
+          {"drop_rate", slots > 0 ? dropped / slots : 0.0},
+          {"max_min_load", std::isfinite(worst) ? nlohmann::json(worst) : nlohmann::json(nullptr)},
+          {"load", load}};
+}
+
+template <class M>
+nlohmann::json moe_bias(M& model) {
+  nlohmann::json b = nlohmann::json::array();
+  for (int64 i = 0; i < model.moe_layers(); ++i) {
+    const auto v = model.moe_bias(i);
+    b.push_back(std::vector<double>(v.begin(), v.end()));  // floats are exact as doubles
+  }
+  return b;
+}
+
+template <class M>
+void set_moe_bias(M& model, const nlohmann::json& b) {
+  if (!b.is_array() || static_cast<int64>(b.size()) != model.moe_layers())
+    throw checkpoint_error("checkpoint: the MoE selection biases do not match the model");
+  for (int64 i = 0; i < model.moe_layers(); ++i) {
+    const auto v = b[static_cast<std::size_t>(i)].get<std::vector<double>>();
+    auto dst = model.moe_bias(i);
+    if (v.size() != dst.size()) throw checkpoint_error("checkpoint: the MoE selection biases do not match the model");
+    for (std::size_t e = 0; e < v.size(); ++e) dst[e] = static_cast<float>(v[e]);
+  }
 }
 
 // Keeps the lines of log.jsonl up to and including `step`.
@@ -259,7 +328,7 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
   // ---- from here on the input is valid; build the run ----------------------------------------
   fs::create_directories(out);
   write_file_atomic(out / "config.json", nlohmann::json(cfg).dump(2) + "\n");
-  Model<float, B> model(cfg.spec, cfg.batch, cfg.seq_len, cfg.softcap);
+  Model<float, B> model(cfg.spec, cfg.batch, cfg.seq_len, cfg.softcap, detail::routing_of(cfg));
   AdamWConfig ocfg;
   ocfg.beta1 = cfg.beta1;
   ocfg.beta2 = cfg.beta2;
@@ -292,6 +361,7 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
     std::copy(ckpt->v.begin(), ckpt->v.end(), opt.second_moment().begin());
     step0 = ckpt->meta.at("step").get<int64>();
     opt.set_steps_taken(ckpt->meta.at("adam_steps").get<int64>());
+    if (model.moe_layers() > 0) detail::set_moe_bias(model, ckpt->meta.at("moe_bias"));
     prior_seconds = ckpt->meta.at("seconds").get<double>();
     step_seconds = ckpt->meta.at("step_seconds").get<double>();
     res.resumed_from = step0;
@@ -327,6 +397,7 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
                            {"seed", cfg.seed},
                            {"data_position", step},  // windows are a function of (seed, step)
                            {"config", detail::identity(cfg)}};
+    if (model.moe_layers() > 0) meta["moe_bias"] = detail::moe_bias(model);
     const auto p = model.params();
     save_checkpoint<float>(ckpt_path, meta, std::span<const float>(p.data(), p.size()),
                            std::span<const float>(opt.first_moment().data(), p.size()),
@@ -344,7 +415,7 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
     j["config"] = cfg;
     j["flops_per_token"] = budget.flops_per_token;
     j["memory_estimate"] = {{"params", mem.params}, {"grads", mem.grads}, {"optimizer", mem.optimizer},
-                            {"activations", mem.activations}, {"tokens", mem.tokens}, {"total", mem.total}};
+                            {"activations", mem.activations}, {"tokens", mem.tokens}, {"indices", mem.indices}, {"total", mem.total}};
     write_file_atomic(summary_path, j.dump(2) + "\n");
     return res;
   };
@@ -357,6 +428,7 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
     const auto t0 = clock::now();
     sampler.batch(step, cfg.batch, inputs.data(), targets.data());
     const double loss = model.forward_backward(inputs.data(), targets.data());
+    const nlohmann::json moe = model.moe_layers() > 0 ? detail::moe_step(model) : nlohmann::json();
     const auto g = model.grads();
     const double norm = AdamW<float, B>::grad_norm(std::span<const float>(g.data(), g.size()));
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
@@ -367,6 +439,7 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
     }
     const double lr = sched.at(step);
     opt.step(model.params(), std::span<const float>(g.data(), g.size()), model.tensors(), lr, norm);
+    model.update_moe_bias();
     const double dt = std::chrono::duration<double>(clock::now() - t0).count();
     step_seconds += dt;
     res.steps = step + 1;
@@ -383,6 +456,13 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
     p.grad_norm = norm;
     p.tokens_per_s = static_cast<double>(per_step) / dt;
     p.mfu = p.tokens_per_s * budget.flops_per_token / res.peak_flops;
+    if (!moe.is_null()) {
+      const auto& mm = moe.at("max_min_load");
+      p.moe_max_min_load = mm.is_null() ? std::numeric_limits<double>::infinity() : mm.get<double>();
+      p.moe_drop_rate = moe.at("drop_rate").get<double>();
+      res.moe = moe;
+      res.moe["bias"] = detail::moe_bias(model);
+    }
     const bool last = step + 1 == budget.steps;
     if (last || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0)) {
       p.val_loss = evaluate();
@@ -398,6 +478,7 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
       line["val_loss"] = *p.val_loss;
       line["val_bpb"] = *p.val_bpb;
     }
+    if (!moe.is_null()) line["moe"] = moe;
     log << line.dump() << "\n";
     log.flush();
     if (last || (cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)) checkpoint(step + 1);
