@@ -5,14 +5,22 @@
 //
 // The machine is shared, so BM_moe_vs_dense also runs the two alternately inside one benchmark and
 // reports the ratio of their rates: load that comes and goes hits both sides alike.
+//
+// BM_model_moe_vs_dense does the same for whole looped models (the target): a training
+// step (forward, backward, AdamW) of a dense model and of the same model with every FFN an E = 8,
+// K = 2 MoE of expert hidden 2d (so K x 2d = the dense 4d: the same active size but the router),
+// alternately.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <random>
 #include <vector>
 
+#include "loopscale/account/params.hpp"
 #include "loopscale/train/kernels/mlp.hpp"
 #include "loopscale/train/kernels/moe.hpp"
+#include "loopscale/train/model.hpp"
+#include "loopscale/train/optim.hpp"
 
 using namespace loopscale;
 using namespace loopscale::train::kernels;
@@ -135,8 +143,74 @@ void BM_moe_vs_dense(benchmark::State& st) {
   st.counters["threads"] = HB::threads();
 }
 
+// The whole-model pair: d 256, 2 heads, depth 6 = prelude 1 + recur 2 layers x r 2 + coda 1,
+// linear injection, byte vocabulary, seq 256, batch 8 (2048 tokens a step).
+ModelSpec model_spec(bool moe) {
+  ModelSpec m;
+  m.d_model = 256;
+  m.vocab = 256;
+  LayerSpec l;
+  l.attn.heads = 2;
+  if (moe) {
+    l.ffn.experts = 8;
+    l.ffn.top_k = 2;
+    l.ffn.hidden = 512;
+  }
+  m.prelude = {1, l};
+  m.coda = {1, l};
+  m.recur.block = {2, l};
+  m.recur.r = 2;
+  m.recur.inject = {Inject::linear, 0};
+  return m;
+}
+
+struct Trainee {
+  static constexpr int64 B = 8, T = 256;
+  loopscale::train::Model<float> model;
+  loopscale::train::AdamW<float> opt;
+  std::vector<std::int32_t> in, tgt;
+  explicit Trainee(bool moe) : model(model_spec(moe), B, T), opt(model.num_params(), loopscale::train::AdamWConfig{}), in(B * T), tgt(B * T) {
+    model.init(1);
+    std::mt19937 rng(3);
+    for (auto& t : in) t = static_cast<std::int32_t>(rng() % 256);
+    for (auto& t : tgt) t = static_cast<std::int32_t>(rng() % 256);
+  }
+  void step() {
+    model.forward_backward(in.data(), tgt.data());
+    const auto g = model.grads();
+    const double norm = loopscale::train::AdamW<float>::grad_norm(std::span<const float>(g.data(), g.size()));
+    opt.step(model.params(), std::span<const float>(g.data(), g.size()), model.tensors(), 1e-3, norm);
+    model.update_moe_bias();
+  }
+};
+
+void BM_model_moe_vs_dense(benchmark::State& st) {
+  HB::set_threads(static_cast<int>(st.range(0)));
+  Trainee dense(false), moe(true);
+  using clock = std::chrono::steady_clock;
+  double td = 0, tm = 0;
+  for (auto _ : st) {
+    const auto t0 = clock::now();
+    dense.step();
+    const auto t1 = clock::now();
+    moe.step();
+    const auto t2 = clock::now();
+    td += std::chrono::duration<double>(t1 - t0).count();
+    tm += std::chrono::duration<double>(t2 - t1).count();
+    st.SetIterationTime(std::chrono::duration<double>(t2 - t0).count());
+  }
+  const double it = static_cast<double>(st.iterations()), tokens = Trainee::B * Trainee::T;
+  st.counters["dense tokens/s"] = tokens * it / td;
+  st.counters["moe tokens/s"] = tokens * it / tm;
+  st.counters["moe/dense"] = td / tm;
+  st.counters["dense active"] = static_cast<double>(count_params(model_spec(false)).active);
+  st.counters["moe active"] = static_cast<double>(count_params(model_spec(true)).active);
+  st.counters["threads"] = HB::threads();
+}
+
 }  // namespace
 
+BENCHMARK(BM_model_moe_vs_dense)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(5);
 BENCHMARK(BM_dense_mlp)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_moe)
     ->Args({1, 0, 0})
