@@ -60,6 +60,12 @@ TEST_CASE("account MoE and truncated BPTT flags", "[cli][account][moe]") {
   // Differs from the hand-computed MoE model only in the MoE in prelude and coda (the CLI uses one
   // layer type throughout): rec is the same.
   CHECK(j["params"]["rec"] == 4854784);
+  // Routing options change no count.
+  const auto routed = run_cli("account --json --d-model 256 --vocab 256 --seq-len 256 --prelude 1 --coda 1 --recur-layers 2"
+                              " --r 2 --inject linear --experts 8 --top-k 2 --expert-ff 512 --router sigmoid --balance bias:0.001"
+                              " --z-loss 1e-4 --capacity 1.5");
+  REQUIRE(routed.rc == 0);
+  CHECK(nlohmann::json::parse(routed.out) == j);
   const auto t = run_cli("account --json --d-model 384 --r 4 --bptt half");
   REQUIRE(t.rc == 0);
   CHECK(nlohmann::json::parse(t.out)["flops_per_token"]["train"] == 372794112);
@@ -80,6 +86,13 @@ TEST_CASE("account rejects bad specs with one line and exit 2", "[cli][account][
       "account --d-model 384 --seq-len 0",                   // T < 1
       "account --d-model 384 --convention 6nd",              // unknown convention
       "account --d-model abc",                               // not a number
+      "account --d-model 384 --experts 0 --top-k 1",         // top-k without experts
+      "account --d-model 384 --experts -2",                  // E < 1
+      "account --d-model 384 --experts 4 --capacity 0",      // capacity <= 0
+      "account --d-model 384 --experts 4 --router relu",     // unknown router
+      "account --d-model 384 --experts 4 --balance aux",     // balance without a coefficient
+      "account --d-model 384 --experts 4 --z-loss -1",       // negative z-loss
+      "account --d-model 384 --balance bias:0.001",          // routing flags without experts
   };
   for (const char* args : bad) {
     INFO(args);

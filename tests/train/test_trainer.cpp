@@ -337,6 +337,18 @@ TEST_CASE("loopscale train: bad input is one line and exit 2, before training", 
   bad(base + "--tokens 1000 --lr -1 --data " + data.string() + " --out " + out.string(), "lr");
   bad(spec + "--tokens 1000 --batch 100000000 --data " + data.string() + " --out " + out.string(), "available");
   bad(base + "--tokens 1000 --vocab 100 --data " + data.string() + " --out " + out.string(), "vocab");
+  // Mixture-of-experts combinations.
+  const std::string moe = base + "--tokens 1000 --data " + data.string() + " --out " + out.string() + " ";
+  bad(moe + "--experts 2 --top-k 3", "top_k must not exceed experts");
+  bad(moe + "--experts 0 --top-k 1", "--experts");
+  bad(moe + "--experts -1", "--experts");
+  bad(moe + "--experts 4 --capacity 0", "--capacity");
+  bad(moe + "--experts 4 --capacity -1.5", "--capacity");
+  bad(moe + "--experts 4 --router relu", "softmax or sigmoid");
+  bad(moe + "--experts 4 --balance aux", "aux:COEF");
+  bad(moe + "--experts 4 --balance bias:-1", "non-negative");
+  bad(moe + "--experts 4 --z-loss -0.1", "--z-loss");
+  bad(moe + "--router sigmoid", "need --experts");
   // Truncated data.
   const fs::path trunc = temp_dir("cli_trunc");
   fs::copy(data / "train.bin", trunc / "train.bin");
