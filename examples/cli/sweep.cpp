@@ -29,7 +29,7 @@ struct SpecSource {
   void add_to(CLI::App& app, bool positional = true) {
     if (positional) app.add_option("spec", file, "sweep spec (JSON file)");
     else app.add_option("--spec", file, "sweep spec (JSON file)");
-    app.add_option("--preset", preset, "a named sweep: smoke | cpu-mini | cpu | paper");
+    app.add_option("--preset", preset, "a named sweep: smoke | cpu-mini | cpu | paper | looped-moe");
   }
   bool given() const { return !file.empty() || !preset.empty(); }
   SweepSpec load() const {
@@ -66,7 +66,30 @@ std::string si(double v) {
   return fmt::format("{:.3g}{}", v, unit[i]);
 }
 
+// An MoE sweep: E, K and the looped-MoE law's counts (active, recurrent-active, m) per run.
+void print_moe_plan(const Plan& plan) {
+  const SweepSpec& s = plan.spec;
+  fmt::print("sweep {} ({})  depth {} = {} + k r + {}  top-{} of E experts (hidden {} d, {} layers)  seq {}  batch {} tokens  vocab {}  memory model {}\n",
+             s.name, plan.fingerprint, s.depth, s.prelude, s.coda, s.top_k, s.expert_ff, s.moe_layers, s.seq_len, s.batch_tokens, s.vocab,
+             memory_model);
+  fmt::print("{:<24} {:>2} {:>2} {:>3} {:>5} {:>9} {:>9} {:>9} {:>6} {:>10} {:>9} {:>7} {:>8}\n", "id", "E", "r", "s", "d", "N_act",
+             "N_loop", "N_total", "m", "F/token", "D", "steps", "mem GiB");
+  double total = 0;
+  for (const PlannedRun& r : plan.runs) {
+    const ParamCounts& p = r.acct.params;
+    const double act = static_cast<double>(p.once_active + p.rec_active);
+    fmt::print("{:<24} {:>2} {:>2} {:>3} {:>5} {:>9} {:>9} {:>9} {:>6.3f} {:>10} {:>9} {:>7} {:>8.2f}{}\n", r.id, r.experts, r.r, r.s,
+               r.model.d_model, si(act), si(static_cast<double>(p.rec_active)), si(static_cast<double>(p.non_embedding)),
+               act / static_cast<double>(p.non_embedding), si(r.flops_per_token), si(r.tokens), r.steps, r.memory_bytes / (1 << 30),
+               r.runnable() ? "" : "  NOT RUN: " + r.problem);
+    if (r.runnable()) total += r.flops_per_token * static_cast<double>(r.steps) * static_cast<double>(s.batch_tokens);
+  }
+  fmt::print("{} runs, {} runnable, {} reported above as not runnable; {} training FLOPs in all\n", plan.runs.size(),
+             plan.runnable(), plan.runs.size() - plan.runnable(), si(total));
+}
+
 void print_plan(const Plan& plan) {
+  if (plan.spec.moe()) return print_moe_plan(plan);
   const SweepSpec& s = plan.spec;
   fmt::print("sweep {} ({})  depth {} = {} + k r + {}  seq {}  batch {} tokens  vocab {}  memory model {}\n", s.name,
              plan.fingerprint, s.depth, s.prelude, s.coda, s.seq_len, s.batch_tokens, s.vocab, memory_model);

@@ -5,6 +5,13 @@
 // (REFERENCE s.1). A run that cannot be trained as planned (fewer tokens than one batch, memory
 // above the limit) stays in the plan with its problem written next to it, so nobody mistakes a
 // missing point for a finished sweep.
+//
+// Mixture of experts: a spec with `experts` (a list of expert counts E) makes every FFN of the
+// chosen layers a routed MoE of E experts, top_k per token, and sweeps E as one more axis: runs
+// (C, E, r, s), ids "C1e11-E4-r2-s1". Without `experts` the spec, its JSON, its fingerprint and its
+// run ids are exactly those of a dense sweep. The law-facing counts of an MoE run (REFERENCE s.2)
+// come from the same accounting: N_act = once_active + rec_active, N_loop = rec_active,
+// N_total = non-embedding params, m = N_act / N_total, all without embeddings, like N of the dense law.
 #pragma once
 
 #include <algorithm>
@@ -59,6 +66,14 @@ struct SweepSpec {
   nlohmann::json train = nlohmann::json::object();
   std::uint64_t seed = 0;
   std::string data = "data/corpus";
+  // Mixture of experts; empty `experts`: a dense sweep (and the fields below must stay at their
+  // defaults). E = 1 is a routed FFN of one expert: the dense MLP plus a router of d params.
+  std::vector<int64> experts;
+  int64 top_k = 1;                  // experts per token; at most min(experts)
+  double expert_ff = 4;             // expert hidden width / d_model (4: the dense MLP's)
+  bool shared_expert = false;       // plus one always-on expert of the same shape
+  std::string moe_layers = "all";   // all: prelude, block and coda; recur: the shared block only
+  bool moe() const { return !experts.empty(); }
 };
 
 // ---- JSON ------------------------------------------------------------------------------------
@@ -86,6 +101,14 @@ inline void to_json(nlohmann::json& j, const SweepSpec& s) {
        {"train", s.train},
        {"seed", s.seed},
        {"data", s.data}};
+  // Only MoE specs carry these, so a dense spec's JSON (and fingerprint) is what it always was.
+  if (s.moe()) {
+    j["experts"] = s.experts;
+    j["top_k"] = s.top_k;
+    j["expert_ff"] = s.expert_ff;
+    j["shared_expert"] = s.shared_expert;
+    j["moe_layers"] = s.moe_layers;
+  }
 }
 
 namespace detail {
@@ -109,7 +132,8 @@ inline void from_json(const nlohmann::json& j, SweepSpec& s) {
   static const std::set<std::string> known = {"name", "depth", "prelude", "coda", "r", "inject", "bptt", "width_per_s",
                                               "width_round", "head_dim", "vocab", "vocab_multiple", "seq_len",
                                               "batch_tokens", "micro_batch_tokens", "memory_limit_gib", "budgets",
-                                              "train", "seed", "data"};
+                                              "train", "seed", "data", "experts", "top_k", "expert_ff",
+                                              "shared_expert", "moe_layers"};
   for (const auto& [k, v] : j.items())
     if (!known.count(k)) throw sweep_error("sweep spec: unknown field '" + k + "'");
   using detail::read_field;
@@ -133,6 +157,14 @@ inline void from_json(const nlohmann::json& j, SweepSpec& s) {
   read_field(j, "train", s.train);
   read_field(j, "seed", s.seed);
   read_field(j, "data", s.data);
+  read_field(j, "experts", s.experts);
+  for (const char* k : {"top_k", "expert_ff", "shared_expert", "moe_layers"})
+    if (j.contains(k) && !j.contains("experts"))
+      throw sweep_error(std::string("sweep spec: '") + k + "' needs 'experts' (the expert counts to sweep)");
+  read_field(j, "top_k", s.top_k);
+  read_field(j, "expert_ff", s.expert_ff);
+  read_field(j, "shared_expert", s.shared_expert);
+  read_field(j, "moe_layers", s.moe_layers);
   if (j.contains("budgets")) {
     if (!j.at("budgets").is_array()) throw sweep_error("sweep spec: 'budgets' must be a list of {\"C\": flops, \"s\": [...]}");
     s.budgets.clear();
@@ -234,19 +266,47 @@ inline void validate(const SweepSpec& s) {
     for (std::size_t k = i + 1; k < s.budgets.size(); ++k)
       need(s.budgets[i].flops != s.budgets[k].flops, fmt::format("budget C = {:g} appears twice", s.budgets[i].flops));
   if (!s.train.is_object()) throw sweep_error("sweep spec: train must be a JSON object");
+  if (s.moe()) {
+    for (int64 e : s.experts) need(e >= 1, fmt::format("experts: E = {} must be at least 1", e));
+    need(std::set<int64>(s.experts.begin(), s.experts.end()).size() == s.experts.size(), "experts values must be distinct");
+    const int64 e_min = *std::min_element(s.experts.begin(), s.experts.end());
+    need(s.top_k >= 1 && s.top_k <= e_min, fmt::format("top_k = {} must be in [1, {}] (the smallest E)", s.top_k, e_min));
+    need(std::isfinite(s.expert_ff) && s.expert_ff > 0, "expert_ff must be positive");
+    need(s.moe_layers == "all" || s.moe_layers == "recur", "moe_layers must be all or recur, not '" + s.moe_layers + "'");
+    for (const Budget& b : s.budgets)
+      for (int64 m : b.widths) {
+        const double h = s.expert_ff * static_cast<double>(width_of(s, m));
+        need(h >= 1 && h == std::floor(h),
+             fmt::format("expert_ff {} times d_model {} (s = {}) is not a whole hidden width", s.expert_ff, width_of(s, m), m));
+      }
+  } else {
+    const SweepSpec dense{};
+    need(s.top_k == dense.top_k && s.expert_ff == dense.expert_ff && s.shared_expert == dense.shared_expert &&
+             s.moe_layers == dense.moe_layers,
+         "top_k, expert_ff, shared_expert and moe_layers need experts (the expert counts to sweep)");
+  }
 }
 
-// The model of one (r, s) point of the family.
-inline ModelSpec model_of(const SweepSpec& s, int64 r, int64 mult) {
+// The model of one (r, s) point of the family; experts > 0 (an MoE spec): E routed experts in the
+// FFNs of the layers `moe_layers` names.
+inline ModelSpec model_of(const SweepSpec& s, int64 r, int64 mult, int64 experts = 0) {
   LayerSpec layer;
   layer.attn.head_dim = s.head_dim;
   ModelSpec m;
   m.d_model = width_of(s, mult);
+  LayerSpec moe = layer;
+  if (experts > 0) {
+    moe.ffn.experts = experts;
+    moe.ffn.top_k = s.top_k;
+    moe.ffn.hidden = static_cast<int64>(s.expert_ff * static_cast<double>(m.d_model));
+    moe.ffn.shared_expert = s.shared_expert;
+  }
+  const LayerSpec& outer = experts > 0 && s.moe_layers == "all" ? moe : layer;
   m.vocab = s.vocab;
   m.vocab_multiple = s.vocab_multiple;
-  m.prelude = {s.prelude, layer};
-  m.coda = {s.coda, layer};
-  m.recur.block = {(s.depth - s.prelude - s.coda) / r, layer};
+  m.prelude = {s.prelude, outer};
+  m.coda = {s.coda, outer};
+  m.recur.block = {(s.depth - s.prelude - s.coda) / r, moe};
   m.recur.r = r;
   m.recur.inject = r > 1 ? parse_inject(s.inject) : InjectSpec{Inject::none, 0};
   const int64 bptt = parse_bptt(s.bptt);
@@ -275,6 +335,8 @@ struct PlannedRun {
   double budget = 0;     // C in FLOPs
   int64 r = 1;
   int64 s = 0;           // width multiplier
+  int64 experts = 0;     // E; 0: a dense sweep
+  int64 top_k = 0;       // K; 0: a dense sweep
   ModelSpec model{};
   Accounting acct{};
   double flops_per_token = 0;  // F (train)
@@ -312,29 +374,53 @@ inline Plan make_plan(const SweepSpec& spec) {
   std::vector<Budget> budgets = spec.budgets;
   std::sort(budgets.begin(), budgets.end(), [](const Budget& a, const Budget& b) { return a.flops < b.flops; });
   const double limit = spec.memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
+  // A dense sweep is one "E = 0" slice: its ids and order are those it always had.
+  const std::vector<int64> experts = spec.moe() ? spec.experts : std::vector<int64>{0};
   for (const Budget& b : budgets)
-    for (int64 r : spec.r)
-      for (int64 mult : b.widths) {
-        PlannedRun run;
-        run.index = plan.runs.size();
-        run.budget = b.flops;
-        run.r = r;
-        run.s = mult;
-        run.id = fmt::format("C{}-r{}-s{}", budget_label(b.flops), r, mult);
-        run.model = model_of(spec, r, mult);
-        run.acct = account(run.model, spec.seq_len);
-        run.flops_per_token = static_cast<double>(run.acct.flops_per_token.train);
-        run.tokens = b.flops / run.flops_per_token;
-        run.steps = static_cast<int64>(std::floor(b.flops / (run.flops_per_token * static_cast<double>(spec.batch_tokens))));
-        run.memory_bytes = training_memory_bytes(run.model, spec.seq_len, spec.micro_batch_tokens);
-        if (run.steps < 1)
-          run.problem = fmt::format("D = {:.3g} tokens is below one batch of {}", run.tokens, spec.batch_tokens);
-        else if (run.memory_bytes > limit)
-          run.problem = fmt::format("needs about {:.1f} GiB, above the {:g} GiB limit", run.memory_bytes / (1024.0 * 1024 * 1024),
-                                    spec.memory_limit_gib);
-        plan.runs.push_back(std::move(run));
-      }
+    for (int64 e : experts)
+      for (int64 r : spec.r)
+        for (int64 mult : b.widths) {
+          PlannedRun run;
+          run.index = plan.runs.size();
+          run.budget = b.flops;
+          run.r = r;
+          run.s = mult;
+          run.experts = e;
+          run.top_k = e > 0 ? spec.top_k : 0;
+          run.id = e > 0 ? fmt::format("C{}-E{}-r{}-s{}", budget_label(b.flops), e, r, mult)
+                         : fmt::format("C{}-r{}-s{}", budget_label(b.flops), r, mult);
+          run.model = model_of(spec, r, mult, e);
+          run.acct = account(run.model, spec.seq_len);
+          run.flops_per_token = static_cast<double>(run.acct.flops_per_token.train);
+          run.tokens = b.flops / run.flops_per_token;
+          run.steps = static_cast<int64>(std::floor(b.flops / (run.flops_per_token * static_cast<double>(spec.batch_tokens))));
+          run.memory_bytes = training_memory_bytes(run.model, spec.seq_len, spec.micro_batch_tokens);
+          if (run.steps < 1)
+            run.problem = fmt::format("D = {:.3g} tokens is below one batch of {}", run.tokens, spec.batch_tokens);
+          else if (run.memory_bytes > limit)
+            run.problem = fmt::format("needs about {:.1f} GiB, above the {:g} GiB limit", run.memory_bytes / (1024.0 * 1024 * 1024),
+                                      spec.memory_limit_gib);
+          plan.runs.push_back(std::move(run));
+        }
   return plan;
+}
+
+// The looped-MoE law's variables of a run (REFERENCE s.2), from the accounting, non-embedding:
+// N_act = active params (top_k experts, router, shared expert), N_loop = the active params of the
+// recurrent block (with the injection), N_total = all non-embedding params, m = N_act / N_total, R = r, E, K, and
+// N_unroll = N_act + (R - 1) N_loop (F_train = 6 N_unroll D up to attention and the lm_head).
+// Column names are the law library's (law/runs.hpp), so `loopscale fit --law looped-moe` reads a
+// sweep's runs.csv without --map.
+inline nlohmann::json moe_columns(const ParamCounts& p, int64 r, int64 experts, int64 top_k) {
+  const int64 n_act = p.once_active + p.rec_active;
+  return {{"E", experts},
+          {"K", top_k},
+          {"R", r},
+          {"N_act", n_act},
+          {"N_loop", p.rec_active},
+          {"N_total", p.non_embedding},
+          {"m", static_cast<double>(n_act) / static_cast<double>(p.non_embedding)},
+          {"N_unroll", n_act + (r - 1) * p.rec_active}};
 }
 
 inline nlohmann::json run_json(const PlannedRun& r, const SweepSpec& spec) {
@@ -356,6 +442,7 @@ inline nlohmann::json run_json(const PlannedRun& r, const SweepSpec& spec) {
                       {"tokens_trained", static_cast<double>(r.steps) * static_cast<double>(spec.batch_tokens)},
                       {"memory_gib", r.memory_bytes / (1024.0 * 1024 * 1024)},
                       {"runnable", r.runnable()}};
+  if (r.experts > 0) j.update(moe_columns(p, r.r, r.experts, r.top_k));
   if (!r.runnable()) j["problem"] = r.problem;
   return j;
 }

@@ -6,10 +6,13 @@
 // next to the PNG, so a figure can be restyled without refitting.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -22,11 +25,30 @@ namespace loopscale::sweep {
 
 // The counts of an (r, d) point of the family for smooth law curves: heads = 1 so any even d is a
 // valid spec. Parameters and FLOPs depend on h q = d only, so the counts equal the sweep's own.
-inline Accounting curve_point(const SweepSpec& s, int64 r, int64 d) {
-  ModelSpec m = model_of(s, r, 1);
+// experts > 0: the MoE member with E experts (its expert hidden width follows d as the sweep's does).
+inline Accounting curve_point(const SweepSpec& s, int64 r, int64 d, int64 experts = 0) {
+  ModelSpec m = model_of(s, r, 1, experts);
   m.d_model = d;
-  for (StackSpec* st : {&m.prelude, &m.recur.block, &m.coda}) st->layer.attn.heads = 1, st->layer.attn.head_dim = 0;
+  for (StackSpec* st : {&m.prelude, &m.recur.block, &m.coda}) {
+    st->layer.attn.heads = 1, st->layer.attn.head_dim = 0;
+    if (st->layer.ffn.experts > 0) st->layer.ffn.hidden = std::max<int64>(1, std::llround(s.expert_ff * static_cast<double>(d)));
+  }
   return account(m, s.seq_len);
+}
+
+// The runs the iso-depth analysis (phi, iso-FLOP cells) reads. A dense sweep: all of them. An MoE
+// sweep: the runs of its smallest expert count only (E = 1, a routed dense MLP, when swept), since
+// the joint law of iso-depth has no term for E; the looped-MoE law is fitted on all runs with
+// `loopscale fit --law looped-moe --data DIR/runs.csv`.
+inline std::vector<RunResult> iso_depth_runs(const SweepSpec& spec, const std::vector<RunResult>& results, int64* experts = nullptr) {
+  if (!spec.moe() || results.empty()) return results;
+  int64 e = results.front().experts;
+  for (const RunResult& r : results) e = std::min(e, r.experts);
+  if (experts) *experts = e;
+  std::vector<RunResult> out;
+  for (const RunResult& r : results)
+    if (r.experts == e) out.push_back(r);
+  return out;
 }
 
 // The joint law's loss at (N_once, N_rec, r, D) with the fitted values.
@@ -115,7 +137,7 @@ inline std::vector<fs::path> write_plots(const fs::path& dir, const SweepSpec& s
         if (a.joint) {
           const int64 lo = std::max<int64>(2, dmin * 3 / 4 / 2 * 2), hi = dmax * 5 / 4 / 2 * 2;
           for (int64 d = lo; d <= hi; d += std::max<int64>(2, (hi - lo) / 80 / 2 * 2)) {
-            const Accounting acc = curve_point(spec, r, d);
+            const Accounting acc = curve_point(spec, r, d, a.runs.front().experts);
             const double f = static_cast<double>(acc.flops_per_token.train);
             dl << acc.params.non_embedding << " "
                << joint_loss(a.joint->fit, static_cast<double>(acc.params.once), static_cast<double>(acc.params.rec),
@@ -162,7 +184,7 @@ inline std::vector<fs::path> write_plots(const fs::path& dir, const SweepSpec& s
           const double c = c0 * std::pow(c1 / c0, k / 60.0);
           double best = std::numeric_limits<double>::infinity();
           for (int64 d = 8; d <= 4 * dmax; d += std::max<int64>(2, dmax / 200 * 2)) {
-            const Accounting acc = curve_point(spec, r, d);
+            const Accounting acc = curve_point(spec, r, d, a.runs.front().experts);
             best = std::min(best, joint_loss(a.joint->fit, static_cast<double>(acc.params.once), static_cast<double>(acc.params.rec),
                                              static_cast<double>(r), c / static_cast<double>(acc.flops_per_token.train)));
           }
@@ -219,8 +241,48 @@ inline std::string runs_csv(const Analysis& a) {
   return s;
 }
 
+// An MoE sweep's runs.csv: every run (all E), with the looped-MoE law's columns (plan.hpp,
+// moe_columns), ordered by C, E, r, N.
+inline std::string moe_runs_csv(std::vector<RunResult> runs) {
+  std::sort(runs.begin(), runs.end(), [](const RunResult& x, const RunResult& y) {
+    return std::tie(x.budget, x.experts, x.r, x.n) < std::tie(y.budget, y.experts, y.r, y.n);
+  });
+  std::string s = "id,C,E,K,r,R,s,d_model,N_once,N_rec,N,N_unrolled,N_act,N_loop,N_total,m,F,D,loss\n";
+  for (const auto& r : runs)
+    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, r.budget, r.experts, r.top_k, r.r, r.r, r.s,
+                     r.d_model, r.n_once, r.n_rec, r.n, r.n_unrolled, r.n_act, r.n_loop, r.n_total, r.m, r.flops_per_token, r.tokens,
+                     r.loss);
+  return s;
+}
+
+// The section of an MoE sweep's report: what was analysed above, and every run of every E.
+inline std::string moe_markdown(const SweepSpec& spec, const std::vector<RunResult>& all, int64 analysed_e) {
+  using detail::sci;
+  std::string m = "## Mixture of experts\n\n";
+  m += fmt::format("Expert counts E in {{");
+  for (std::size_t i = 0; i < spec.experts.size(); ++i) m += (i ? ", " : "") + std::to_string(spec.experts[i]);
+  m += fmt::format("}}, top-{} routing, expert hidden {} d{}, MoE FFNs in {} layers. ", spec.top_k, spec.expert_ff,
+                   spec.shared_expert ? " plus a shared expert" : "", spec.moe_layers == "all" ? "all" : "the recurrent block's");
+  m += fmt::format("**The iso-depth analysis above (phi, iso-FLOP minima, per-r fits) covers the E = {} runs only**; its law has "
+                   "no term for E. Fit the looped-MoE law (Chen et al., REFERENCE s.2) on every run with\n\n"
+                   "    loopscale fit --law looped-moe --data runs.csv\n\n"
+                   "(runs.csv holds N_act, N_loop, N_total, m, R, E, K, D and loss by the law's names; see docs/sweeps.md for the "
+                   "parameters worth freezing on a small sweep).\n\n",
+                   analysed_e);
+  std::vector<RunResult> runs = all;
+  std::sort(runs.begin(), runs.end(), [](const RunResult& x, const RunResult& y) {
+    return std::tie(x.experts, x.r, x.budget, x.n) < std::tie(y.experts, y.r, y.budget, y.n);
+  });
+  m += "| id | E | R | d | N_act | N_loop | N_total | m | D | loss |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const RunResult& r : runs)
+    m += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.3f} | {} | {:.4f} |\n", r.id, r.experts, r.r, r.d_model, sci(r.n_act),
+                     sci(r.n_loop), sci(r.n_total), r.m, sci(r.tokens), r.loss);
+  return m + "\n";
+}
+
 inline std::string report_markdown(const SweepSpec& spec, const Plan& plan, const Analysis& a, const std::vector<std::string>& missing,
-                                   const std::vector<fs::path>& plots, const std::string& plot_problem, const fs::path& dir) {
+                                   const std::vector<fs::path>& plots, const std::string& plot_problem, const fs::path& dir,
+                                   std::size_t finished = 0 /* 0: a.runs.size() */) {
   using detail::g3;
   std::string m;
   m += fmt::format("# Sweep report: {}\n\n", spec.name);
@@ -228,7 +290,8 @@ inline std::string report_markdown(const SweepSpec& spec, const Plan& plan, cons
   for (std::size_t i = 0; i < spec.r.size(); ++i) m += (i ? ", " : "") + std::to_string(spec.r[i]);
   m += fmt::format("}}, {} injection, {} BPTT; vocab {}, context {}, {} tokens per step. Spec fingerprint `{}`.\n\n", spec.inject,
                    spec.bptt, spec.vocab, spec.seq_len, spec.batch_tokens, plan.fingerprint);
-  m += fmt::format("**{} of {} planned runs finished** ({} runnable).", a.runs.size(), plan.runs.size(), plan.runnable());
+  m += fmt::format("**{} of {} planned runs finished** ({} runnable).", finished ? finished : a.runs.size(), plan.runs.size(),
+                   plan.runnable());
   if (!missing.empty()) {
     m += " Not finished:";
     for (const auto& id : missing) m += " `" + id + "`";
@@ -328,19 +391,23 @@ inline ReportFiles write_report(const fs::path& dir, const ReportOptions& opt) {
     if (r.runnable() && std::none_of(results.begin(), results.end(), [&](const RunResult& x) { return x.id == r.id; })) missing.push_back(r.id);
 
   ReportFiles out;
-  out.analysis = analyse(results, opt.analyse);
+  int64 analysed_e = 0;
+  out.analysis = analyse(iso_depth_runs(spec, results, &analysed_e), opt.analyse);
   nlohmann::json j = analysis_json(out.analysis);
   j["sweep"] = spec.name;
   j["fingerprint"] = plan.fingerprint;
   j["missing"] = missing;
+  if (spec.moe()) j["iso_depth_experts"] = analysed_e;  // the E whose runs the analysis read
   out.json = dir / "analysis.json";
   write_file_atomic(out.json, j.dump(2) + "\n");
   out.csv = dir / "runs.csv";
-  write_file_atomic(out.csv, runs_csv(out.analysis));
+  write_file_atomic(out.csv, spec.moe() ? moe_runs_csv(results) : runs_csv(out.analysis));
   if (opt.plots) out.plots = write_plots(dir, spec, out.analysis, opt.gnuplot, out.plot_problem);
   else out.plot_problem = "not rendered (--no-plots)";
   out.markdown = dir / "report.md";
-  write_file_atomic(out.markdown, report_markdown(spec, plan, out.analysis, missing, out.plots, out.plot_problem, dir));
+  std::string md = report_markdown(spec, plan, out.analysis, missing, out.plots, out.plot_problem, dir, results.size());
+  if (spec.moe()) md += moe_markdown(spec, results, analysed_e);
+  write_file_atomic(out.markdown, md);
   return out;
 }
 

@@ -6,7 +6,9 @@
 //
 // A line: {"sweep": fingerprint, "id", "index", "C", "r", "s", "d_model", "N_once", "N_rec", "N",
 //          "N_unrolled", "F", "D", "loss", "summary": {the engine's summary.json}}
-// with D the tokens actually trained and loss the validation loss (nats per token).
+// with D the tokens actually trained and loss the validation loss (nats per token). Runs of an MoE
+// sweep add the looped-MoE law's variables (plan.hpp, moe_columns): "E", "K", "R", "N_act",
+// "N_loop", "N_total", "m", "N_unroll".
 #pragma once
 
 #include <cerrno>
@@ -43,6 +45,9 @@ struct RunResult {
   double flops_per_token = 0;
   double tokens = 0;  // D
   double loss = 0;
+  // MoE sweeps only (experts == 0: a dense run): E, K and the active counts of plan.hpp's moe_columns.
+  int64 experts = 0, top_k = 0;
+  double n_act = 0, n_loop = 0, n_total = 0, m = 1;
   nlohmann::json line;  // the whole line, as read
 };
 
@@ -62,6 +67,14 @@ inline RunResult result_from_json(const nlohmann::json& j) {
     r.flops_per_token = j.value("F", 0.0);
     r.tokens = j.at("D").get<double>();
     r.loss = j.at("loss").get<double>();
+    if (j.contains("E")) {
+      r.experts = j.at("E").get<int64>();
+      r.top_k = j.at("K").get<int64>();
+      r.n_act = j.at("N_act").get<double>();
+      r.n_loop = j.at("N_loop").get<double>();
+      r.n_total = j.at("N_total").get<double>();
+      r.m = j.at("m").get<double>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw sweep_error(fmt::format("result line lacks a field or has a wrong type ({}): {}", e.what(), j.dump().substr(0, 200)));
   }
@@ -78,21 +91,23 @@ inline nlohmann::json result_line(const Plan& plan, const PlannedRun& run, const
   const double trained = summary.contains("tokens") && summary.at("tokens").is_number()
                              ? summary.at("tokens").get<double>()
                              : static_cast<double>(run.steps) * static_cast<double>(plan.spec.batch_tokens);
-  return {{"sweep", plan.fingerprint},
-          {"id", run.id},
-          {"index", run.index},
-          {"C", run.budget},
-          {"r", run.r},
-          {"s", run.s},
-          {"d_model", run.model.d_model},
-          {"N_once", p.once},
-          {"N_rec", p.rec},
-          {"N", p.non_embedding},
-          {"N_unrolled", p.unrolled},
-          {"F", run.flops_per_token},
-          {"D", trained},
-          {"loss", summary.at("val_loss").get<double>()},
-          {"summary", summary}};
+  nlohmann::json line = {{"sweep", plan.fingerprint},
+                          {"id", run.id},
+                          {"index", run.index},
+                          {"C", run.budget},
+                          {"r", run.r},
+                          {"s", run.s},
+                          {"d_model", run.model.d_model},
+                          {"N_once", p.once},
+                          {"N_rec", p.rec},
+                          {"N", p.non_embedding},
+                          {"N_unrolled", p.unrolled},
+                          {"F", run.flops_per_token},
+                          {"D", trained},
+                          {"loss", summary.at("val_loss").get<double>()},
+                          {"summary", summary}};
+  if (run.experts > 0) line.update(moe_columns(p, run.r, run.experts, run.top_k));
+  return line;
 }
 
 // Every line of a results file, in order; a missing file is an empty list. A line that does not

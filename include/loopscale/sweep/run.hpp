@@ -219,8 +219,9 @@ inline RunSummary run_sweep(const Plan& plan, const RunOptions& opt, const RunFn
       // The rest of the sweep at this run's FLOP rate (or the call's average once a run finished).
       const double rate = seconds_training > 0 ? flops_done / seconds_training : p.tokens_per_second * run.flops_per_token;
       const double sweep_left = rate > 0 && run_left >= 0 ? run_left + remaining_after / rate : -1;
-      *opt.log << fmt::format("{}[run {}/{}] r {} d {} step {}/{} loss {:.4f} {:.0f} tok/s  left: run {} sweep {}{}",
-                              tty ? "\r" : "", i + 1, todo.size(), run.r, run.model.d_model, p.step, p.steps, p.loss,
+      *opt.log << fmt::format("{}[run {}/{}] {}r {} d {} step {}/{} loss {:.4f} {:.0f} tok/s  left: run {} sweep {}{}",
+                              tty ? "\r" : "", i + 1, todo.size(), run.experts > 0 ? fmt::format("E {} ", run.experts) : "", run.r,
+                              run.model.d_model, p.step, p.steps, p.loss,
                               p.tokens_per_second, detail::clock(run_left), detail::clock(sweep_left), tty ? "   " : "\n");
       if (tty && last) *opt.log << "\n";
       opt.log->flush();
