@@ -1,7 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -52,6 +55,12 @@ TEST_CASE("CPU presets: every r in {1, 2, 4, 8} gets at least 3 widths per budge
     }
     CHECK(plan.spec.vocab == 256);
   }
+  // cpu-mini's widths move up with C, as its optimum does (docs/sweeps.md, "The CPU presets").
+  const Plan mini = make_plan(preset("cpu-mini"));
+  CHECK(mini.runs.size() == 36);
+  std::map<double, std::set<int64>> d;
+  for (const auto& run : mini.runs) d[run.budget].insert(run.model.d_model);
+  CHECK(d == std::map<double, std::set<int64>>{{5e10, {4, 8, 12}}, {1e11, {8, 12, 16}}, {1.6e11, {8, 12, 16}}});
   const Plan smoke = make_plan(preset("smoke"));
   CHECK(smoke.runs.size() <= 8);
   CHECK(smoke.runnable() == smoke.runs.size());
@@ -80,16 +89,20 @@ TEST_CASE("spec JSON: round trip, strict keys, checks that name the problem") {
 
 TEST_CASE("runs that cannot be trained as planned are reported, not dropped") {
   SweepSpec s = preset("cpu-mini");
-  s.budgets = {{1e8, {1, 2, 3}}, {1e12, {1, 2, 3}}};
-  s.memory_limit_gib = 0.05;
+  s.budgets = {{1e7, {1, 2, 3}}, {1e12, {1, 2, 3}}};
+  // A memory limit between the smallest and the largest run's memory, so some runs are above it.
+  double lo = 1e300, hi = 0;
+  for (const auto& r : make_plan(s).runs) lo = std::min(lo, r.memory_bytes), hi = std::max(hi, r.memory_bytes);
+  REQUIRE(lo < hi);
+  s.memory_limit_gib = (lo + hi) / 2 / (1 << 30);
   const Plan plan = make_plan(s);
   REQUIRE(plan.runs.size() == 24);
   int small = 0, big = 0;
   for (const auto& r : plan.runs) {
-    if (r.budget == 1e8) {
+    if (r.budget == 1e7) {
       CHECK(!r.runnable());
       small += r.problem.find("below one batch") != std::string::npos;
-    } else if (r.memory_bytes > 0.05 * (1 << 30)) {
+    } else if (r.memory_bytes > s.memory_limit_gib * (1 << 30)) {
       CHECK(!r.runnable());
       big += r.problem.find("GiB limit") != std::string::npos;
     } else {

@@ -1,5 +1,6 @@
 // Driver of the kill-and-rerun test (kill_rerun.sh): runs the cpu-mini plan with the fake engine
-// (1 ms per step), so the script can SIGKILL it at random moments and run it again; `verify`
+// (0.4 ms per step, a checkpoint every 10 steps: cpu-mini has 44k steps, and each checkpoint is an
+// fsync'd write), so the script can SIGKILL it at random moments and run it again; `verify`
 // checks the end state; `merge` joins shard folders.
 //   sweep_kill_driver run OUT [I/N]      sweep_kill_driver verify OUT      sweep_kill_driver merge OUT IN...
 #include <cstdio>
@@ -25,7 +26,10 @@ int run_main(int argc, char** argv) {
     opt.out = out;
     opt.log = nullptr;
     if (argc > 3) opt.shard = sweep::parse_shard(argv[3]);
-    const auto s = sweep::run_sweep(plan, opt, test::FakeEngine{});
+    test::FakeEngine engine;
+    engine.per_step = std::chrono::microseconds(400);
+    engine.checkpoint_every = 10;
+    const auto s = sweep::run_sweep(plan, opt, engine);
     std::printf("trained %zu recovered %zu already %zu\n", s.trained, s.recovered, s.already);
     return 0;
   }
