@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Times the law fits of bench_law against the same fits in SciPy, in one run on this machine, and
-# prints the ratios recorded in docs/benchmarks.md. Usage: bench/law/compare_scipy.sh [BUILD_DIR]
+# prints the ratios recorded in docs/benchmarks.md.
+# Usage: bench/law/compare_scipy.sh [BUILD_DIR [KEEP_DIR]]   (KEEP_DIR: where the raw JSON is kept)
 # Needs /usr/bin/python3 with SciPy (Debian python3-scipy, installed by scripts/setup.sh).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -8,7 +9,8 @@ root="$(cd "$here/../.." && pwd)"
 build="${1:-$root/build-law}"
 bench="$build/bench/law/bench_law"
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+keep="${2:-}"
+trap '[ -n "$keep" ] && mkdir -p "$keep" && cp "$work"/*.json "$keep"/; rm -rf "$work"' EXIT
 
 "$bench" --write-isodepth-csv="$work/isodepth_116.csv"
 "$bench" --benchmark_format=json --benchmark_repetitions=3 --benchmark_report_aggregates_only=true > "$work/bench.json"
@@ -25,16 +27,20 @@ bench = json.load(open(os.path.join(work, "bench.json")))
 ours = {}
 for b in bench["benchmarks"]:
     if b.get("aggregate_name") == "median":
-        ours[b["run_name"]] = (b["real_time"] / 1e3, b.get("objective"))
-print(f"{'fit':<28} {'loopscale s':>12} {'objective':>14}")
-for k, (t, o) in sorted(ours.items()):
-    print(f"{k:<28} {t:>12.3f} {o:>14.10f}")
+        ours[b["run_name"]] = (b["real_time"] / 1e3, b.get("objective"), b["cpu_time"] / 1e3)
+print(f"{'fit':<40} {'loopscale s':>12} {'CPU s':>8} {'objective':>14}")
+for k, (t, o, c) in sorted(ours.items()):
+    print(f"{k:<40} {t:>12.3f} {c:>8.3f} {o:>14.10f}")
 print()
-print(f"{'SciPy fit':<28} {'seconds':>12} {'objective':>14} {'ratio 2 thr':>12}")
-for law, key in (("chinchilla", "epoch_grid/2/real_time"), ("isodepth", "isodepth_500/2/real_time")):
+print(f"{'SciPy fit':<28} {'seconds':>12} {'objective':>14} {'ratio':>12}  (loopscale: 2 threads, SciPy's stopping rules)")
+def ours_at(prefix):  # the 2-thread run, whatever timing suffixes Google Benchmark adds to its name
+    return next(v for k, v in ours.items() if k.startswith(prefix))
+# Like for like: loopscale with SciPy's stopping rules (second benchmark argument 1), two threads.
+for law, key in (("chinchilla", "epoch_grid/2/1/"), ("isodepth", "isodepth_500/2/1/")):
     for grad in ("numeric", "analytic"):
         s = json.load(open(os.path.join(work, f"scipy_{law}_{grad}.json")))
-        t = ours[key][0]
-        print(f"{law + ' (' + grad + ')':<28} {s['seconds']:>12.2f} {s['objective']:>14.10f} {s['seconds'] / t:>11.0f}x")
+        t, _, c = ours_at(key)
+        print(f"{law + ' (' + grad + ')':<28} {s['seconds']:>12.2f} {s['objective']:>14.10f} {s['seconds'] / t:>11.0f}x wall"
+              f"  CPU {s['cpu_seconds']:.1f} s: {s['cpu_seconds'] / c:.0f}x")
         print(f"    params {s['params']}")
 PY
