@@ -1,11 +1,11 @@
 // Named sweeps: `--preset NAME` on every sweep command.
 //   smoke     at most 8 tiny runs, well under a minute on two cores (tests, CI);
-//   cpu-mini  the demo: r in {1, 2, 4, 8}, 3 widths per budget, about 20 minutes on two cores;
+//   cpu-mini  the demo: r in {1, 2, 4, 8}, 3 widths per budget, 19 minutes on two busy cores;
 //   cpu       the same family with more widths and budgets, a few hours on two cores;
 //   paper     the 116-run grid of the iso-depth paper (REFERENCE s.1), for GPUs.
 // The CPU presets use the byte-level corpus (vocab 256) and an iso-depth family of effective depth
-// 10 = 1 + 8 + 1, so that k = 8 / r is whole for every r in {1, 2, 4, 8}. Their budgets were chosen
-// from the accounting and the engine's speed measured on this machine (docs/sweeps.md).
+// 10 = 1 + 8 + 1, so that k = 8 / r is whole for every r in {1, 2, 4, 8}. Their widths and budgets
+// were chosen from pilot runs of the engine on this machine (docs/sweeps.md, "The CPU presets").
 #pragma once
 
 #include <string>
@@ -20,10 +20,12 @@ inline std::vector<std::string> preset_names() { return {"smoke", "cpu-mini", "c
 
 namespace detail {
 
-// Widths d = 16 s (head_dim 16), context 128, 8 sequences per step. Measured here with the engine:
-// at d 32-96 the optimum of budgets around 3e11 FLOPs lies below d = 32 (losses fall
-// monotonically towards the narrowest model: too few tokens per parameter), so the CPU presets
-// use d = 16-48 for their small budgets, where the widths can bracket the optimum.
+// Widths d = 4 s (head_dim 4), context 64, 8 sequences per step, one training thread. Measured
+// here with the engine (docs/sweeps.md): with d = 16-48 and context 128 the narrowest width won
+// every (C, r) cell up to 1e12 FLOPs, so the optimum was never bracketed; at context 64 the
+// iso-FLOP optimum lies near d = 8 at 5e10 FLOPs and near d = 12 at 1e11, which these widths
+// bracket. One thread: on two cores shared with other work, two OpenMP threads trained these tiny
+// models 3.5-22 times slower than one (measured at load 1.4-3.8).
 inline SweepSpec cpu_family(const std::string& name) {
   SweepSpec s;
   s.name = name;
@@ -33,18 +35,18 @@ inline SweepSpec cpu_family(const std::string& name) {
   s.r = {1, 2, 4, 8};
   s.inject = "linear";
   s.bptt = "full";
-  s.width_per_s = 16;  // d = 16 s
-  s.width_round = 16;
-  s.head_dim = 16;
+  s.width_per_s = 4;  // d = 4 s
+  s.width_round = 4;
+  s.head_dim = 4;
   s.vocab = 256;
   s.vocab_multiple = 64;
-  s.seq_len = 128;
-  s.batch_tokens = 8 * 128;
-  s.micro_batch_tokens = 8 * 128;
+  s.seq_len = 64;
+  s.batch_tokens = 8 * 64;
+  s.micro_batch_tokens = 8 * 64;
   s.memory_limit_gib = 16;
-  // A fixed validation sample of 64 sequences: the same for every run, so its sampling error is
+  // A fixed validation sample of 128 sequences: the same for every run, so its sampling error is
   // shared across the sweep instead of moving the iso-FLOP curves independently.
-  s.train = {{"lr", 3e-3}, {"warmup", 0.05}, {"eval_tokens", 64 * 128}};
+  s.train = {{"lr", 3e-3}, {"warmup", 0.05}, {"eval_tokens", 128 * 64}, {"threads", 1}};
   s.seed = 1;
   return s;
 }
@@ -78,23 +80,26 @@ inline SweepSpec preset(const std::string& name) {
     SweepSpec s = detail::cpu_family("smoke");
     s.depth = 4;  // 1 + 2 + 1: r in {1, 2}
     s.r = {1, 2};
-    s.seq_len = 64;
-    s.batch_tokens = 8 * 64;
-    s.micro_batch_tokens = 8 * 64;
+    s.width_per_s = 16;  // d = 16, 32 (head_dim 16): the shapes the sweep tests were written for
+    s.width_round = 16;
+    s.head_dim = 16;
     s.budgets = {{1e10, {1, 2}}, {3e10, {1, 2}}};
     return s;
   }
   if (name == "cpu-mini") {
     SweepSpec s = detail::cpu_family("cpu-mini");
-    // 36 runs, 1.8e13 training FLOPs: about 17 minutes at the 17.7 GFLOP/s per CPU-second the
-    // engine reached here at these widths (measured on one thread of a loaded machine).
-    s.budgets = {{1.5e11, {1, 2, 3}}, {4e11, {1, 2, 3}}, {1e12, {1, 2, 3}}};
+    // 36 runs, 3 widths per (C, r) shifting up with C: d 4-12 at 5e10, d 8-16 at 1e11 and 1.6e11;
+    // 3.7e12 training FLOPs. docs/sweeps.md has the measured losses per cell and the time.
+    s.budgets = {{5e10, {1, 2, 3}}, {1e11, {2, 3, 4}}, {1.6e11, {2, 3, 4}}};
     return s;
   }
   if (name == "cpu") {
     SweepSpec s = detail::cpu_family("cpu");
-    // 76 runs, 2.9e14 training FLOPs: about 4.5 hours at the speed above.
-    s.budgets = {{3e11, {1, 2, 3, 4}}, {1e12, {1, 2, 3, 4, 5}}, {3e12, {2, 3, 4, 5, 6}}, {1e13, {2, 3, 4, 6, 8}}};
+    // The same family, 96 runs: five budgets from 5e10 to 8e11 with 4-5 widths each (d 4-40), the
+    // widths moving up with C as the optimum does; 3.1e13 training FLOPs, 8 times cpu-mini's (two
+    // shards, --shard 0/2 and 1/2, use both cores). Planned from the pilots, not yet run.
+    s.budgets = {{5e10, {1, 2, 3, 4}}, {1e11, {1, 2, 3, 4, 5}}, {2e11, {2, 3, 4, 5, 6}}, {4e11, {3, 4, 5, 6, 8}},
+                 {8e11, {4, 5, 6, 8, 10}}};
     return s;
   }
   std::string names;
