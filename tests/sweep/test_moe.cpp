@@ -151,7 +151,7 @@ TEST_CASE("E = 1, top-1 is the dense model of the same hidden plus a router of d
   CHECK(count_params(c).non_embedding == count_params(a).non_embedding + 2 * 32);
 }
 
-TEST_CASE("dense specs are untouched by the MoE fields: same JSON keys, same ids; MoE fields are checked") {
+TEST_CASE("dense specs are untouched by the MoE fields (same JSON keys, same ids), and the MoE fields are checked") {
   // The canonical JSON of a dense spec (hence its fingerprint) has exactly the keys it had before.
   const std::set<std::string> dense_keys = {"name", "depth", "prelude", "coda", "r", "inject", "bptt", "width_per_s", "width_round",
                                             "head_dim", "vocab", "vocab_multiple", "seq_len", "batch_tokens", "micro_batch_tokens",
