@@ -1,6 +1,6 @@
 // Named sweeps: `--preset NAME` on every sweep command.
 //   smoke     at most 8 tiny runs, well under a minute on two cores (tests, CI);
-//   cpu-mini  the demo: r in {1, 2, 4, 8}, 3 widths per budget, 19 minutes on two busy cores;
+//   cpu-mini  the demo: r in {1, 2, 4, 8}, 3 widths per budget, 14-19 minutes on two cores;
 //   cpu       the same family with more widths and budgets, a few hours on two cores;
 //   paper     the 116-run grid of the iso-depth paper (REFERENCE s.1), for GPUs.
 // The CPU presets use the byte-level corpus (vocab 256) and an iso-depth family of effective depth
