@@ -119,11 +119,9 @@ void BM_moe(benchmark::State& st) {
   st.counters["drop rate"] = m.stats.drop_rate();
 }
 
-// Dense and MoE (softmax, aux loss, dropless) alternately; the ratio of MoE to dense tokens/s.
-void BM_moe_vs_dense(benchmark::State& st) {
-  HB::set_threads(static_cast<int>(st.range(0)));
-  Dense dense;
-  Moe moe(false, 0.0);
+// One step of `dense` then one of `moe`, each timed, per iteration; their tokens/s and the ratio.
+template <class D, class M>
+void alternate(benchmark::State& st, D& dense, M& moe, double tokens) {
   using clock = std::chrono::steady_clock;
   double td = 0, tm = 0;
   for (auto _ : st) {
@@ -137,10 +135,18 @@ void BM_moe_vs_dense(benchmark::State& st) {
     st.SetIterationTime(std::chrono::duration<double>(t2 - t0).count());
   }
   const double it = static_cast<double>(st.iterations());
-  st.counters["dense tokens/s"] = N * it / td;
-  st.counters["moe tokens/s"] = N * it / tm;
+  st.counters["dense tokens/s"] = tokens * it / td;
+  st.counters["moe tokens/s"] = tokens * it / tm;
   st.counters["moe/dense"] = td / tm;
   st.counters["threads"] = HB::threads();
+}
+
+// Dense and MoE (softmax, aux loss, dropless) alternately; the ratio of MoE to dense tokens/s.
+void BM_moe_vs_dense(benchmark::State& st) {
+  HB::set_threads(static_cast<int>(st.range(0)));
+  Dense dense;
+  Moe moe(false, 0.0);
+  alternate(st, dense, moe, N);
 }
 
 // The whole-model pair: d 256, 2 heads, depth 6 = prelude 1 + recur 2 layers x r 2 + coda 1,
@@ -187,25 +193,9 @@ struct Trainee {
 void BM_model_moe_vs_dense(benchmark::State& st) {
   HB::set_threads(static_cast<int>(st.range(0)));
   Trainee dense(false), moe(true);
-  using clock = std::chrono::steady_clock;
-  double td = 0, tm = 0;
-  for (auto _ : st) {
-    const auto t0 = clock::now();
-    dense.step();
-    const auto t1 = clock::now();
-    moe.step();
-    const auto t2 = clock::now();
-    td += std::chrono::duration<double>(t1 - t0).count();
-    tm += std::chrono::duration<double>(t2 - t1).count();
-    st.SetIterationTime(std::chrono::duration<double>(t2 - t0).count());
-  }
-  const double it = static_cast<double>(st.iterations()), tokens = Trainee::B * Trainee::T;
-  st.counters["dense tokens/s"] = tokens * it / td;
-  st.counters["moe tokens/s"] = tokens * it / tm;
-  st.counters["moe/dense"] = td / tm;
+  alternate(st, dense, moe, static_cast<double>(Trainee::B * Trainee::T));
   st.counters["dense active"] = static_cast<double>(count_params(model_spec(false)).active);
   st.counters["moe active"] = static_cast<double>(count_params(model_spec(true)).active);
-  st.counters["threads"] = HB::threads();
 }
 
 }  // namespace

@@ -344,27 +344,6 @@ class Model {
   Acts carve_layer(Carver& c, IndexCarver& ic, const LayerShape& s, const LayerSpec& l) {
     const LayerActivations a = layer_activations(l, d_, seq_);
     Acts x{};
-    if (s.moe) {  // the MoE kernel's own saved activations take the place of the MLP's
-      const kernels::MoeSizes z = kernels::moe_sizes(s.ms, n_);
-      if (z.acts != (a.hpre + a.hact + a.router) * n_)
-        throw std::logic_error("train: MoE activations disagree with the memory plan");
-      x.xn1 = c.take(a.xn1 * n_);
-      x.rstd1 = c.take(a.rstd1 * n_);
-      x.qkv_n = c.take(a.qkv_n * n_);
-      x.qkv = c.take(a.qkv * n_);
-      x.rstd_qk = c.take(a.rstd_qk * n_);
-      x.P = c.take(a.probs * n_);
-      x.att = c.take(a.att * n_);
-      x.x_mid = c.take(a.x_mid * n_);
-      x.xn2 = c.take(a.xn2 * n_);
-      x.rstd2 = c.take(a.rstd2 * n_);
-      x.hpre = x.hact = nullptr;
-      T* v = c.take(z.acts);
-      kernels::int32* iv = ic.take(z.acts_index);
-      if (v && iv) x.moe = kernels::moe_acts(s.ms, n_, v, iv);
-      x.out = c.take(a.out * n_);
-      return x;
-    }
     x.xn1 = c.take(a.xn1 * n_);
     x.rstd1 = c.take(a.rstd1 * n_);
     x.qkv_n = c.take(a.qkv_n * n_);
@@ -375,8 +354,17 @@ class Model {
     x.x_mid = c.take(a.x_mid * n_);
     x.xn2 = c.take(a.xn2 * n_);
     x.rstd2 = c.take(a.rstd2 * n_);
-    x.hpre = c.take(a.hpre * n_);
-    x.hact = c.take(a.hact * n_);
+    if (s.moe) {  // the MoE kernel's own saved activations take the place of the MLP's
+      const kernels::MoeSizes z = kernels::moe_sizes(s.ms, n_);
+      if (z.acts != (a.hpre + a.hact + a.router) * n_)
+        throw std::logic_error("train: MoE activations disagree with the memory plan");
+      T* v = c.take(z.acts);
+      kernels::int32* iv = ic.take(z.acts_index);
+      if (v && iv) x.moe = kernels::moe_acts(s.ms, n_, v, iv);
+    } else {
+      x.hpre = c.take(a.hpre * n_);
+      x.hact = c.take(a.hact * n_);
+    }
     x.out = c.take(a.out * n_);
     (void)s;
     return x;
@@ -613,27 +601,9 @@ class Model {
     for (const LayerParams& w : blk_w_) {
       if (w.moe < 0) continue;
       MoeLayer& m = moe_[w.moe];
-      kernels::MoeStats& f = m.forward_only;
-      const kernels::MoeStats& st = m.stats;
-      if (phase == 0) f = st;
-      if (phase == 1) {  // f = stats now - stats before
-        for (std::size_t e = 0; e < f.routed.size(); ++e) {
-          f.routed[e] = st.routed[e] - f.routed[e];
-          f.kept[e] = st.kept[e] - f.kept[e];
-          f.prob[e] = st.prob[e] - f.prob[e];
-        }
-        f.tokens = st.tokens - f.tokens, f.slots = st.slots - f.slots, f.dropped = st.dropped - f.dropped;
-        f.zsum = st.zsum - f.zsum, f.calls = st.calls - f.calls;
-      }
-      if (phase == 2) {
-        kernels::MoeStats& t = m.stats;
-        for (std::size_t e = 0; e < f.routed.size(); ++e) {
-          t.routed[e] += f.routed[e];
-          t.kept[e] += f.kept[e];
-          t.prob[e] += f.prob[e];
-        }
-        t.tokens += f.tokens, t.slots += f.slots, t.dropped += f.dropped, t.zsum += f.zsum, t.calls += f.calls;
-      }
+      if (phase == 0) m.forward_only = m.stats;
+      if (phase == 1) m.forward_only.combine(-1.0, m.stats);  // now - before
+      if (phase == 2) m.stats.combine(1.0, m.forward_only);
     }
   }
 

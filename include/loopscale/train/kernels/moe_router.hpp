@@ -191,6 +191,17 @@ struct MoeStats {
     calls = 0;
   }
   int64 experts() const { return static_cast<int64>(routed.size()); }
+  // this = a * this + other, field by field (a = 1: add; a = -1: other minus this).
+  void combine(double a, const MoeStats& o) {
+    for (std::size_t e = 0; e < routed.size(); ++e) {
+      routed[e] = a * routed[e] + o.routed[e];
+      kept[e] = a * kept[e] + o.kept[e];
+      prob[e] = a * prob[e] + o.prob[e];
+    }
+    tokens = a * tokens + o.tokens, slots = a * slots + o.slots, dropped = a * dropped + o.dropped;
+    zsum = a * zsum + o.zsum;
+    calls = static_cast<int64>(a) * calls + o.calls;
+  }
   // Share of the routed slots that went to expert e (sums to 1).
   double load(int64 e) const { return slots > 0 ? routed[e] / slots : 0.0; }
   double drop_rate() const { return slots > 0 ? dropped / slots : 0.0; }
