@@ -32,15 +32,19 @@ print(f"{'fit':<40} {'loopscale s':>12} {'CPU s':>8} {'objective':>14}")
 for k, (t, o, c) in sorted(ours.items()):
     print(f"{k:<40} {t:>12.3f} {c:>8.3f} {o:>14.10f}")
 print()
-print(f"{'SciPy fit':<28} {'seconds':>12} {'objective':>14} {'ratio':>12}  (loopscale: 2 threads, SciPy's stopping rules)")
+print(f"{'SciPy fit':<28} {'seconds':>9} {'objective':>16}   ratios against loopscale on 2 threads")
 def ours_at(prefix):  # the 2-thread run, whatever timing suffixes Google Benchmark adds to its name
     return next(v for k, v in ours.items() if k.startswith(prefix))
-# Like for like: loopscale with SciPy's stopping rules (second benchmark argument 1), two threads.
-for law, key in (("chinchilla", "epoch_grid/2/1/"), ("isodepth", "isodepth_500/2/1/")):
+# Two comparisons: loopscale's defaults (SciPy's rules for every start, then the 8 best polished),
+# and step for step (SciPy's rules alone, 10 corrections; second benchmark argument 1).
+for law, key in (("chinchilla", "epoch_grid/2/"), ("isodepth", "isodepth_500/2/")):
     for grad in ("numeric", "analytic"):
         s = json.load(open(os.path.join(work, f"scipy_{law}_{grad}.json")))
-        t, _, c = ours_at(key)
-        print(f"{law + ' (' + grad + ')':<28} {s['seconds']:>12.2f} {s['objective']:>14.10f} {s['seconds'] / t:>11.0f}x wall"
-              f"  CPU {s['cpu_seconds']:.1f} s: {s['cpu_seconds'] / c:.0f}x")
+        print(f"{law + ' (' + grad + ')':<28} {s['seconds']:>9.2f} {s['objective']:>16.12f}", end="")
+        for arg, label in (("0/", "defaults"), ("1/", "SciPy's rules")):
+            t, o, c = ours_at(key + arg)
+            print(f"   {label}: {s['seconds'] / t:.0f}x wall, {s['cpu_seconds'] / c:.0f}x CPU"
+                  f" ({'<=' if o <= s['objective'] else '>'} SciPy's objective)", end="")
+        print()
         print(f"    params {s['params']}")
 PY

@@ -15,6 +15,7 @@ struct FitArgs {
   std::uint64_t seed = 0;
   double huber_delta = 1e-3;
   double ftol = law::FitOptions{}.ftol, gtol = law::FitOptions{}.gtol;
+  int polish = law::FitOptions{}.polish;
   int bootstrap = 0;
   double ci_level = 0.95;
   int threads = 0;
@@ -38,6 +39,8 @@ void run(const FitArgs& a) {
   if (!(a.ftol >= 0) || !(a.gtol >= 0)) throw usage_error("--ftol and --gtol must not be negative");
   opt.ftol = a.ftol;
   opt.gtol = a.gtol;
+  if (a.polish < -1) throw usage_error("--polish must be -1 (every start), 0 (none) or a count of starts");
+  opt.polish = a.polish;
   opt.threads = a.threads;
   opt.frozen = numeric_assignments(a.freeze, "--freeze");
   std::optional<law::StartPlan> plan;
@@ -168,8 +171,9 @@ const bool registered = add_command([](CLI::App& app) {
   sub->add_option("--start", a->start_points, "a start of your own, every parameter named: A=400,B=400,E=2,alpha=.3,beta=.3");
   sub->add_option("--seed", a->seed, "seed of random starts and bootstrap resamples")->capture_default_str();
   sub->add_option("--huber-delta", a->huber_delta, "Huber delta on log residuals")->capture_default_str();
-  sub->add_option("--ftol", a->ftol, "stop a start when the objective falls by less than this (times max(1, |f|))")->capture_default_str();
-  sub->add_option("--gtol", a->gtol, "stop a start when the projected gradient is below this")->capture_default_str();
+  sub->add_option("--polish", a->polish, "every start first stops at SciPy's rules; this many of the best then go on to --ftol/--gtol (-1: every start runs to them, 0: none)")->capture_default_str();
+  sub->add_option("--ftol", a->ftol, "polish: stop when the objective falls by less than this (times max(1, |f|))")->capture_default_str();
+  sub->add_option("--gtol", a->gtol, "polish: stop when the projected gradient is below this")->capture_default_str();
   sub->add_option("--freeze", a->freeze, "hold a parameter at a value: --freeze phi=0");
   sub->add_option("--bootstrap", a->bootstrap, "percentile intervals from N resamples");
   sub->add_option("--block", a->block, "resample whole groups of this column (block bootstrap)");

@@ -81,6 +81,7 @@ inline nlohmann::json fit_json(const law::FitResult& r, bool with_residuals = tr
   j["points"] = r.points;
   j["starts"] = r.starts;
   j["failed_starts"] = r.failed_starts;
+  j["polished"] = r.polished;
   j["best_start"] = r.best_start;
   j["seconds"] = r.seconds;
   if (with_residuals) j["residuals"] = std::vector<double>(r.residuals.data(), r.residuals.data() + r.residuals.size());
@@ -89,7 +90,8 @@ inline nlohmann::json fit_json(const law::FitResult& r, bool with_residuals = tr
 
 inline void print_fit(const law::AnyLaw& law, const law::FitResult& r, const law::BootstrapResult* ci) {
   fmt::print("law {}: {}\n  {}\n", law.name(), law.formula(), law.source());
-  fmt::print("points {}   starts {} ({} failed, best #{})   {:.3f} s\n", r.points, r.starts, r.failed_starts, r.best_start, r.seconds);
+  fmt::print("points {}   starts {} ({} failed, {} polished, best #{})   {:.3f} s\n", r.points, r.starts, r.failed_starts, r.polished,
+             r.best_start, r.seconds);
   for (std::size_t k = 0; k < r.parameters.size(); ++k) {
     const auto i = static_cast<Eigen::Index>(k);
     fmt::print("  {:<8} {:>14.6g}", r.parameters[k].name, r.values[i]);

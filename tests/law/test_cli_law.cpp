@@ -27,9 +27,10 @@ TEST_CASE("loopscale fit --json on Epoch's data", "[law][cli]") {
   const auto r = run_cli("fit --law chinchilla --data " + epoch + epoch_map + " --drop-highest 5 --starts grid --json");
   REQUIRE(r.rc == 0);
   const auto j = nlohmann::json::parse(r.out);
-  for (const char* k : {"params", "objective", "r2", "rmse", "starts", "failed_starts", "seconds", "residuals"}) CHECK(j.contains(k));
+  for (const char* k : {"params", "objective", "r2", "rmse", "starts", "failed_starts", "polished", "seconds", "residuals"}) CHECK(j.contains(k));
   CHECK(j["starts"] == 4500);
-  CHECK(j["objective"].get<double>() <= 0.0010182741);
+  CHECK(j["polished"] == 8);
+  CHECK(j["objective"].get<double>() <= 0.00101827402);
   CHECK(j["params"]["E"].get<double>() == Approx(1.8172).epsilon(0.005));
   CHECK(j["residuals"].size() == 240);
 }
@@ -90,6 +91,7 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
   expect_error("fit --law nope --data " + epoch, "no law 'nope'");
   expect_error(fit + epoch + epoch_map + " --freeze zeta=1", "no such parameter");
   expect_error("fit --law chinchilla --starts sometimes --data " + epoch + epoch_map, "--starts");
+  expect_error(fit + epoch + epoch_map + " --polish -2", "--polish");
   expect_error("fit --law iso-depth --starts grid --data " + epoch + epoch_map, "");
   expect_error("law --law chinchilla --param E=1 --data " + epoch + epoch_map, "needs --param");
   expect_error("equivalent --law iso-depth --param phi=0.4 --n-once 1e8 --n-rec -1 --r 4", "--n-rec");

@@ -20,8 +20,10 @@ TEST_CASE("Epoch's Chinchilla data with the 4,500-start grid matches SciPy", "[l
   REQUIRE(runs.size() == 240);
   const FitResult r = fit(Chinchilla{}, runs, {});  // default plan: the grid
   CHECK(r.starts == 4500);
-  // SciPy's objective, measured here, is 0.00101827408 (printed as 0.001018274).
-  CHECK(r.objective <= 0.0010182741);
+  // SciPy's objective, measured here: 0.0010182740178 with the analytic gradient, 0.00101827408
+  // with finite differences (both print as 0.001018274).
+  CHECK(r.objective <= 0.00101827402);
+  CHECK(r.polished == 8);
   const auto near = [&](const char* name, double scipy) {
     INFO(name << " = " << r.value(name) << ", SciPy " << scipy);
     CHECK(std::abs(r.value(name) / scipy - 1) < 0.005);

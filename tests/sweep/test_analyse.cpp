@@ -100,8 +100,8 @@ TEST_CASE("analyse: with noise, the joint fit equals a fit done by hand on the s
   const law::AnyLaw iso = law::IsoDepth{};
   law::FitOptions fo;
   fo.starts = law::random_starts(iso.parameters(), 60, 0);
-  fo.gtol = 1e-8;  // the analysis's stopping rules (AnalyseOptions)
-  fo.ftol = 1e-12;
+  fo.gtol = sweep::AnalyseOptions{}.gtol;  // the analysis's stopping rules
+  fo.ftol = sweep::AnalyseOptions{}.ftol;
   const law::FitResult hand = law::fit(iso, data, fo);
   CHECK(a.joint->fit.objective == Approx(hand.objective).epsilon(1e-9));
   for (const char* p : {"E", "A", "B", "alpha", "beta", "phi"}) CHECK(a.joint->fit.value(p) == Approx(hand.value(p)).epsilon(1e-6));

@@ -123,12 +123,13 @@ struct AnalyseOptions {
   double level = 0.95;       // of the interval
   std::uint64_t seed = 0;
   int threads = 0;           // OpenMP threads of the fitter; 0: all
-  // L-BFGS-B stopping rules. SciPy's defaults (pgtol 1e-5, factr 1e7) are absolute once the
-  // Huber objective is below 1, which it always is here: a bootstrap refit that starts at the
-  // full-data optimum then stops on the spot and reports the full-data phi again, shrinking the
-  // interval (seen on synthetic sweeps: over half the resamples). Tighter rules let it move.
-  double gtol = 1e-8;
-  double ftol = 1e-12;
+  // L-BFGS-B stopping rules of the polish (law::FitOptions). SciPy's defaults (pgtol 1e-5,
+  // factr 1e7) are absolute once the Huber objective is below 1, which it always is here: a
+  // bootstrap refit that starts at the full-data optimum would stop on the spot and report the
+  // full-data phi again, shrinking the interval (seen on synthetic sweeps: over half the
+  // resamples). The fitter's polish goes on under these tighter rules, which lets it move.
+  double gtol = law::FitOptions{}.gtol;
+  double ftol = law::FitOptions{}.ftol;
 };
 
 struct ArchFit {
