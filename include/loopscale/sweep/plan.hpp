@@ -423,25 +423,32 @@ inline nlohmann::json moe_columns(const ParamCounts& p, int64 r, int64 experts, 
           {"N_unroll", n_act + (r - 1) * p.rec_active}};
 }
 
+// What identifies a run and its size: the columns both the plan (run_json) and a finished run's
+// results line (results.hpp) carry.
+inline nlohmann::json run_columns(const PlannedRun& r) {
+  const ParamCounts& p = r.acct.params;
+  return {{"id", r.id},
+          {"index", r.index},
+          {"C", r.budget},
+          {"r", r.r},
+          {"s", r.s},
+          {"d_model", r.model.d_model},
+          {"N_once", p.once},
+          {"N_rec", p.rec},
+          {"N", p.non_embedding},
+          {"N_unrolled", p.unrolled},
+          {"F", r.flops_per_token}};
+}
+
 inline nlohmann::json run_json(const PlannedRun& r, const SweepSpec& spec) {
   const ParamCounts& p = r.acct.params;
-  nlohmann::json j = {{"id", r.id},
-                      {"index", r.index},
-                      {"C", r.budget},
-                      {"r", r.r},
-                      {"s", r.s},
-                      {"d_model", r.model.d_model},
-                      {"N_once", p.once},
-                      {"N_rec", p.rec},
-                      {"N", p.non_embedding},
-                      {"N_total", p.total},
-                      {"N_unrolled", p.unrolled},
-                      {"F", r.flops_per_token},
-                      {"D", r.tokens},
-                      {"steps", r.steps},
-                      {"tokens_trained", static_cast<double>(r.steps) * static_cast<double>(spec.batch_tokens)},
-                      {"memory_gib", r.memory_bytes / (1024.0 * 1024 * 1024)},
-                      {"runnable", r.runnable()}};
+  nlohmann::json j = run_columns(r);
+  j.update({{"N_total", p.total},
+            {"D", r.tokens},
+            {"steps", r.steps},
+            {"tokens_trained", static_cast<double>(r.steps) * static_cast<double>(spec.batch_tokens)},
+            {"memory_gib", r.memory_bytes / (1024.0 * 1024 * 1024)},
+            {"runnable", r.runnable()}});
   if (r.experts > 0) j.update(moe_columns(p, r.r, r.experts, r.top_k));
   if (!r.runnable()) j["problem"] = r.problem;
   return j;

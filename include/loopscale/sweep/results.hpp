@@ -91,21 +91,8 @@ inline nlohmann::json result_line(const Plan& plan, const PlannedRun& run, const
   const double trained = summary.contains("tokens") && summary.at("tokens").is_number()
                              ? summary.at("tokens").get<double>()
                              : static_cast<double>(run.steps) * static_cast<double>(plan.spec.batch_tokens);
-  nlohmann::json line = {{"sweep", plan.fingerprint},
-                          {"id", run.id},
-                          {"index", run.index},
-                          {"C", run.budget},
-                          {"r", run.r},
-                          {"s", run.s},
-                          {"d_model", run.model.d_model},
-                          {"N_once", p.once},
-                          {"N_rec", p.rec},
-                          {"N", p.non_embedding},
-                          {"N_unrolled", p.unrolled},
-                          {"F", run.flops_per_token},
-                          {"D", trained},
-                          {"loss", summary.at("val_loss").get<double>()},
-                          {"summary", summary}};
+  nlohmann::json line = run_columns(run);
+  line.update({{"sweep", plan.fingerprint}, {"D", trained}, {"loss", summary.at("val_loss").get<double>()}, {"summary", summary}});
   if (run.experts > 0) line.update(moe_columns(p, run.r, run.experts, run.top_k));
   return line;
 }
