@@ -1,8 +1,8 @@
 // results.jsonl: one JSON object per finished run, the only record a sweep's analysis reads.
-// Appending rewrites the file to a temporary beside it and renames it over the old one, so a kill
-// at any moment leaves either the old file or the new one, never a torn line. That costs O(n) per
-// append, which is nothing next to training a run; concurrent writers must use separate files
-// (shards do: results.shard-I-of-N.jsonl).
+// Appending rewrites the file to a temporary beside it and renames it over the old one
+// (write_file_atomic), so a kill at any moment leaves either the old file or the new one, never a
+// torn line. That costs O(n) per append, which is nothing next to training a run; concurrent
+// writers must use separate files (shards do: results.shard-I-of-N.jsonl).
 //
 // A line: {"sweep": fingerprint, "id", "index", "C", "r", "s", "d_model", "N_once", "N_rec", "N",
 //          "N_unrolled", "F", "D", "loss", "summary": {the engine's summary.json}}
@@ -11,8 +11,6 @@
 // "N_loop", "N_total", "m", "N_unroll".
 #pragma once
 
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <filesystem>
 #include <map>
@@ -21,13 +19,11 @@
 #include <string>
 #include <vector>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "loopscale/sweep/plan.hpp"
+#include "loopscale/util/atomic_file.hpp"
 
 namespace loopscale::sweep {
 
@@ -126,51 +122,9 @@ inline std::vector<RunResult> read_results(const fs::path& file) {
   return out;
 }
 
-namespace detail {
-
-inline void write_all(int fd, const std::string& data, const fs::path& what) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error(fmt::format("writing {}: {}", what.string(), std::strerror(errno)));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-}
-
-inline void fsync_dir(const fs::path& dir) {
-  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-}  // namespace detail
-
-// Replaces `file` by `contents` atomically: temporary file in the same folder, fsync, rename.
-inline void write_file_atomic(const fs::path& file, const std::string& contents) {
-  const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", tmp.string(), std::strerror(errno)));
-  try {
-    detail::write_all(fd, contents, tmp);
-    if (::fsync(fd) != 0) throw std::runtime_error(fmt::format("fsync {}: {}", tmp.string(), std::strerror(errno)));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), file.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp.string(), file.string(), std::strerror(err)));
-  }
-  detail::fsync_dir(file.parent_path());
-}
+// The atomic replacement every sweep file goes through (util/atomic_file.hpp); a failure is a
+// file_write_error, a std::runtime_error naming the file and the reason.
+using loopscale::write_file_atomic;
 
 // Appends one line (all or nothing). Refuses a second line for an id already in the file.
 inline void append_result(const fs::path& file, const nlohmann::json& line) {

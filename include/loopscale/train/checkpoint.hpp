@@ -1,6 +1,7 @@
 // Checkpoints: everything a run needs to continue bit-identically, in one file written atomically
-// (a temporary file in the same folder, flushed to disk, then renamed over the old one), so a kill
-// at any moment leaves either the previous checkpoint or the new one, never a torn file.
+// (util/atomic_file.hpp: a temporary file in the same folder, flushed to disk, then renamed over the
+// old one), so a kill at any moment leaves either the previous checkpoint or the new one, never a
+// torn file.
 //
 // Layout: "LSCKPT01" | u32 version | u32 bytes per value | u64 JSON length | JSON (step, tokens,
 // elapsed time, RNG and data position, the run's config) | u64 n | params[n] | m[n] | v[n] | "LSCKPTOK"
@@ -17,10 +18,9 @@
 #include <string>
 #include <vector>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
+
+#include "loopscale/util/atomic_file.hpp"
 
 namespace loopscale::train {
 
@@ -38,37 +38,13 @@ struct Checkpoint {
   std::vector<T> params, m, v;
 };
 
-// Writes a file atomically: `fill` writes the content into a temporary file in the same folder,
-// which is flushed to disk and renamed over `path`; then the folder itself is synced.
-template <class Fill>
-void write_file_atomic(const std::filesystem::path& path, Fill fill) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw checkpoint_error("cannot write " + tmp.string());
-  bool ok = fill(f);
-  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  std::fclose(f);
-  if (!ok) throw checkpoint_error("cannot write " + tmp.string() + " (disk full?)");
-  std::filesystem::rename(tmp, path);
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  const int fd = ::open(dir.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-inline void write_file_atomic(const std::filesystem::path& path, const std::string& bytes) {
-  write_file_atomic(path, [&bytes](FILE* f) { return std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size(); });
-}
-
 // Streams the buffers to disk (no copy of the parameters in memory).
 template <class T>
 void save_checkpoint(const std::filesystem::path& path, const nlohmann::json& meta, std::span<const T> params,
                      std::span<const T> m, std::span<const T> v) {
   if (m.size() != params.size() || v.size() != params.size()) throw checkpoint_error("checkpoint: buffers differ in size");
   const std::string js = meta.dump();
-  write_file_atomic(path, [&](FILE* f) {
+  write_file_atomic<checkpoint_error>(path, [&](FILE* f) {
     const std::uint64_t n = params.size(), jl = js.size();
     const std::uint32_t ver = checkpoint_version, vb = sizeof(T);
     const auto put = [f](const void* p, std::size_t k) { return std::fwrite(p, 1, k, f) == k; };

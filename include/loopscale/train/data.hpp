@@ -12,7 +12,9 @@
 // windows the uninterrupted run would have, whatever happened before.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,12 +22,14 @@
 #include <string>
 #include <vector>
 
-#include "loopscale/train/model.hpp"
+#include "loopscale/train/param_tensor.hpp"
+#include "loopscale/util/atomic_file.hpp"
+#include "loopscale/util/random.hpp"
 
 namespace loopscale::train {
 
 // Missing, truncated or inconsistent data: bad input, reported before training starts.
-struct data_error : std::invalid_argument {
+struct corpus_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
@@ -53,13 +57,13 @@ struct TokenFile {
   }
 };
 
-// Reads and checks a token file; every problem is a data_error naming the file.
+// Reads and checks a token file; every problem is a corpus_error naming the file.
 inline TokenFile read_token_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw data_error("data: cannot open " + path + " (build a corpus with scripts/corpus.sh)");
+  if (!f) throw corpus_error("data: cannot open " + path + " (build a corpus with scripts/corpus.sh)");
   unsigned char h[token_header_bytes];
-  if (!f.read(reinterpret_cast<char*>(h), sizeof h)) throw data_error("data: " + path + " is shorter than its header");
-  if (std::memcmp(h, token_magic, 8) != 0) throw data_error("data: " + path + " is not a loopscale token file (bad magic)");
+  if (!f.read(reinterpret_cast<char*>(h), sizeof h)) throw corpus_error("data: " + path + " is shorter than its header");
+  if (std::memcmp(h, token_magic, 8) != 0) throw corpus_error("data: " + path + " is not a loopscale token file (bad magic)");
   const auto u32 = [&h](int o) {
     std::uint32_t v;
     std::memcpy(&v, h + o, 4);
@@ -72,48 +76,46 @@ inline TokenFile read_token_file(const std::string& path) {
   };
   TokenFile t;
   t.path = path;
-  if (u32(8) != token_version) throw data_error("data: " + path + " has version " + std::to_string(u32(8)) + ", expected 1");
+  if (u32(8) != token_version) throw corpus_error("data: " + path + " has version " + std::to_string(u32(8)) + ", expected 1");
   t.token_bytes = u32(12);
   t.vocab = u32(16);
   t.count = u64(24);
   t.text_bytes = u64(32);
   if (t.token_bytes != 1 && t.token_bytes != 2 && t.token_bytes != 4)
-    throw data_error("data: " + path + " has " + std::to_string(t.token_bytes) + " bytes per token (1, 2 or 4)");
+    throw corpus_error("data: " + path + " has " + std::to_string(t.token_bytes) + " bytes per token (1, 2 or 4)");
   if (t.text_bytes == 0) t.text_bytes = t.count;
   const auto size = std::filesystem::file_size(path);
   const auto expect = token_header_bytes + t.count * t.token_bytes;
   if (size != expect)
-    throw data_error("data: " + path + " is truncated or padded: " + std::to_string(size) + " bytes, header says " +
-                     std::to_string(expect));
+    throw corpus_error("data: " + path + " is truncated or padded: " + std::to_string(size) + " bytes, header says " +
+                       std::to_string(expect));
   t.raw.resize(t.count * t.token_bytes);
   if (!f.read(reinterpret_cast<char*>(t.raw.data()), static_cast<std::streamsize>(t.raw.size())))
-    throw data_error("data: could not read the tokens of " + path);
+    throw corpus_error("data: could not read the tokens of " + path);
   return t;
 }
 
+// Writes a token file atomically (util/atomic_file.hpp); `token_bytes` low bytes of each token.
 inline void write_token_file(const std::string& path, const std::vector<std::int32_t>& tokens, std::uint32_t vocab,
                              std::uint32_t token_bytes = 1) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(token_magic, 8);
+  write_file_atomic<corpus_error>(path, [&](std::FILE* f) {
     const std::uint32_t h32[4] = {token_version, token_bytes, vocab, 0};
     const std::uint64_t h64[2] = {tokens.size(), tokens.size() * token_bytes};
-    f.write(reinterpret_cast<const char*>(h32), sizeof h32);
-    f.write(reinterpret_cast<const char*>(h64), sizeof h64);
-    for (std::int32_t t : tokens) f.write(reinterpret_cast<const char*>(&t), token_bytes);
-    if (!f) throw data_error("data: cannot write " + tmp);
-  }
-  std::filesystem::rename(tmp, path);
+    bool ok = std::fwrite(token_magic, 1, 8, f) == 8 && std::fwrite(h32, 1, sizeof h32, f) == sizeof h32 &&
+              std::fwrite(h64, 1, sizeof h64, f) == sizeof h64;
+    for (std::size_t i = 0; ok && i < tokens.size(); ++i) ok = std::fwrite(&tokens[i], 1, token_bytes, f) == token_bytes;
+    return ok;
+  });
 }
 
-// Checks that a file's tokens fit the model's vocabulary and that a window fits in it.
+// Checks that the vocabulary a file declares fits the model's and that the file holds at least
+// seq_len + 2 tokens (one more than a (seq_len + 1)-token window needs).
 inline void check_fits(const TokenFile& f, int64 vocab, int64 seq_len) {
   if (f.vocab > static_cast<std::uint64_t>(vocab))
-    throw data_error("data: " + f.path + " has vocab " + std::to_string(f.vocab) + " but the model's is " + std::to_string(vocab));
+    throw corpus_error("data: " + f.path + " has vocab " + std::to_string(f.vocab) + " but the model's is " + std::to_string(vocab));
   if (f.count < static_cast<std::uint64_t>(seq_len) + 2)
-    throw data_error("data: " + f.path + " holds " + std::to_string(f.count) + " tokens, fewer than one window of " +
-                     std::to_string(seq_len + 1));
+    throw corpus_error("data: " + f.path + " holds " + std::to_string(f.count) + " tokens, fewer than one window of " +
+                       std::to_string(seq_len + 1));
 }
 
 // Deterministic (T+1)-token windows of the training file: inputs are the first T, targets the last T.

@@ -7,16 +7,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <span>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
-#include "loopscale/train/model.hpp"
+#include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/param_tensor.hpp"
+#include "loopscale/util/names.hpp"
 
 namespace loopscale::train {
 
+// The learning rate after warmup: cosine or linear decay to the floor, or constant.
 enum class Decay : std::uint8_t { cosine, linear, constant };
+
+inline constexpr auto decay_names =
+    make_names<Decay>({{Decay::cosine, "cosine"}, {Decay::linear, "linear"}, {Decay::constant, "constant"}});
+constexpr const auto& names_of(Decay) { return decay_names; }
 
 struct Schedule {
   double lr = 3e-3;          // peak learning rate
