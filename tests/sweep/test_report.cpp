@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/run_cli.hpp"
+#include "loopscale/law/constants.hpp"
 #include "loopscale/sweep/compare.hpp"
 #include "loopscale/sweep/presets.hpp"
 #include "loopscale/sweep/report.hpp"
@@ -62,6 +63,11 @@ TEST_CASE("report: report.md with phi and its interval, analysis.json, runs.csv 
   CHECK(j["joint"]["phi"].get<double>() == phi);
   CHECK(j["cells"].size() == 24);
   CHECK(loopscale::test::count_lines(slurp(f.csv)) == 117);
+  // The runs table's joint law is the fitted law's own prediction at each run.
+  const std::vector<double> predicted = joint_law_at_runs(f.analysis);
+  REQUIRE(predicted.size() == f.analysis.runs.size());
+  for (std::size_t i = 0; i < predicted.size(); ++i)
+    CHECK(predicted[i] == Approx(f.analysis.joint->fit.predicted[static_cast<Eigen::Index>(i)]).epsilon(1e-12));
   if (std::system("gnuplot --version > /dev/null 2>&1") == 0) {
     CHECK(f.plot_problem.empty());
     REQUIRE(f.plots.size() == 3);
@@ -69,6 +75,27 @@ TEST_CASE("report: report.md with phi and its interval, analysis.json, runs.csv 
   } else {
     CHECK(!f.plot_problem.empty());
   }
+}
+
+TEST_CASE("report data: the joint law's losses are law::IsoDepth's with the fit's parameters") {
+  using P = law::IsoDepthPublished;
+  const law::AnyLaw iso = law::IsoDepth{};
+  law::FitResult fit;
+  fit.law = iso.name();
+  fit.parameters = iso.parameters();
+  fit.theta = law::theta_of(iso, {{"E", P::E}, {"A", P::A}, {"B", P::B}, {"alpha", P::alpha}, {"beta", P::beta}, {"phi", P::phi}});
+  const std::vector<JointPoint> points{{2e7, 5e7, 1, 2e9}, {3e8, 1e8, 4, 1e11}, {1e6, 1e6, 8, 5e8}};
+  const std::vector<double> loss = joint_law_loss(fit, points);
+  REQUIRE(loss.size() == points.size());
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const JointPoint& q = points[i];
+    const double expect = P::E + P::A * std::pow(q.n_once + std::pow(q.r, P::phi) * q.n_rec, -P::alpha) + P::B * std::pow(q.tokens, -P::beta);
+    CHECK(loss[i] == Approx(expect).epsilon(1e-12));
+  }
+  CHECK(joint_law_loss(fit, {}).empty());
+  law::FitResult other = fit;
+  other.law = "chinchilla";
+  CHECK_THROWS_AS(joint_law_loss(other, points), sweep_error);
 }
 
 TEST_CASE("compare: delta-phi of two sweeps with different phi, and the CLI around report and compare") {

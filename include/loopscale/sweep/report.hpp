@@ -4,13 +4,15 @@
 // gnuplot into DIR/plots/: iso-FLOP curves per r with the fitted joint law, the loss-compute
 // frontier per r, and the bootstrap distribution of phi. Each plot's data and gnuplot script stay
 // next to the PNG, so a figure can be restyled without refitting.
+//
+// This header renders and writes; the numbers it shows come from analyse.hpp (the fits) and
+// report_data.hpp (the runs read, the joint law's predictions, the data of each plot).
+// write_report does it all: read the folder, analyse, compute, render, write.
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -18,44 +20,10 @@
 #include <fmt/format.h>
 
 #include "loopscale/sweep/analyse.hpp"
-#include "loopscale/sweep/merge.hpp"
+#include "loopscale/sweep/report_data.hpp"
 #include "loopscale/sweep/run.hpp"
 
 namespace loopscale::sweep {
-
-// The counts of an (r, d) point of the family for smooth law curves: heads = 1 so any even d is a
-// valid spec. Parameters and FLOPs depend on h q = d only, so the counts equal the sweep's own.
-// experts > 0: the MoE member with E experts (its expert hidden width follows d as the sweep's does).
-inline Accounting curve_point(const SweepSpec& s, int64 r, int64 d, int64 experts = 0) {
-  ModelSpec m = model_of(s, r, 1, experts);
-  m.d_model = d;
-  for (StackSpec* st : {&m.prelude, &m.recur.block, &m.coda}) {
-    st->layer.attn.heads = 1, st->layer.attn.head_dim = 0;
-    if (st->layer.ffn.experts > 0) st->layer.ffn.hidden = std::max<int64>(1, std::llround(s.expert_ff * static_cast<double>(d)));
-  }
-  return account(m, s.seq_len);
-}
-
-// The runs the iso-depth analysis (phi, iso-FLOP cells) reads. A dense sweep: all of them. An MoE
-// sweep: the runs of its smallest expert count only (E = 1, a routed dense MLP, when swept), since
-// the joint law of iso-depth has no term for E; the looped-MoE law is fitted on all runs with
-// `loopscale fit --law looped-moe --data DIR/runs.csv`.
-inline std::vector<RunResult> iso_depth_runs(const SweepSpec& spec, const std::vector<RunResult>& results, int64* experts = nullptr) {
-  if (!spec.moe() || results.empty()) return results;
-  int64 e = results.front().experts;
-  for (const RunResult& r : results) e = std::min(e, r.experts);
-  if (experts) *experts = e;
-  std::vector<RunResult> out;
-  for (const RunResult& r : results)
-    if (r.experts == e) out.push_back(r);
-  return out;
-}
-
-// The joint law's loss at (N_once, N_rec, r, D) with the fitted values.
-inline double joint_loss(const law::FitResult& f, double n_once, double n_rec, double r, double d) {
-  return f.value("E") + f.value("A") * std::pow(n_once + std::pow(r, f.value("phi")) * n_rec, -f.value("alpha")) +
-         f.value("B") * std::pow(d, -f.value("beta"));
-}
 
 struct ReportOptions {
   AnalyseOptions analyse{};
@@ -92,67 +60,43 @@ inline const char* color(std::size_t i) {
 
 }  // namespace detail
 
-// Writes the data and gnuplot scripts of the three plots and renders them.
-inline std::vector<fs::path> write_plots(const fs::path& dir, const SweepSpec& spec, const Analysis& a, const std::string& gnuplot,
-                                         std::string& problem) {
+// Writes the data and gnuplot scripts of the three plots (report_data.hpp, plot_data) and renders them.
+inline std::vector<fs::path> write_plots(const fs::path& dir, const PlotData& p, const std::string& gnuplot, std::string& problem) {
   const fs::path pd = dir / "plots";
   fs::create_directories(pd);
   const bool cairo = detail::has_cairo(gnuplot);
   const std::string term = cairo ? "set terminal pngcairo size 1200,900 enhanced font 'DejaVu Sans,11'"
                                  : "set terminal png size 1200,900";
-  std::vector<int64> rs;
-  std::vector<double> budgets;
-  for (const auto& f : a.per_r) rs.push_back(f.r);
-  for (const auto& c : a.cells)
-    if (std::find(budgets.begin(), budgets.end(), c.budget) == budgets.end()) budgets.push_back(c.budget);
-  std::sort(budgets.begin(), budgets.end());
+  const auto colour_of = [&](double budget) {
+    return detail::color(static_cast<std::size_t>(std::find(p.budgets.begin(), p.budgets.end(), budget) - p.budgets.begin()));
+  };
   std::vector<fs::path> scripts;
 
   {  // 1. iso-FLOP curves: one panel per r, one colour per budget; points = runs, lines = joint law.
     std::ofstream gp(pd / "isoflop.gp");
     gp << term << "\nset output '" << (pd / "isoflop.png").string() << "'\n";
-    const int cols = rs.size() > 1 ? 2 : 1, rows = static_cast<int>((rs.size() + 1) / 2);
+    const int cols = p.isoflop.size() > 1 ? 2 : 1, rows = static_cast<int>((p.isoflop.size() + 1) / 2);
     gp << fmt::format("set multiplot layout {},{} title 'iso-FLOP curves of sweep {}: runs (points){}' font ',13'\n", rows, cols,
-                      spec.name, a.joint ? " and the fitted joint law (lines)" : "");
+                      p.sweep, p.law ? " and the fitted joint law (lines)" : "");
     gp << "set logscale x\nset grid\nset xlabel 'non-embedding parameters N (stored)'\nset ylabel 'validation loss (nats/token)'\n"
           "set key top right font ',9'\nset format x '%.0s%c'\n";
-    for (int64 r : rs) {
-      const std::string pts = fmt::format("isoflop_r{}.dat", r), law = fmt::format("isoflop_law_r{}.dat", r);
+    for (const IsoFlopPanel& panel : p.isoflop) {
+      const std::string pts = fmt::format("isoflop_r{}.dat", panel.r), law = fmt::format("isoflop_law_r{}.dat", panel.r);
       std::ofstream dp(pd / pts), dl(pd / law);
-      std::vector<double> used;
-      for (double c : budgets) {
-        std::vector<const RunResult*> cell;
-        for (const auto& run : a.runs)
-          if (run.r == r && run.budget == c) cell.push_back(&run);
-        if (cell.empty()) continue;
-        used.push_back(c);
-        dp << "# C = " << budget_label(c) << "\n";
-        int64 dmin = cell.front()->d_model, dmax = dmin;
-        for (const auto* run : cell) {
-          dp << run->n << " " << run->loss << "\n";
-          dmin = std::min(dmin, run->d_model), dmax = std::max(dmax, run->d_model);
-        }
+      for (const IsoFlopCurve& curve : panel.curves) {
+        dp << "# C = " << budget_label(curve.budget) << "\n";
+        for (const auto& [n, loss] : curve.runs) dp << n << " " << loss << "\n";
         dp << "\n\n";
-        dl << "# C = " << budget_label(c) << "\n";
-        if (a.joint) {
-          const int64 lo = std::max<int64>(2, dmin * 3 / 4 / 2 * 2), hi = dmax * 5 / 4 / 2 * 2;
-          for (int64 d = lo; d <= hi; d += std::max<int64>(2, (hi - lo) / 80 / 2 * 2)) {
-            const Accounting acc = curve_point(spec, r, d, a.runs.front().experts);
-            const double f = static_cast<double>(acc.flops_per_token.train);
-            dl << acc.params.non_embedding << " "
-               << joint_loss(a.joint->fit, static_cast<double>(acc.params.once), static_cast<double>(acc.params.rec),
-                             static_cast<double>(r), c / f)
-               << "\n";
-          }
-        }
+        dl << "# C = " << budget_label(curve.budget) << "\n";
+        for (const auto& [n, loss] : curve.law) dl << n << " " << loss << "\n";
         dl << "\n\n";
       }
-      gp << fmt::format("set title 'r = {}'\nplot ", r);
-      for (std::size_t i = 0; i < used.size(); ++i) {
-        const std::size_t ci = static_cast<std::size_t>(std::find(budgets.begin(), budgets.end(), used[i]) - budgets.begin());
-        gp << fmt::format("'{}' index {} with points pt 7 ps 1.3 lc rgb '{}' title 'C = {}', ", (pd / pts).string(), i,
-                          detail::color(ci), budget_label(used[i]));
-        if (a.joint) gp << fmt::format("'{}' index {} with lines lw 2 lc rgb '{}' notitle, ", (pd / law).string(), i, detail::color(ci));
+      gp << fmt::format("set title 'r = {}'\nplot ", panel.r);
+      for (std::size_t i = 0; i < panel.curves.size(); ++i) {
+        const double c = panel.curves[i].budget;
+        gp << fmt::format("'{}' index {} with points pt 7 ps 1.3 lc rgb '{}' title 'C = {}', ", (pd / pts).string(), i, colour_of(c),
+                          budget_label(c));
+        if (p.law) gp << fmt::format("'{}' index {} with lines lw 2 lc rgb '{}' notitle, ", (pd / law).string(), i, colour_of(c));
       }
       gp << "1/0 notitle\n";
     }
@@ -163,61 +107,43 @@ inline std::vector<fs::path> write_plots(const fs::path& dir, const SweepSpec& s
   {  // 2. loss-compute frontier per r: cell minima (points) and the joint law's minimum over N (lines).
     std::ofstream gp(pd / "frontier.gp");
     gp << term << "\nset output '" << (pd / "frontier.png").string() << "'\n";
-    gp << fmt::format("set title 'compute frontier of sweep {}: iso-FLOP minima (points){}'\n", spec.name,
-                      a.joint ? ", joint law minimised over width (lines)" : "");
+    gp << fmt::format("set title 'compute frontier of sweep {}: iso-FLOP minima (points){}'\n", p.sweep,
+                      p.law ? ", joint law minimised over width (lines)" : "");
     gp << "set logscale x\nset grid\nset xlabel 'training compute C (FLOPs)'\nset ylabel 'validation loss at the optimal width (nats/token)'\n"
           "set key top right\nset format x '10^{%L}'\n";
     std::string plot = "plot ";
-    for (std::size_t i = 0; i < rs.size(); ++i) {
-      const int64 r = rs[i];
-      const std::string pts = fmt::format("frontier_r{}.dat", r), law = fmt::format("frontier_law_r{}.dat", r);
+    for (std::size_t i = 0; i < p.frontier.size(); ++i) {
+      const FrontierCurve& f = p.frontier[i];
+      const std::string pts = fmt::format("frontier_r{}.dat", f.r), law = fmt::format("frontier_law_r{}.dat", f.r);
       std::ofstream dp(pd / pts), dl(pd / law);
-      bool any = false;
-      for (const auto& c : a.cells)
-        if (c.r == r && c.ok) dp << c.budget << " " << c.loss_opt << "\n", any = true;
-      if (any) plot += fmt::format("'{}' with points pt 7 ps 1.5 lc rgb '{}' title 'r = {} minima', ", (pd / pts).string(), detail::color(i), r);
-      if (a.joint && !budgets.empty()) {
-        int64 dmax = 0;
-        for (const auto& run : a.runs) dmax = std::max(dmax, run.d_model);
-        const double c0 = budgets.front() / 2, c1 = budgets.back() * 2;
-        for (int k = 0; k <= 60; ++k) {
-          const double c = c0 * std::pow(c1 / c0, k / 60.0);
-          double best = std::numeric_limits<double>::infinity();
-          for (int64 d = 8; d <= 4 * dmax; d += std::max<int64>(2, dmax / 200 * 2)) {
-            const Accounting acc = curve_point(spec, r, d, a.runs.front().experts);
-            best = std::min(best, joint_loss(a.joint->fit, static_cast<double>(acc.params.once), static_cast<double>(acc.params.rec),
-                                             static_cast<double>(r), c / static_cast<double>(acc.flops_per_token.train)));
-          }
-          dl << c << " " << best << "\n";
-        }
-        plot += fmt::format("'{}' with lines lw 2 lc rgb '{}' title 'r = {} joint law', ", (pd / law).string(), detail::color(i), r);
-      }
+      for (const auto& [c, loss] : f.minima) dp << c << " " << loss << "\n";
+      if (!f.minima.empty())
+        plot += fmt::format("'{}' with points pt 7 ps 1.5 lc rgb '{}' title 'r = {} minima', ", (pd / pts).string(), detail::color(i), f.r);
+      for (const auto& [c, loss] : f.law) dl << c << " " << loss << "\n";
+      if (!f.law.empty())
+        plot += fmt::format("'{}' with lines lw 2 lc rgb '{}' title 'r = {} joint law', ", (pd / law).string(), detail::color(i), f.r);
     }
     gp << plot << "1/0 notitle\n";
     scripts.push_back(pd / "frontier.gp");
   }
 
-  if (a.joint && !a.joint->boot_phi.empty()) {  // 3. bootstrap distribution of phi
-    const JointFit& j = *a.joint;
+  if (p.phi) {  // 3. bootstrap distribution of phi
+    const PhiHistogram& h = *p.phi;
     std::ofstream dp(pd / "phi_bootstrap.dat");
-    for (double v : j.boot_phi) dp << v << "\n";
-    const double lo = *std::min_element(j.boot_phi.begin(), j.boot_phi.end());
-    const double hi = *std::max_element(j.boot_phi.begin(), j.boot_phi.end());
-    const double width = std::max((hi - lo) / 30, 1e-4);
-    const double phi = j.fit.value("phi");
+    for (double v : h.draws) dp << v << "\n";
     std::ofstream gp(pd / "phi_bootstrap.gp");
     gp << term << "\nset output '" << (pd / "phi_bootstrap.png").string() << "'\n";
-    gp << fmt::format("set title 'block bootstrap of phi, sweep {}: {} resamples of {} (C, r) cells'\n", spec.name, j.boot_phi.size(), j.cells);
+    gp << fmt::format("set title 'block bootstrap of phi, sweep {}: {} resamples of {} (C, r) cells'\n", p.sweep, h.draws.size(), h.cells);
     gp << "set xlabel 'phi (value of one recurrence: 0 = nothing, 1 = a full copy of the block)'\nset ylabel 'resamples'\nset grid\n"
           "set style fill solid 0.6 border -1\nset key top left\n";
-    gp << fmt::format("bw = {}\nbin(x) = bw * floor(x / bw) + bw / 2\nset boxwidth bw absolute\n", width);
-    gp << fmt::format("set arrow 1 from {0},graph 0 to {0},graph 1 nohead lw 3 lc rgb '#d95f02'\n", phi);
-    gp << fmt::format("set arrow 2 from {0},graph 0 to {0},graph 1 nohead lw 2 dt 2 lc rgb '#333333'\n", j.phi_lo);
-    gp << fmt::format("set arrow 3 from {0},graph 0 to {0},graph 1 nohead lw 2 dt 2 lc rgb '#333333'\n", j.phi_hi);
+    gp << fmt::format("bw = {}\nbin(x) = bw * floor(x / bw) + bw / 2\nset boxwidth bw absolute\n", h.bin_width);
+    gp << fmt::format("set arrow 1 from {0},graph 0 to {0},graph 1 nohead lw 3 lc rgb '#d95f02'\n", h.phi);
+    gp << fmt::format("set arrow 2 from {0},graph 0 to {0},graph 1 nohead lw 2 dt 2 lc rgb '#333333'\n", h.lo);
+    gp << fmt::format("set arrow 3 from {0},graph 0 to {0},graph 1 nohead lw 2 dt 2 lc rgb '#333333'\n", h.hi);
     gp << fmt::format("plot '{}' using (bin($1)):(1.0) smooth frequency with boxes lc rgb '#7570b3' title 'resampled phi', "
                       "NaN with lines lw 3 lc rgb '#d95f02' title 'fit: phi = {:.3f}', "
                       "NaN with lines lw 2 dt 2 lc rgb '#333333' title '{:.0f}% interval [{:.3f}, {:.3f}]'\n",
-                      (pd / "phi_bootstrap.dat").string(), phi, 100 * j.level, j.phi_lo, j.phi_hi);
+                      (pd / "phi_bootstrap.dat").string(), h.phi, 100 * h.level, h.lo, h.hi);
     scripts.push_back(pd / "phi_bootstrap.gp");
   }
 
@@ -353,13 +279,13 @@ inline std::string report_markdown(const SweepSpec& spec, const Plan& plan, cons
   if (!plot_problem.empty()) m += "Plots: " + plot_problem + "\n\n";
 
   m += "## Runs\n\n| id | C | r | d | N_once | N_rec | N | D | loss | joint law | residual |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  const std::vector<double> predicted = joint_law_at_runs(a);
   for (std::size_t i = 0; i < a.runs.size(); ++i) {
     const RunResult& r = a.runs[i];
     std::string pred = "", res = "";
-    if (a.joint) {
-      const double p = joint_loss(a.joint->fit, r.n_once, r.n_rec, static_cast<double>(r.r), r.tokens);
-      pred = fmt::format("{:.4f}", p);
-      res = fmt::format("{:+.4f}", r.loss - p);
+    if (!predicted.empty()) {
+      pred = fmt::format("{:.4f}", predicted[i]);
+      res = fmt::format("{:+.4f}", r.loss - predicted[i]);
     }
     m += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {:.4f} | {} | {} |\n", r.id, budget_label(r.budget), r.r, r.d_model,
                      detail::sci(r.n_once), detail::sci(r.n_rec), detail::sci(r.n), detail::sci(r.tokens), r.loss, pred, res);
@@ -373,22 +299,8 @@ inline std::string report_markdown(const SweepSpec& spec, const Plan& plan, cons
 inline ReportFiles write_report(const fs::path& dir, const ReportOptions& opt) {
   const SweepSpec spec = folder_spec(dir);
   const Plan plan = make_plan(spec);
-  std::vector<RunResult> results;
-  if (fs::exists(dir / "results.jsonl")) {
-    results = read_results(dir / "results.jsonl");
-  } else {
-    for (const auto& f : results_files(dir)) {
-      auto more = read_results(f);
-      results.insert(results.end(), more.begin(), more.end());
-    }
-  }
-  results_by_id(results, dir.string());  // duplicates are an error
-  for (const auto& r : results)
-    if (r.sweep != plan.fingerprint) throw sweep_error(fmt::format("{}: run {} is from another sweep ({})", dir.string(), r.id, r.sweep));
-  if (results.empty()) throw sweep_error(dir.string() + " has no finished runs yet");
-  std::vector<std::string> missing;
-  for (const auto& r : plan.runs)
-    if (r.runnable() && std::none_of(results.begin(), results.end(), [&](const RunResult& x) { return x.id == r.id; })) missing.push_back(r.id);
+  const std::vector<RunResult> results = finished_runs(dir, plan);
+  const std::vector<std::string> missing = missing_runs(plan, results);
 
   ReportFiles out;
   int64 analysed_e = 0;
@@ -402,7 +314,7 @@ inline ReportFiles write_report(const fs::path& dir, const ReportOptions& opt) {
   write_file_atomic(out.json, j.dump(2) + "\n");
   out.csv = dir / "runs.csv";
   write_file_atomic(out.csv, spec.moe() ? moe_runs_csv(results) : runs_csv(out.analysis));
-  if (opt.plots) out.plots = write_plots(dir, spec, out.analysis, opt.gnuplot, out.plot_problem);
+  if (opt.plots) out.plots = write_plots(dir, plot_data(spec, out.analysis), opt.gnuplot, out.plot_problem);
   else out.plot_problem = "not rendered (--no-plots)";
   out.markdown = dir / "report.md";
   std::string md = report_markdown(spec, plan, out.analysis, missing, out.plots, out.plot_problem, dir, results.size());
