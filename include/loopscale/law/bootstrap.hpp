@@ -62,8 +62,8 @@ inline BootstrapResult bootstrap(const AnyLaw& law, const Runs& runs, const FitR
       for (auto& s : random_starts(ps, opt.random_starts, opt.seed + 7919 * static_cast<std::uint64_t>(b + 1))) starts.push_back(s);
       FitOptions o = fit_opt;
       o.threads = 1;
-      const auto model = law.prepare(sample);
-      const FitResult r = fit_model(*model, ps, sample["loss"], starts, frozen, o);
+      const auto prepared = law.prepare(sample);
+      const FitResult r = fit_prepared(*prepared, ps, sample["loss"], starts, frozen, o);
       got[static_cast<std::size_t>(b)] = r.values;
       ok[static_cast<std::size_t>(b)] = 1;
     } catch (const std::exception&) {

@@ -40,8 +40,8 @@ inline double predict_point(const AnyLaw& law, const Eigen::VectorXd& theta, con
   Runs runs;
   runs.lines = {0};
   for (const auto& [k, v] : vars) runs.set(k) = Eigen::ArrayXd::Constant(1, v);
-  const auto model = law.prepare(runs);
-  return predict_loss(*model, theta)[0];
+  const auto prepared = law.prepare(runs);
+  return predict_loss(*prepared, theta)[0];
 }
 
 }  // namespace loopscale::law

@@ -33,8 +33,8 @@ inline HoldoutResult holdout(const AnyLaw& law, const Runs& runs, const std::vec
   h.fit = fit(law, tr, opt);
   h.train_points = tr.size();
   h.test_points = te.size();
-  const auto model = law.prepare(te);
-  const Eigen::ArrayXd pred = predict_loss(*model, h.fit.theta);
+  const auto prepared = law.prepare(te);
+  const Eigen::ArrayXd pred = predict_loss(*prepared, h.fit.theta);
   h.rmse = std::sqrt((pred - te["loss"]).square().mean());
   h.rmse_log = std::sqrt((pred.log() - te["loss"].log()).square().mean());
   return h;

@@ -52,7 +52,7 @@ struct FitOptions {
   int screen_corrections = 5;
   int corrections = 10;
   int max_iterations = 10000;  // per phase, as in the iso-depth paper
-  int max_restarts = 20;  // after failed line searches, see fit_model
+  int max_restarts = 20;  // after failed line searches, see fit_prepared
   int threads = 0;  // 0: OpenMP's default (all cores)
 };
 
@@ -96,9 +96,9 @@ inline double huber_sum(const Eigen::ArrayXd& r, double delta, Eigen::ArrayXd* s
 }
 
 // The quality of a point in fitted coordinates: R^2 and RMSE of the loss, residuals of its log.
-inline void score(const Model& model, const Eigen::ArrayXd& loss, FitResult& r) {
-  Eigen::ArrayXd logp(model.size());
-  model.log_predict(r.theta, logp, nullptr);
+inline void score(const AnyPreparedLaw& prepared, const Eigen::ArrayXd& loss, FitResult& r) {
+  Eigen::ArrayXd logp(prepared.size());
+  prepared.log_predict(r.theta, logp, nullptr);
   r.residuals = logp - loss.log();
   r.predicted = logp.exp();
   const Eigen::ArrayXd e = r.predicted - loss;
@@ -107,14 +107,14 @@ inline void score(const Model& model, const Eigen::ArrayXd& loss, FitResult& r) 
   r.max_abs_residual = r.residuals.abs().maxCoeff();
   const double ss_tot = (loss - loss.mean()).square().sum();
   r.r2 = ss_tot > 0 ? 1 - e.square().sum() / ss_tot : 0;
-  r.points = model.size();
+  r.points = prepared.size();
 }
 
 namespace detail {
 
 // The objective over the free coordinates, as LBFGSpp calls it.
 struct HuberObjective {
-  const Model& model;
+  const AnyPreparedLaw& prepared;
   const Eigen::ArrayXd& log_loss;
   const std::vector<int>& free;
   double delta;
@@ -124,13 +124,13 @@ struct HuberObjective {
   double best_f = std::numeric_limits<double>::infinity();  // lowest value seen, and where
   Eigen::VectorXd best_x;
 
-  HuberObjective(const Model& m, const Eigen::ArrayXd& ll, const std::vector<int>& f, double d, Eigen::VectorXd full)
-      : model(m), log_loss(ll), free(f), delta(d), theta(std::move(full)), logp(m.size()), resid(m.size()),
-        slope(m.size()), jac(m.size(), theta.size()) {}
+  HuberObjective(const AnyPreparedLaw& p, const Eigen::ArrayXd& ll, const std::vector<int>& f, double d, Eigen::VectorXd full)
+      : prepared(p), log_loss(ll), free(f), delta(d), theta(std::move(full)), logp(p.size()), resid(p.size()),
+        slope(p.size()), jac(p.size(), theta.size()) {}
 
   double operator()(const Eigen::VectorXd& x, Eigen::VectorXd& grad) {
     for (std::size_t k = 0; k < free.size(); ++k) theta[free[k]] = x[static_cast<Eigen::Index>(k)];
-    model.log_predict(theta, logp, &jac);
+    prepared.log_predict(theta, logp, &jac);
     resid = logp - log_loss;
     const double f = huber_sum(resid, delta, &slope);
     for (std::size_t k = 0; k < free.size(); ++k) grad[static_cast<Eigen::Index>(k)] = jac.col(free[k]).dot(slope.matrix());
@@ -157,11 +157,11 @@ inline LBFGSpp::LBFGSBParam<double> stopping_rules(double ftol, double gtol, int
 }
 
 // One start: L-BFGS-B from `full` (fitted coordinates, frozen ones set) over the free coordinates.
-inline StartOutcome run_start(const Model& model, const Eigen::ArrayXd& log_loss, const std::vector<int>& free,
+inline StartOutcome run_start(const AnyPreparedLaw& prepared, const Eigen::ArrayXd& log_loss, const std::vector<int>& free,
                               const Eigen::VectorXd& full, const Eigen::VectorXd& lb, const Eigen::VectorXd& ub,
                               const LBFGSpp::LBFGSBParam<double>& param, const FitOptions& opt) {
   const Eigen::Index nf = static_cast<Eigen::Index>(free.size());
-  HuberObjective f(model, log_loss, free, opt.huber_delta, full);
+  HuberObjective f(prepared, log_loss, free, opt.huber_delta, full);
   Eigen::VectorXd x(nf);
   for (Eigen::Index k = 0; k < nf; ++k) x[k] = full[free[k]];
   double fx = 0;
@@ -225,19 +225,19 @@ void for_each_start(int count, int threads, const Job& job) {
 
 }  // namespace detail
 
-// The core: a prepared model, its parameters and the observed losses. `frozen` holds fitted
+// The core: a prepared law, its parameters and the observed losses. `frozen` holds fitted
 // coordinates of the frozen parameters (index -> value).
-inline FitResult fit_model(const Model& model, const Parameters& ps, const Eigen::ArrayXd& loss,
-                           const std::vector<Eigen::VectorXd>& starts, const std::map<int, double>& frozen,
-                           const FitOptions& opt) {
+inline FitResult fit_prepared(const AnyPreparedLaw& prepared, const Parameters& ps, const Eigen::ArrayXd& loss,
+                              const std::vector<Eigen::VectorXd>& starts, const std::map<int, double>& frozen,
+                              const FitOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   const Eigen::Index p = static_cast<Eigen::Index>(ps.size());
   std::vector<int> free;
   for (int j = 0; j < p; ++j)
     if (!frozen.count(j)) free.push_back(j);
   const Eigen::Index nf = static_cast<Eigen::Index>(free.size());
-  if (model.size() < nf + 1)
-    throw data_error("data: " + std::to_string(model.size()) + " points cannot fit " + std::to_string(nf) +
+  if (prepared.size() < nf + 1)
+    throw data_error("data: " + std::to_string(prepared.size()) + " points cannot fit " + std::to_string(nf) +
                      " free parameters (need at least " + std::to_string(nf + 1) + ")");
   if (starts.empty()) throw data_error("fit: no starts");
   if (opt.corrections < 1 || opt.screen_corrections < 1)
@@ -254,7 +254,7 @@ inline FitResult fit_model(const Model& model, const Parameters& ps, const Eigen
   detail::for_each_start(S, opt.threads, [&](int i) {
     Eigen::VectorXd full = starts[static_cast<std::size_t>(i)];
     for (const auto& [j, v] : frozen) full[j] = v;
-    out[static_cast<std::size_t>(i)] = detail::run_start(model, log_loss, free, full, lb, ub, screen, opt);
+    out[static_cast<std::size_t>(i)] = detail::run_start(prepared, log_loss, free, full, lb, ub, screen, opt);
   });
 
   FitResult r;
@@ -275,7 +275,7 @@ inline FitResult fit_model(const Model& model, const Parameters& ps, const Eigen
     detail::for_each_start(r.polished, opt.threads, [&](int k) {
       detail::StartOutcome& o = out[static_cast<std::size_t>(ranked[static_cast<std::size_t>(k)])];
       // A polish that fails (its line search stalls short of stationarity) leaves the screened point.
-      detail::StartOutcome q = detail::run_start(model, log_loss, free, o.theta, lb, ub, tight, opt);
+      detail::StartOutcome q = detail::run_start(prepared, log_loss, free, o.theta, lb, ub, tight, opt);
       if (q.ok && q.objective <= o.objective) o = std::move(q);
     });
   }
@@ -288,13 +288,14 @@ inline FitResult fit_model(const Model& model, const Parameters& ps, const Eigen
   r.frozen.assign(static_cast<std::size_t>(p), false);
   for (Eigen::Index j = 0; j < p; ++j) r.values[j] = ps[static_cast<std::size_t>(j)].to_value(r.theta[j]);
   for (const auto& [j, v] : frozen) r.frozen[static_cast<std::size_t>(j)] = true;
-  score(model, loss, r);
+  score(prepared, loss, r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
-// Frozen values by name (natural units) -> fitted coordinates by index; unknown names and values
-// outside the box are errors.
+// Frozen values by name (natural units) -> fitted coordinates by index. An unknown name, a value
+// that is not finite, or a value <= 0 of a log-scale parameter is an error; a value outside the
+// parameter's box is not (the box bounds only the free coordinates the optimiser moves).
 inline std::map<int, double> frozen_coordinates(const Parameters& ps, const std::map<std::string, double>& frozen,
                                                 const std::string& law) {
   std::map<int, double> f;
@@ -312,13 +313,13 @@ inline std::map<int, double> frozen_coordinates(const Parameters& ps, const std:
 // Reads what the law needs, fits from the options' starts (or the law's default plan).
 inline FitResult fit(const AnyLaw& law, const Runs& runs, const FitOptions& opt = {}) {
   const Parameters ps = law.parameters();
-  const auto model = law.prepare(runs);
+  const auto prepared = law.prepare(runs);
   const auto starts = opt.starts.empty() ? make_starts(law, default_start_plan(law)) : opt.starts;
   for (const auto& s : starts)
     if (s.size() != static_cast<Eigen::Index>(ps.size()))
       throw data_error("fit: a start has " + std::to_string(s.size()) + " values, law " + law.name() + " has " +
                        std::to_string(ps.size()) + " parameters");
-  FitResult r = fit_model(*model, ps, runs["loss"], starts, frozen_coordinates(ps, opt.frozen, law.name()), opt);
+  FitResult r = fit_prepared(*prepared, ps, runs["loss"], starts, frozen_coordinates(ps, opt.frozen, law.name()), opt);
   r.law = law.name();
   return r;
 }

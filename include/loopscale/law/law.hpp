@@ -19,10 +19,12 @@
 
 namespace loopscale::law {
 
-// A law prepared on a data set (its variables transformed once: logs, Ehat, ...).
-class Model {
+// A law prepared on a data set (its variables transformed once: logs, Ehat, ...), whatever the
+// law: the run-time handle of a PreparedLaw (below), as AnyLaw is of a Law. AnyLaw::prepare
+// returns one; the fitter and the predictions take one.
+class AnyPreparedLaw {
  public:
-  virtual ~Model() = default;
+  virtual ~AnyPreparedLaw() = default;
   virtual Eigen::Index size() const = 0;
   // out[i] = predicted log loss at point i; with jac, jac(i, j) = d out[i] / d theta[j], theta in
   // the fitted coordinates. `out` and `*jac` must already have their sizes (n, n x p): the fitter
@@ -30,6 +32,7 @@ class Model {
   virtual void log_predict(const Eigen::VectorXd& theta, Eigen::ArrayXd& out, Eigen::MatrixXd* jac) const = 0;
 };
 
+// What a law's prepare(runs) returns: its points' predicted log loss, with the Jacobian on request.
 template <class P>
 concept PreparedLaw = requires(const P& p, const Eigen::VectorXd& theta, Eigen::ArrayXd& out, Eigen::MatrixXd* jac) {
   { p.size() } -> std::convertible_to<Eigen::Index>;
@@ -94,7 +97,7 @@ class AnyLaw {
   std::string formula() const { return self_->formula(); }
   Parameters parameters() const { return self_->parameters(); }
   std::vector<std::string> columns() const { return self_->columns(); }
-  std::unique_ptr<Model> prepare(const Runs& runs) const { return self_->prepare(runs); }
+  std::unique_ptr<AnyPreparedLaw> prepare(const Runs& runs) const { return self_->prepare(runs); }
   std::optional<std::vector<Eigen::VectorXd>> grid() const { return self_->grid(); }
 
  private:
@@ -105,13 +108,13 @@ class AnyLaw {
     virtual std::string formula() const = 0;
     virtual Parameters parameters() const = 0;
     virtual std::vector<std::string> columns() const = 0;
-    virtual std::unique_ptr<Model> prepare(const Runs&) const = 0;
+    virtual std::unique_ptr<AnyPreparedLaw> prepare(const Runs&) const = 0;
     virtual std::optional<std::vector<Eigen::VectorXd>> grid() const = 0;
   };
   template <class P>
-  struct ModelOf final : Model {
+  struct PreparedOf final : AnyPreparedLaw {
     P p;
-    explicit ModelOf(P x) : p(std::move(x)) {}
+    explicit PreparedOf(P x) : p(std::move(x)) {}
     Eigen::Index size() const override { return p.size(); }
     void log_predict(const Eigen::VectorXd& theta, Eigen::ArrayXd& out, Eigen::MatrixXd* jac) const override {
       p.log_predict(theta, out, jac);
@@ -126,9 +129,9 @@ class AnyLaw {
     std::string formula() const override { return std::string(L::formula); }
     Parameters parameters() const override { return law.parameters(); }
     std::vector<std::string> columns() const override { return law.columns(); }
-    std::unique_ptr<Model> prepare(const Runs& runs) const override {
+    std::unique_ptr<AnyPreparedLaw> prepare(const Runs& runs) const override {
       using P = decltype(law.prepare(runs));
-      return std::make_unique<ModelOf<P>>(law.prepare(runs));
+      return std::make_unique<PreparedOf<P>>(law.prepare(runs));
     }
     std::optional<std::vector<Eigen::VectorXd>> grid() const override {
       if constexpr (HasGrid<L>) return law.grid();
@@ -139,9 +142,9 @@ class AnyLaw {
 };
 
 // Predicted losses (not logs) of a law with given fitted-coordinate parameters.
-inline Eigen::ArrayXd predict_loss(const Model& model, const Eigen::VectorXd& theta) {
-  Eigen::ArrayXd out(model.size());
-  model.log_predict(theta, out, nullptr);
+inline Eigen::ArrayXd predict_loss(const AnyPreparedLaw& prepared, const Eigen::VectorXd& theta) {
+  Eigen::ArrayXd out(prepared.size());
+  prepared.log_predict(theta, out, nullptr);
   return out.exp();
 }
 

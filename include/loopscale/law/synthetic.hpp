@@ -18,9 +18,9 @@ inline double standard_normal(std::uint64_t seed, std::uint64_t i) {
 }
 
 inline Runs with_synthetic_loss(const AnyLaw& law, Runs runs, const Eigen::VectorXd& theta, double sigma, std::uint64_t seed) {
-  const auto model = law.prepare(runs);
+  const auto prepared = law.prepare(runs);
   Eigen::ArrayXd logp(runs.size());
-  model->log_predict(theta, logp, nullptr);
+  prepared->log_predict(theta, logp, nullptr);
   for (Eigen::Index i = 0; i < logp.size(); ++i) logp[i] += sigma * standard_normal(seed, static_cast<std::uint64_t>(i));
   runs.set("loss") = logp.exp();
   return runs;
