@@ -1,6 +1,7 @@
 // Acceptance: Epoch AI's replication data of Chinchilla's figure 4, the 5 highest losses dropped,
-// fitted from the 4,500-start grid, reaches SciPy's objective and parameters (REFERENCE s.3:
-// objective 0.001018274, E 1.8172, A 477.8, B 2143.4, alpha 0.34731, beta 0.36717).
+// fitted from the 4,500-start grid, reaches SciPy's objective and parameters (SciPy's L-BFGS-B over
+// the same grid, bench/law/scipy_fit.py: objective 0.001018274, E 1.8172, A 477.8, B 2143.4,
+// alpha 0.34731, beta 0.36717).
 #include <catch2/catch.hpp>
 
 #include "loopscale/law/laws.hpp"

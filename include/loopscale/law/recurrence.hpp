@@ -1,6 +1,7 @@
 // Effective parameter counts of looped models: how many dense parameters a model with a shared
 // block run r (= R) times is worth. Each mapping gives log N_eff per point and its derivatives in
-// its own parameters, and plugs into a loss law (chinchilla_form.hpp, moe_form.hpp).
+// its own parameters, and plugs into a loss law's form as its template argument: ChinchillaForm
+// (chinchilla.hpp; the iso-depth and Parcae laws) or MoEForm (looped_moe.hpp; the looped-MoE laws).
 //
 // Variables: N_once (params run once), N_rec (the shared block, = N_loop), r (= R); for MoE runs
 // N_act = N_once + N_rec (active params) and m = N_act / N_total.

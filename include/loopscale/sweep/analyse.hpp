@@ -7,7 +7,7 @@
 //   3. the joint iso-depth law L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta over all runs
 //      (law/iso_depth.hpp, fitted by law/huber_fit.hpp), the restricted fits phi = 0 and phi = 1,
 //      and a block-bootstrap interval of phi that resamples whole (C, r) cells, as the paper does
-//      (REFERENCE s.1: 200 resamples; law/bootstrap.hpp), because runs of one cell share their errors.
+//      (200 resamples in the paper; law/bootstrap.hpp), because runs of one cell share their errors.
 // What cannot be computed from the data at hand (too few runs for a fit, a cell whose parabola
 // opens downward) is reported with the reason, never filled in.
 #pragma once

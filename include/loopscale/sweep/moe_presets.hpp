@@ -1,5 +1,5 @@
 // The `looped-moe` preset: a small looped mixture-of-experts sweep for the looped-MoE law of Chen et
-// al. (REFERENCE s.2; law/looped_moe.hpp), E in {1, 2, 4, 8} routed experts x R in {1, 2, 4}
+// al. (arXiv 2609.40316; law/looped_moe.hpp), E in {1, 2, 4, 8} routed experts x R in {1, 2, 4}
 // recurrences x widths x budgets, on the byte-level corpus (scripts/corpus.sh, vocab 256), sized
 // for this two-core machine (docs/sweeps.md, "Looped MoE", has the measured time and the fit).
 //
