@@ -190,7 +190,7 @@ inline std::string moe_markdown(const SweepSpec& spec, const std::vector<RunResu
   m += fmt::format("}}, top-{} routing, expert hidden {} d{}, MoE FFNs in {} layers. ", spec.top_k, spec.expert_ff,
                    spec.shared_expert ? " plus a shared expert" : "", spec.moe_layers == "all" ? "all" : "the recurrent block's");
   m += fmt::format("**The iso-depth analysis above (phi, iso-FLOP minima, per-r fits) covers the E = {} runs only**; its law has "
-                   "no term for E. Fit the looped-MoE law (Chen et al., REFERENCE s.2) on every run with\n\n"
+                   "no term for E. Fit the looped-MoE law (Chen et al., arXiv 2609.40316) on every run with\n\n"
                    "    loopscale fit --law looped-moe --data runs.csv\n\n"
                    "(runs.csv holds N_act, N_loop, N_total, m, R, E, K, D and loss by the law's names; see docs/sweeps.md for the "
                    "parameters worth freezing on a small sweep).\n\n",
