@@ -128,7 +128,7 @@ const bool registered = add_command([](CLI::App& app) {
 
     if (a->dry_run) {
       train::detail::check_config(cfg);
-      const train::Budget b = train::budget_of(cfg);
+      const train::TrainingLength b = train::training_length(cfg);
       const MemoryEstimate m = count_memory(cfg.spec, cfg.batch, cfg.seq_len, cfg.threads > 0 ? cfg.threads : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
       nlohmann::json j = {{"config", cfg}, {"steps", b.steps}, {"tokens", b.tokens}, {"flops_per_token", b.flops_per_token},
                           {"flops", b.flops_per_token * static_cast<double>(b.tokens)}, {"params", count_params(cfg.spec).total},

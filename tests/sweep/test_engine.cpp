@@ -109,5 +109,5 @@ TEST_CASE("engine: settings the sweep owns are refused in the spec's train objec
   const train::TrainConfig c = train_config(plan.spec, plan.runs[1], "out", "data");
   CHECK(c.batch == 4);
   CHECK(c.flops == 5e8);
-  CHECK(train::budget_of(c).steps == plan.runs[1].steps);  // the engine trains the planned steps
+  CHECK(train::training_length(c).steps == plan.runs[1].steps);  // the engine trains the planned steps
 }

@@ -1,9 +1,9 @@
 // The RunFn that trains a planned run with loopscale's own engine (train/trainer.hpp): the run's
 // ModelSpec, batch (batch_tokens / seq_len sequences), context length and budget C in FLOPs, the
 // sweep's seed and engine settings (SweepSpec::train), resumed from the run folder's checkpoint.
-// The engine rounds the budget down to whole steps exactly as the plan does (budget_of), so the
-// planned steps are the trained steps. Kept apart from run.hpp so that the orchestration and its
-// tests do not compile the engine.
+// The engine rounds the budget down to whole steps exactly as the plan does (training_length), so
+// the planned steps are the trained steps. Kept apart from run.hpp so that the orchestration and
+// its tests do not compile the engine.
 #pragma once
 
 #include <algorithm>

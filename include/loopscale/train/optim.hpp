@@ -20,9 +20,9 @@ namespace loopscale::train {
 // The learning rate after warmup: cosine or linear decay to the floor, or constant.
 enum class Decay : std::uint8_t { cosine, linear, constant };
 
-inline constexpr auto decay_names =
-    make_names<Decay>({{Decay::cosine, "cosine"}, {Decay::linear, "linear"}, {Decay::constant, "constant"}});
-constexpr const auto& names_of(Decay) { return decay_names; }
+constexpr auto names_of(Decay) {
+  return make_names<Decay>({{Decay::cosine, "cosine"}, {Decay::linear, "linear"}, {Decay::constant, "constant"}});
+}
 
 struct Schedule {
   double lr = 3e-3;          // peak learning rate

@@ -13,10 +13,11 @@
 // losses are then bit-identical to an uninterrupted run with the same thread count.
 //
 // Everything that can be wrong with the input (spec, numbers, data files, memory) is checked and
-// reported as a config_error (or data_error / spec_error, all std::invalid_argument) before the
+// reported as a config_error (or corpus_error / spec_error, all std::invalid_argument) before the
 // first step.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -41,6 +42,8 @@
 #include "loopscale/train/data.hpp"
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/optim.hpp"
+#include "loopscale/util/atomic_file.hpp"
+#include "loopscale/util/names.hpp"
 
 namespace loopscale::train {
 
@@ -147,14 +150,15 @@ inline int64 available_memory_bytes() {
   return -1;
 }
 
-// Steps and tokens of a config: tokens rounded down to whole steps (at least one).
-struct Budget {
+// The length of a run: its optimiser steps, the tokens they train on (the config's tokens or FLOPs
+// rounded down to whole steps, at least one) and the training FLOPs per token that convert them.
+struct TrainingLength {
   int64 steps = 0, tokens = 0;
   double flops_per_token = 0;
 };
 
-inline Budget budget_of(const TrainConfig& c) {
-  Budget b;
+inline TrainingLength training_length(const TrainConfig& c) {
+  TrainingLength b;
   b.flops_per_token = static_cast<double>(count_flops(c.spec, c.seq_len).train);
   const int64 per_step = c.batch * c.seq_len;
   const double tokens = c.tokens > 0 ? static_cast<double>(c.tokens) : c.flops / b.flops_per_token;
@@ -166,17 +170,14 @@ inline Budget budget_of(const TrainConfig& c) {
 namespace detail {
 
 inline Decay parse_decay(const std::string& s) {
-  if (s == "cosine") return Decay::cosine;
-  if (s == "linear") return Decay::linear;
-  if (s == "constant") return Decay::constant;
-  throw config_error("config: decay must be cosine, linear or constant, not '" + s + "'");
+  if (const std::optional<Decay> d = parse_name<Decay>(s)) return *d;
+  throw config_error("config: decay must be " + name_choices<Decay>() + ", not '" + s + "'");
 }
 
 inline void check(bool ok, const std::string& msg) {
   if (!ok) throw config_error("config: " + msg);
 }
 
-// Every check that needs no data: numbers, spec, budget.
 // The MoE routing options of a config.
 inline kernels::MoeRouting routing_of(const TrainConfig& c) {
   kernels::MoeRouting r;
@@ -189,6 +190,7 @@ inline kernels::MoeRouting routing_of(const TrainConfig& c) {
   return r;
 }
 
+// Every check that needs no data: numbers, spec, budget.
 inline void check_config(const TrainConfig& c) {
   validate(c.spec);
   routing_of(c);
@@ -283,194 +285,254 @@ inline void cut_log(const std::filesystem::path& log, int64 step) {
   write_file_atomic(log, kept);
 }
 
-}  // namespace detail
+// The files of a run folder (see the top of this file).
+struct RunFiles {
+  std::filesystem::path out, config, checkpoint, log, summary;
+  explicit RunFiles(const std::filesystem::path& dir)
+      : out(dir), config(dir / "config.json"), checkpoint(dir / "checkpoint.bin"), log(dir / "log.jsonl"),
+        summary(dir / "summary.json") {}
+};
 
-// Trains (or resumes) one run as described above and returns its result (also in summary.json).
-template <class B = HostBackend>
-TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
-  namespace fs = std::filesystem;
-  using clock = std::chrono::steady_clock;
-  const auto wall0 = clock::now();
-  detail::check_config(cfg);
-  const fs::path data(cfg.data), out(cfg.out);
-  const TokenFile train_file = read_token_file((data / "train.bin").string());
-  const TokenFile val_file = read_token_file((data / "val.bin").string());
-  check_fits(train_file, cfg.spec.vocab, cfg.seq_len);
-  check_fits(val_file, cfg.spec.vocab, cfg.seq_len);
+// Everything a run reads before it writes anything; reading it checks all of the input.
+struct RunInputs {
+  TokenFile train_file, val_file;
+  TrainingLength length;
+  MemoryEstimate memory;
+  std::optional<Checkpoint<float>> checkpoint;  // the checkpoint a resumed run continues from
+};
+
+// The checkpoint to resume from, if the run folder holds one: only with config.resume, and only
+// when the run was started with the same identity(config).
+inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& cfg, const RunFiles& files) {
+  if (!std::filesystem::exists(files.checkpoint)) return std::nullopt;
+  if (!cfg.resume)
+    throw config_error("config: " + files.out.string() + " already holds a run; pass --resume to continue it or choose another --out");
+  Checkpoint<float> ckpt = load_checkpoint<float>(files.checkpoint);
+  const nlohmann::json was = ckpt.meta.at("config"), now = identity(cfg);
+  if (was != now) {
+    std::string field = "?";
+    for (const auto& [k, v] : now.items())
+      if (!was.contains(k) || was.at(k) != v) {
+        field = k;
+        break;
+      }
+    throw config_error("config: cannot resume " + files.out.string() + ": the run was started with a different '" + field + "'");
+  }
+  return ckpt;
+}
+
+// Checks the config, the data and the memory and loads the checkpoint to resume; sets the backend's
+// threads (the memory estimate depends on them).
+template <class B>
+RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files) {
+  check_config(cfg);
+  const std::filesystem::path data(cfg.data);
+  RunInputs in;
+  in.train_file = read_token_file((data / "train.bin").string());
+  in.val_file = read_token_file((data / "val.bin").string());
+  check_fits(in.train_file, cfg.spec.vocab, cfg.seq_len);
+  check_fits(in.val_file, cfg.spec.vocab, cfg.seq_len);
 
   B::set_threads(cfg.threads);
-  const Budget budget = budget_of(cfg);
-  const MemoryEstimate mem = count_memory(cfg.spec, cfg.batch, cfg.seq_len, B::threads());
+  in.length = training_length(cfg);
+  in.memory = count_memory(cfg.spec, cfg.batch, cfg.seq_len, B::threads());
   const int64 avail = available_memory_bytes();
-  if (avail > 0 && mem.total > avail)
+  if (avail > 0 && in.memory.total > avail)
     throw config_error("config: batch " + std::to_string(cfg.batch) + " x " + std::to_string(cfg.seq_len) + " needs about " +
-                       std::to_string(mem.total >> 20) + " MiB but only " + std::to_string(avail >> 20) +
+                       std::to_string(in.memory.total >> 20) + " MiB but only " + std::to_string(avail >> 20) +
                        " MiB are available; lower --batch or --seq-len, or use truncated BPTT");
+  in.checkpoint = checkpoint_to_resume(cfg, files);
+  return in;
+}
 
-  const fs::path ckpt_path = out / "checkpoint.bin", log_path = out / "log.jsonl", summary_path = out / "summary.json";
-  std::optional<Checkpoint<float>> ckpt;
-  if (fs::exists(ckpt_path)) {
-    if (!cfg.resume)
-      throw config_error("config: " + out.string() + " already holds a run; pass --resume to continue it or choose another --out");
-    ckpt = load_checkpoint<float>(ckpt_path);
-    const nlohmann::json was = ckpt->meta.at("config"), now = detail::identity(cfg);
-    if (was != now) {
-      std::string field = "?";
-      for (const auto& [k, v] : now.items())
-        if (!was.contains(k) || was.at(k) != v) {
-          field = k;
-          break;
-        }
-      throw config_error("config: cannot resume " + out.string() + ": the run was started with a different '" + field + "'");
+inline AdamWConfig adamw_config(const TrainConfig& cfg) {
+  AdamWConfig o;
+  o.beta1 = cfg.beta1;
+  o.beta2 = cfg.beta2;
+  o.eps = cfg.eps;
+  o.grad_clip = cfg.grad_clip;
+  o.groups[static_cast<int>(ParamGroup::embedding)] = {cfg.lr_embedding, 0.0};
+  o.groups[static_cast<int>(ParamGroup::lm_head)] = {cfg.lr_lm_head, 0.0};
+  o.groups[static_cast<int>(ParamGroup::matrix)] = {1.0, cfg.weight_decay};
+  o.groups[static_cast<int>(ParamGroup::norm_inject)] = {cfg.lr_norm, 0.0};
+  return o;
+}
+
+inline Schedule schedule_of(const TrainConfig& cfg, const TrainingLength& length) {
+  Schedule s;
+  s.lr = cfg.lr;
+  s.total_steps = length.steps;
+  s.warmup_steps = static_cast<int64>(cfg.warmup * static_cast<double>(length.steps));
+  s.decay = parse_decay(cfg.decay);
+  s.final_frac = cfg.final_lr_frac;
+  return s;
+}
+
+// Whether `every` (0: never) falls due after `step` steps.
+inline bool due(int64 every, int64 step) { return every > 0 && step % every == 0; }
+
+// What one optimiser step reports: the progress line, the routing of MoE layers, and whether the
+// loss and the gradient norm were finite (when not, nothing was updated).
+struct StepRecord {
+  TrainProgress progress;
+  nlohmann::json moe;
+  bool finite = true;
+};
+
+// One run from valid inputs: the model, the optimiser and the data, restored from the checkpoint or
+// freshly initialised, and the training loop.
+template <class B>
+class Trainer {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  // Builds the model and the optimiser and restores them from `in.checkpoint` (whose buffers are
+  // freed afterwards) or initialises them and starts an empty log.
+  Trainer(const TrainConfig& cfg, RunInputs&& in, const RunFiles& files, clock::time_point wall0, const ProgressFn& progress)
+      : cfg_(cfg),
+        files_(files),
+        progress_(progress),
+        wall0_(wall0),
+        train_file_(std::move(in.train_file)),
+        val_file_(std::move(in.val_file)),
+        length_(in.length),
+        memory_(in.memory),
+        per_step_(cfg.batch * cfg.seq_len),
+        eval_batches_(std::max<int64>(1, cfg.eval_tokens / per_step_)),
+        model_(cfg.spec, cfg.batch, cfg.seq_len, cfg.softcap, routing_of(cfg)),
+        opt_(model_.num_params(), adamw_config(cfg)),
+        sched_(schedule_of(cfg, length_)),
+        sampler_(train_file_, cfg.seed, cfg.seq_len),
+        valset_(val_file_, cfg.seq_len, eval_batches_ * cfg.batch),
+        inputs_(static_cast<std::size_t>(per_step_)),
+        targets_(inputs_.size()) {
+    res_.params = model_.num_params();
+    res_.memory_estimate_bytes = memory_.total;
+    res_.peak_flops = cfg.peak_flops > 0 ? cfg.peak_flops : measure_peak_flops(B::threads());
+    if (in.checkpoint) {
+      restore(*in.checkpoint);
+      in.checkpoint.reset();  // the copies are in place; free the checkpoint's buffers
+    } else {
+      model_.init(cfg.seed);
+      write_file_atomic(files_.log, std::string());
     }
   }
 
-  // ---- from here on the input is valid; build the run ----------------------------------------
-  fs::create_directories(out);
-  write_file_atomic(out / "config.json", nlohmann::json(cfg).dump(2) + "\n");
-  Model<float, B> model(cfg.spec, cfg.batch, cfg.seq_len, cfg.softcap, detail::routing_of(cfg));
-  AdamWConfig ocfg;
-  ocfg.beta1 = cfg.beta1;
-  ocfg.beta2 = cfg.beta2;
-  ocfg.eps = cfg.eps;
-  ocfg.grad_clip = cfg.grad_clip;
-  ocfg.groups[static_cast<int>(ParamGroup::embedding)] = {cfg.lr_embedding, 0.0};
-  ocfg.groups[static_cast<int>(ParamGroup::lm_head)] = {cfg.lr_lm_head, 0.0};
-  ocfg.groups[static_cast<int>(ParamGroup::matrix)] = {1.0, cfg.weight_decay};
-  ocfg.groups[static_cast<int>(ParamGroup::norm_inject)] = {cfg.lr_norm, 0.0};
-  AdamW<float, B> opt(model.num_params(), ocfg);
-  Schedule sched;
-  sched.lr = cfg.lr;
-  sched.total_steps = budget.steps;
-  sched.warmup_steps = static_cast<int64>(cfg.warmup * static_cast<double>(budget.steps));
-  sched.decay = detail::parse_decay(cfg.decay);
-  sched.final_frac = cfg.final_lr_frac;
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
-  TrainResult res;
-  res.params = model.num_params();
-  res.memory_estimate_bytes = mem.total;
-  res.peak_flops = cfg.peak_flops > 0 ? cfg.peak_flops : measure_peak_flops(B::threads());
-  int64 step0 = 0;
-  double prior_seconds = 0, step_seconds = 0;
-  if (ckpt) {
-    if (static_cast<int64>(ckpt->params.size()) != model.num_params())
-      throw checkpoint_error("checkpoint " + ckpt_path.string() + " holds " + std::to_string(ckpt->params.size()) +
-                             " parameters, the model has " + std::to_string(model.num_params()));
-    std::copy(ckpt->params.begin(), ckpt->params.end(), model.params().begin());
-    std::copy(ckpt->m.begin(), ckpt->m.end(), opt.first_moment().begin());
-    std::copy(ckpt->v.begin(), ckpt->v.end(), opt.second_moment().begin());
-    step0 = ckpt->meta.at("step").get<int64>();
-    opt.set_steps_taken(ckpt->meta.at("adam_steps").get<int64>());
-    if (model.moe_layers() > 0) detail::set_moe_bias(model, ckpt->meta.at("moe_bias"));
-    prior_seconds = ckpt->meta.at("seconds").get<double>();
-    step_seconds = ckpt->meta.at("step_seconds").get<double>();
-    res.resumed_from = step0;
-    detail::cut_log(log_path, step0);
-    ckpt.reset();  // the copies are in place; free the checkpoint's buffers
-  } else {
-    model.init(cfg.seed);
-    write_file_atomic(log_path, std::string());
+  // Trains from the restored step to the last one; stops early when the loss diverges or the
+  // progress callback says so.
+  TrainResult train() {
+    log_.open(files_.log, std::ios::app);
+    count_trained(step0_);
+    for (int64 step = step0_; step < length_.steps; ++step) {
+      StepRecord s = optimiser_step(step);
+      if (!s.finite) {
+        log_.flush();
+        return diverged(s.progress);
+      }
+      TrainProgress& p = s.progress;
+      const bool last = p.step == length_.steps;
+      if (last || due(cfg_.eval_every, p.step)) evaluate_into(p);
+      p.seconds = elapsed();
+      write_log_line(p, s.moe);
+      if (last || due(cfg_.checkpoint_every, p.step)) checkpoint(p.step);
+      if (progress_ && !progress_(p) && !last) {
+        if (last_good_ != p.step) checkpoint(p.step);
+        return finish("stopped", "stopped by the caller after step " + std::to_string(p.step) + "; resume to continue");
+      }
+    }
+    if (!std::isfinite(res_.val_loss)) {  // resumed after the last step: evaluate the final model
+      res_.val_loss = evaluate();
+      res_.val_bpb = val_file_.bits_per_byte(res_.val_loss);
+    }
+    return finish("done", "trained " + std::to_string(res_.steps) + " steps, " + std::to_string(res_.tokens) + " tokens");
   }
 
-  const TrainSampler sampler(train_file, cfg.seed, cfg.seq_len);
-  const int64 per_step = cfg.batch * cfg.seq_len;
-  const int64 eval_batches = std::max<int64>(1, cfg.eval_tokens / per_step);
-  const ValidationSet valset(val_file, cfg.seq_len, eval_batches * cfg.batch);
-  std::vector<std::int32_t> inputs(static_cast<std::size_t>(per_step)), targets(inputs.size());
+ private:
+  void restore(const Checkpoint<float>& ckpt) {
+    if (static_cast<int64>(ckpt.params.size()) != model_.num_params())
+      throw checkpoint_error("checkpoint " + files_.checkpoint.string() + " holds " + std::to_string(ckpt.params.size()) +
+                             " parameters, the model has " + std::to_string(model_.num_params()));
+    std::copy(ckpt.params.begin(), ckpt.params.end(), model_.params().begin());
+    std::copy(ckpt.m.begin(), ckpt.m.end(), opt_.first_moment().begin());
+    std::copy(ckpt.v.begin(), ckpt.v.end(), opt_.second_moment().begin());
+    step0_ = ckpt.meta.at("step").get<int64>();
+    opt_.set_steps_taken(ckpt.meta.at("adam_steps").get<int64>());
+    if (model_.moe_layers() > 0) set_moe_bias(model_, ckpt.meta.at("moe_bias"));
+    prior_seconds_ = ckpt.meta.at("seconds").get<double>();
+    step_seconds_ = ckpt.meta.at("step_seconds").get<double>();
+    res_.resumed_from = step0_;
+    last_good_ = step0_;
+    cut_log(files_.log, step0_);
+  }
 
-  const auto evaluate = [&] {
-    double sum = 0;
-    for (int64 b = 0; b < eval_batches; ++b) {
-      valset.batch(b * cfg.batch, cfg.batch, inputs.data(), targets.data());
-      sum += model.forward(inputs.data(), targets.data());
-    }
-    return sum / static_cast<double>(eval_batches);
-  };
-  const auto elapsed = [&] { return prior_seconds + std::chrono::duration<double>(clock::now() - wall0).count(); };
-  int64 last_good = step0;  // the step of the newest checkpoint on disk
-  const auto checkpoint = [&](int64 step) {
-    nlohmann::json meta = {{"step", step},
-                           {"adam_steps", opt.steps_taken()},
-                           {"tokens", step * per_step},
-                           {"seconds", elapsed()},
-                           {"step_seconds", step_seconds},
-                           {"seed", cfg.seed},
-                           {"data_position", step},  // windows are a function of (seed, step)
-                           {"config", detail::identity(cfg)}};
-    if (model.moe_layers() > 0) meta["moe_bias"] = detail::moe_bias(model);
-    const auto p = model.params();
-    save_checkpoint<float>(ckpt_path, meta, std::span<const float>(p.data(), p.size()),
-                           std::span<const float>(opt.first_moment().data(), p.size()),
-                           std::span<const float>(opt.second_moment().data(), p.size()));
-    last_good = step;
-  };
-  const auto finish = [&](const std::string& status, const std::string& message) {
-    res.status = status;
-    res.message = message;
-    res.seconds = elapsed();
-    res.tokens_per_s = step_seconds > 0 ? static_cast<double>(res.tokens) / step_seconds : 0;
-    res.mfu = res.tokens_per_s * budget.flops_per_token / res.peak_flops;
-    res.peak_rss_bytes = peak_rss_bytes();
-    nlohmann::json j = res.json();
-    j["config"] = cfg;
-    j["flops_per_token"] = budget.flops_per_token;
-    j["memory_estimate"] = {{"params", mem.params}, {"grads", mem.grads}, {"optimizer", mem.optimizer},
-                            {"activations", mem.activations}, {"tokens", mem.tokens}, {"indices", mem.indices}, {"total", mem.total}};
-    write_file_atomic(summary_path, j.dump(2) + "\n");
-    return res;
-  };
+  // Steps, tokens and FLOPs of the result after `steps` steps.
+  void count_trained(int64 steps) {
+    res_.steps = steps;
+    res_.tokens = steps * per_step_;
+    res_.flops = static_cast<double>(res_.tokens) * length_.flops_per_token;
+  }
 
-  std::ofstream log(log_path, std::ios::app);
-  res.steps = step0;
-  res.tokens = step0 * per_step;
-  res.flops = static_cast<double>(res.tokens) * budget.flops_per_token;
-  for (int64 step = step0; step < budget.steps; ++step) {
+  // Optimiser step `step` (from 0): a batch, forward and backward, clipping and the AdamW update.
+  StepRecord optimiser_step(int64 step) {
+    StepRecord s;
+    TrainProgress& p = s.progress;
     const auto t0 = clock::now();
-    sampler.batch(step, cfg.batch, inputs.data(), targets.data());
-    const double loss = model.forward_backward(inputs.data(), targets.data());
-    const nlohmann::json moe = model.moe_layers() > 0 ? detail::moe_step(model) : nlohmann::json();
-    const auto g = model.grads();
+    sampler_.batch(step, cfg_.batch, inputs_.data(), targets_.data());
+    const double loss = model_.forward_backward(inputs_.data(), targets_.data());
+    if (model_.moe_layers() > 0) s.moe = moe_step(model_);
+    const auto g = model_.grads();
     const double norm = AdamW<float, B>::grad_norm(std::span<const float>(g.data(), g.size()));
-    if (!std::isfinite(loss) || !std::isfinite(norm)) {
-      log.flush();
-      return finish("diverged", std::string("the loss became ") + (std::isfinite(loss) ? "finite but the gradient " : "") +
-                                    (std::isnan(loss) || std::isnan(norm) ? "NaN" : "Inf") + " at step " + std::to_string(step + 1) +
-                                    "; stopped, the last good checkpoint (step " + std::to_string(last_good) + ") is kept");
-    }
-    const double lr = sched.at(step);
-    opt.step(model.params(), std::span<const float>(g.data(), g.size()), model.tensors(), lr, norm);
-    model.update_moe_bias();
-    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
-    step_seconds += dt;
-    res.steps = step + 1;
-    res.tokens = res.steps * per_step;
-    res.flops = static_cast<double>(res.tokens) * budget.flops_per_token;
-    res.train_loss = loss;
-
-    TrainProgress p;
     p.step = step + 1;
-    p.steps = budget.steps;
-    p.tokens = res.tokens;
     p.loss = loss;
-    p.lr = lr;
     p.grad_norm = norm;
-    p.tokens_per_s = static_cast<double>(per_step) / dt;
-    p.mfu = p.tokens_per_s * budget.flops_per_token / res.peak_flops;
-    if (!moe.is_null()) {
-      const auto& mm = moe.at("max_min_load");
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      s.finite = false;
+      return s;
+    }
+    const double lr = sched_.at(step);
+    opt_.step(model_.params(), std::span<const float>(g.data(), g.size()), model_.tensors(), lr, norm);
+    model_.update_moe_bias();
+    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    step_seconds_ += dt;
+    count_trained(step + 1);
+    res_.train_loss = loss;
+
+    p.steps = length_.steps;
+    p.tokens = res_.tokens;
+    p.lr = lr;
+    p.tokens_per_s = static_cast<double>(per_step_) / dt;
+    p.mfu = p.tokens_per_s * length_.flops_per_token / res_.peak_flops;
+    if (!s.moe.is_null()) {
+      const auto& mm = s.moe.at("max_min_load");
       p.moe_max_min_load = mm.is_null() ? std::numeric_limits<double>::infinity() : mm.get<double>();
-      p.moe_drop_rate = moe.at("drop_rate").get<double>();
-      res.moe = moe;
-      res.moe["bias"] = detail::moe_bias(model);
+      p.moe_drop_rate = s.moe.at("drop_rate").get<double>();
+      res_.moe = s.moe;
+      res_.moe["bias"] = moe_bias(model_);
     }
-    const bool last = step + 1 == budget.steps;
-    if (last || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0)) {
-      p.val_loss = evaluate();
-      p.val_bpb = val_file.bits_per_byte(*p.val_loss);
-      res.val_loss = *p.val_loss;
-      res.val_bpb = *p.val_bpb;
+    return s;
+  }
+
+  // Mean validation loss over the fixed validation sample.
+  double evaluate() {
+    double sum = 0;
+    for (int64 b = 0; b < eval_batches_; ++b) {
+      valset_.batch(b * cfg_.batch, cfg_.batch, inputs_.data(), targets_.data());
+      sum += model_.forward(inputs_.data(), targets_.data());
     }
-    p.seconds = elapsed();
+    return sum / static_cast<double>(eval_batches_);
+  }
+
+  void evaluate_into(TrainProgress& p) {
+    p.val_loss = evaluate();
+    p.val_bpb = val_file_.bits_per_byte(*p.val_loss);
+    res_.val_loss = *p.val_loss;
+    res_.val_bpb = *p.val_bpb;
+  }
+
+  void write_log_line(const TrainProgress& p, const nlohmann::json& moe) {
     nlohmann::json line = {{"step", p.step},           {"tokens", p.tokens}, {"loss", p.loss},
                            {"lr", p.lr},               {"grad_norm", p.grad_norm},
                            {"tokens_per_s", p.tokens_per_s}, {"mfu", p.mfu}, {"seconds", p.seconds}};
@@ -479,19 +541,90 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
       line["val_bpb"] = *p.val_bpb;
     }
     if (!moe.is_null()) line["moe"] = moe;
-    log << line.dump() << "\n";
-    log.flush();
-    if (last || (cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)) checkpoint(step + 1);
-    if (progress && !progress(p) && !last) {
-      if (last_good != step + 1) checkpoint(step + 1);
-      return finish("stopped", "stopped by the caller after step " + std::to_string(step + 1) + "; resume to continue");
-    }
+    log_ << line.dump() << "\n";
+    log_.flush();
   }
-  if (!std::isfinite(res.val_loss)) {  // resumed after the last step: evaluate the final model
-    res.val_loss = evaluate();
-    res.val_bpb = val_file.bits_per_byte(res.val_loss);
+
+  double elapsed() const { return prior_seconds_ + std::chrono::duration<double>(clock::now() - wall0_).count(); }
+
+  // Saves the state after `step` steps to checkpoint.bin.
+  void checkpoint(int64 step) {
+    nlohmann::json meta = {{"step", step},
+                           {"adam_steps", opt_.steps_taken()},
+                           {"tokens", step * per_step_},
+                           {"seconds", elapsed()},
+                           {"step_seconds", step_seconds_},
+                           {"seed", cfg_.seed},
+                           {"data_position", step},  // windows are a function of (seed, step)
+                           {"config", identity(cfg_)}};
+    if (model_.moe_layers() > 0) meta["moe_bias"] = moe_bias(model_);
+    const auto p = model_.params();
+    save_checkpoint<float>(files_.checkpoint, meta, std::span<const float>(p.data(), p.size()),
+                           std::span<const float>(opt_.first_moment().data(), p.size()),
+                           std::span<const float>(opt_.second_moment().data(), p.size()));
+    last_good_ = step;
   }
-  return finish("done", "trained " + std::to_string(res.steps) + " steps, " + std::to_string(res.tokens) + " tokens");
+
+  // The step's loss or gradient norm was not finite: the run ends, the last checkpoint is kept.
+  TrainResult diverged(const TrainProgress& p) {
+    const double loss = p.loss, norm = p.grad_norm;
+    return finish("diverged", std::string("the loss became ") + (std::isfinite(loss) ? "finite but the gradient " : "") +
+                                  (std::isnan(loss) || std::isnan(norm) ? "NaN" : "Inf") + " at step " + std::to_string(p.step) +
+                                  "; stopped, the last good checkpoint (step " + std::to_string(last_good_) + ") is kept");
+  }
+
+  // Completes the result and writes summary.json.
+  TrainResult finish(const std::string& status, const std::string& message) {
+    res_.status = status;
+    res_.message = message;
+    res_.seconds = elapsed();
+    res_.tokens_per_s = step_seconds_ > 0 ? static_cast<double>(res_.tokens) / step_seconds_ : 0;
+    res_.mfu = res_.tokens_per_s * length_.flops_per_token / res_.peak_flops;
+    res_.peak_rss_bytes = peak_rss_bytes();
+    nlohmann::json j = res_.json();
+    j["config"] = cfg_;
+    j["flops_per_token"] = length_.flops_per_token;
+    j["memory_estimate"] = {{"params", memory_.params},         {"grads", memory_.grads},   {"optimizer", memory_.optimizer},
+                            {"activations", memory_.activations}, {"tokens", memory_.tokens}, {"indices", memory_.indices},
+                            {"total", memory_.total}};
+    write_file_atomic(files_.summary, j.dump(2) + "\n");
+    return res_;
+  }
+
+  const TrainConfig& cfg_;
+  const RunFiles& files_;
+  const ProgressFn& progress_;
+  clock::time_point wall0_;
+  const TokenFile train_file_, val_file_;
+  const TrainingLength length_;
+  const MemoryEstimate memory_;
+  const int64 per_step_, eval_batches_;
+  Model<float, B> model_;
+  AdamW<float, B> opt_;
+  const Schedule sched_;
+  const TrainSampler sampler_;
+  const ValidationSet valset_;
+  std::vector<std::int32_t> inputs_, targets_;  // one batch, training or validation
+  TrainResult res_;
+  int64 step0_ = 0;      // the step the run starts (or resumes) from
+  int64 last_good_ = 0;  // the step of the newest checkpoint on disk
+  double prior_seconds_ = 0, step_seconds_ = 0;  // wall time of earlier sessions; time spent in steps
+  std::ofstream log_;
+};
+
+}  // namespace detail
+
+// Trains (or resumes) one run as described above and returns its result (also in summary.json).
+template <class B = HostBackend>
+TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
+  const auto wall0 = detail::Trainer<B>::clock::now();
+  const detail::RunFiles files(cfg.out);
+  detail::RunInputs in = detail::read_inputs<B>(cfg, files);
+  // From here on the input is valid; build the run.
+  std::filesystem::create_directories(files.out);
+  write_file_atomic(files.config, nlohmann::json(cfg).dump(2) + "\n");
+  detail::Trainer<B> trainer(cfg, std::move(in), files, wall0, progress);
+  return trainer.train();
 }
 
 }  // namespace loopscale::train
