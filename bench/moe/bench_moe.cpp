@@ -172,7 +172,7 @@ ModelSpec model_spec(bool moe) {
 
 struct Trainee {
   static constexpr int64 B = 8, T = 256;
-  loopscale::train::Model<float> model;
+  loopscale::train::Transformer<float> model;
   loopscale::train::AdamW<float> opt;
   std::vector<std::int32_t> in, tgt;
   explicit Trainee(bool moe) : model(model_spec(moe), B, T), opt(model.num_params(), loopscale::train::AdamWConfig{}), in(B * T), tgt(B * T) {

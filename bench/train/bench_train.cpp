@@ -90,7 +90,7 @@ void BM_TrainStep(benchmark::State& state) {
   HostBackend::set_threads(2);
   const ModelSpec spec = acceptance_spec(state.range(0));
   const int64 B = 16, T = 256;
-  Model<float> model(spec, B, T);
+  Transformer<float> model(spec, B, T);
   model.init(1);
   AdamW<float> opt(model.num_params(), AdamWConfig{});
   std::vector<std::int32_t> in(B * T), tg(B * T);

@@ -1,12 +1,21 @@
-// `loopscale account`: the static accounting of a runtime spec, as a table or JSON.
+// `loopscale account`: the static accounting of a runtime spec, as a table or JSON; with
+// `--compare A B`, the relations between two specs (iso-depth, matched compute and parameters),
+// the run-time twins of the static checks (account/compare.hpp), exit 2 when a required one fails.
+#include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <fmt/core.h>
 
 #include "cli.hpp"
 #include "loopscale/account/account.hpp"
-#include "loopscale/arch/spec_json.hpp"
+#include "loopscale/account/account_json.hpp"
+#include "loopscale/account/compare.hpp"
+#include "loopscale/spec/spec_json.hpp"
 #include "spec_flags.hpp"
 
 namespace loopscale::cli {
@@ -18,6 +27,9 @@ struct AccountArgs {
   int64 seq_len = 2048;
   std::string convention = "paper";
   bool json = false;
+  std::vector<std::string> compare;
+  std::string require = "iso-depth,compute";
+  double tolerance = 0.02;
 };
 
 std::string human(double v) {
@@ -27,11 +39,25 @@ std::string human(double v) {
   return i == 0 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}{}", v, unit[i]);
 }
 
+// "4" for a uniform dense stack, "4 MoE(E8 K2)" for a uniform MoE one, "4 [dense, MoE(E8 K2), ...]"
+// for a mixed one.
+std::string describe(const StackSpec& s) {
+  const auto layer = [](const LayerSpec& l) {
+    return l.ffn.moe() ? fmt::format("MoE(E{} K{}{})", l.ffn.experts, l.ffn.top_k, l.ffn.shared_expert ? " +shared" : "")
+                       : std::string("dense");
+  };
+  if (s.empty()) return "0";
+  if (s.uniform()) return s.layers.front().ffn.moe() ? fmt::format("{} {}", s.size(), layer(s.layers.front())) : std::to_string(s.size());
+  std::string out = fmt::format("{} [", s.size());
+  for (int64 i = 0; i < s.size(); ++i) out += (i ? ", " : "") + layer(s[i]);
+  return out + "]";
+}
+
 void print_table(const ModelSpec& m, const Accounting& a) {
   const ParamCounts& p = a.params;
   fmt::print("model   d_model {}  vocab {} (padded {})  prelude {}  recur {} x {} ({} inject, bptt {})  coda {}\n",
-             m.d_model, m.vocab, padded_vocab(m), m.prelude.layers, m.recur.block.layers, m.recur.r,
-             to_string(m.recur.inject.kind), bptt_recurrences(m.recur), m.coda.layers);
+             m.d_model, m.vocab, padded_vocab(m), describe(m.prelude), describe(m.recur.block), m.recur.r,
+             to_string(m.recur.inject.kind), bptt_recurrences(m.recur), describe(m.coda));
   fmt::print("effective depth {}   seq_len {}   convention {}\n\n", a.effective_depth, a.seq_len, to_string(a.convention));
   const auto row = [](const char* name, int64 v, const char* note) {
     fmt::print("  {:<15} {:>16} {:>9}  {}\n", name, v, human(static_cast<double>(v)), note);
@@ -50,18 +76,106 @@ void print_table(const ModelSpec& m, const Accounting& a) {
   row("train", a.flops_per_token.train, "forward + backward");
 }
 
+// A spec from a file: a ModelSpec as JSON, a train config (its "spec"), or a run folder (its
+// config.json).
+ModelSpec read_spec(const std::string& arg) {
+  std::filesystem::path path = arg;
+  if (std::filesystem::is_directory(path)) path /= "config.json";
+  std::ifstream in(path);
+  if (!in) throw usage_error("--compare: cannot read " + path.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text.str());
+    const ModelSpec m = (j.is_object() && j.contains("spec") ? j.at("spec") : j).get<ModelSpec>();
+    validate(m);
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    throw usage_error("--compare: " + path.string() + " is not a model spec: " + e.what());
+  } catch (const spec_error& e) {
+    throw usage_error("--compare: " + path.string() + ": " + e.what());
+  }
+}
+
+void compare(const AccountArgs& args) {
+  const Convention c = parse_convention_flag(args.convention);
+  const ModelSpec a = read_spec(args.compare[0]), b = read_spec(args.compare[1]);
+  if (!(args.tolerance >= 0)) throw usage_error("--tolerance must not be negative");
+  const Accounting x = account(a, args.seq_len, c), y = account(b, args.seq_len, c);
+  struct Check {
+    std::string name;
+    bool ok;
+    std::function<void()> require;
+  };
+  const double tol = args.tolerance;
+  const int64 T = args.seq_len;
+  const std::vector<Check> checks = {
+      {"iso-depth", iso_depth(a, b), [&] { require_iso_depth(a, b); }},
+      {"width", same_width(a, b), [&] { require_same_width(a, b); }},
+      {"compute", matched_compute(a, b, T, tol, c), [&] { require_matched_compute(a, b, T, tol, c); }},
+      {"params", matched_params(a, b, tol), [&] { require_matched_params(a, b, tol); }}};
+  std::vector<std::string> required;
+  std::stringstream list(args.require);
+  for (std::string item; std::getline(list, item, ',');) {
+    if (item.empty()) continue;
+    bool known = false;
+    for (const Check& k : checks) known = known || k.name == item;
+    if (!known) throw usage_error("--require: unknown check '" + item + "' (iso-depth, width, compute, params)");
+    required.push_back(item);
+  }
+  if (args.json) {
+    nlohmann::json j = {{"A", accounting_json(x)}, {"B", accounting_json(y)}, {"tolerance", tol}, {"required", required}};
+    for (const Check& k : checks) j["checks"][k.name] = k.ok;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    const auto ratio = [](int64 p, int64 q) { return static_cast<double>(q) / static_cast<double>(p); };
+    fmt::print("{:<22} {:>16} {:>16} {:>9}\n", "", "A", "B", "B / A");
+    fmt::print("{:<22} {:>16} {:>16}\n", "effective depth", x.effective_depth, y.effective_depth);
+    fmt::print("{:<22} {:>16} {:>16}\n", "d_model", a.d_model, b.d_model);
+    fmt::print("{:<22} {:>16} {:>16} {:>9.4f}\n", "non-embedding params", x.params.non_embedding, y.params.non_embedding,
+               ratio(x.params.non_embedding, y.params.non_embedding));
+    fmt::print("{:<22} {:>16} {:>16} {:>9.4f}\n", "unrolled params", x.params.unrolled, y.params.unrolled,
+               ratio(x.params.unrolled, y.params.unrolled));
+    fmt::print("{:<22} {:>16} {:>16} {:>9.4f}\n", "train FLOPs / token", x.flops_per_token.train, y.flops_per_token.train,
+               ratio(x.flops_per_token.train, y.flops_per_token.train));
+    fmt::print("\n");
+    for (const Check& k : checks)
+      fmt::print("{:<10} {:<5} {}\n", k.name, k.ok ? "yes" : "no",
+                 std::find(required.begin(), required.end(), k.name) != required.end() ? "(required)" : "");
+  }
+  for (const std::string& name : required)
+    for (const Check& k : checks)
+      if (k.name == name) try {
+          k.require();
+        } catch (const spec_error& e) {
+          throw usage_error(e.what());
+        }
+}
+
 const bool registered = add_command([](CLI::App& app) {
   auto args = std::make_shared<AccountArgs>();
-  CLI::App* sub = app.add_subcommand("account", "print the parameter and FLOP accounting of a model spec");
+  CLI::App* sub = app.add_subcommand("account", "print the parameter and FLOP accounting of a model spec, or compare two");
   args->spec.add_to(*sub);
   sub->add_option("--seq-len", args->seq_len, "context length T")->capture_default_str();
-  sub->add_option("--convention", args->convention, "FLOP convention: paper | causal | kaplan | chinchilla")->capture_default_str();
+  sub->add_option("--convention", args->convention, "FLOP convention: " + name_choices<Convention>(" | "))->capture_default_str();
   sub->add_flag("--json", args->json, "print JSON");
+  sub->add_option("--compare", args->compare,
+                  "compare two specs (each a model-spec JSON file, a train config or a run folder) instead of the flags")
+      ->expected(2);
+  sub->add_option("--require", args->require, "with --compare: the checks that must hold (iso-depth, width, compute, params)")
+      ->capture_default_str();
+  sub->add_option("--tolerance", args->tolerance, "with --compare: relative tolerance of compute and params")->capture_default_str();
   args->moe.add_to(*sub);
-  sub->callback([args] {
+  sub->callback([args, sub] {
+    if (args->seq_len < 1) throw usage_error("--seq-len must be at least 1");
+    if (!args->compare.empty()) {
+      for (const char* flag : {"--d-model", "--r", "--experts"})
+        if (sub->count(flag) > 0) throw usage_error(std::string("--compare reads both specs from files; drop ") + flag);
+      compare(*args);
+      return;
+    }
     const ModelSpec m = args->spec.build();
     args->moe.routing(m);  // checked only: routing changes no count
-    if (args->seq_len < 1) throw usage_error("--seq-len must be at least 1");
     const Accounting a = account(m, args->seq_len, parse_convention_flag(args->convention));
     if (args->json) {
       nlohmann::json j = accounting_json(a);

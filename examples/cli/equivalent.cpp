@@ -34,7 +34,7 @@ void run(const EquivalentArgs& a) {
     const double rr = a.r;
     if (rr != std::floor(rr)) throw usage_error("equivalent: --r must be a whole number with --d-model");
     try {
-      e = law::looped_equivalence(law::family_member(*a.d_model, static_cast<int64>(rr), a.vocab), phi);
+      e = law::looped_equivalence(law::paper_member(*a.d_model, static_cast<int64>(rr), a.vocab), phi);
     } catch (const spec_error& err) {
       throw usage_error(std::string("equivalent: --d-model ") + std::to_string(*a.d_model) + ": " + err.what());
     }

@@ -3,7 +3,7 @@
 #include <exception>
 
 #include "cli.hpp"
-#include "loopscale/arch/spec.hpp"
+#include "loopscale/spec/spec.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"loopscale: looped transformers, mixture of experts and their scaling laws"};

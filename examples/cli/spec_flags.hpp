@@ -1,16 +1,20 @@
 // The model-spec flags shared by `account`, `train` and the sweep commands, and their translation
-// into a ModelSpec. Defaults are the iso-depth paper's family (depth 20, prelude 2, coda 2).
+// into a ModelSpec: the flags describe a family (spec/family.hpp) and --r and --d-model pick its
+// member, through the same builder the sweep planner uses. Defaults are the iso-depth paper's family
+// (depth 20, prelude 2, coda 2).
 #pragma once
 
 #include <cmath>
 #include <numeric>
 #include <optional>
+#include <tuple>
 #include <string>
 
 #include "cli.hpp"
 #include "loopscale/account/conventions.hpp"
-#include "loopscale/arch/spec.hpp"
-#include "loopscale/train/kernels/moe_router.hpp"
+#include "loopscale/spec/family.hpp"
+#include "loopscale/spec/spec.hpp"
+#include "loopscale/train/moe_routing.hpp"
 
 namespace loopscale::cli {
 
@@ -34,9 +38,12 @@ struct SpecFlags {
   int64 top_k = 0;
   int64 expert_ff = 0;
   bool shared_expert = false;
+  int64 moe_every = 1;
+  int64 moe_first_dense = 0;
+  std::string moe_layers = "all";
 
   void add_to(CLI::App& app) {
-    app.add_option("--d-model", d_model, "model width")->required();
+    app.add_option("--d-model", d_model, "model width (required)");
     app.add_option("--heads", heads, "attention heads (default: d_model / head_dim)");
     app.add_option("--head-dim", head_dim, "head dimension (default 128, or d_model / heads)");
     app.add_option("--kv-heads", kv_heads, "key/value heads for grouped attention (default: heads)");
@@ -48,7 +55,7 @@ struct SpecFlags {
         ->capture_default_str();
     app.add_option("--recur-layers", recur_layers, "layers k of the shared block");
     app.add_option("--r", r, "recurrences of the shared block")->capture_default_str();
-    app.add_option("--inject", inject, "linear | additive | passthrough | hyper:K (default: linear for r > 1, none for r = 1)");
+    app.add_option("--inject", inject, "linear | additive | passthrough | hyper:L (L lanes) (default: linear for r > 1, none for r = 1)");
     app.add_option("--bptt", bptt, "recurrences that get gradients: full | half | K")->capture_default_str();
     app.add_option("--activation", activation, "relu2 | gelu | swiglu")->capture_default_str();
     app.add_option("--mlp-mult", mlp_mult, "MLP expansion (hidden = mult * d_model)")->capture_default_str();
@@ -56,83 +63,89 @@ struct SpecFlags {
     app.add_option("--top-k", top_k, "experts per token");
     app.add_option("--expert-ff", expert_ff, "hidden width of one expert (default: mlp-mult * d_model)");
     app.add_flag("--shared-expert", shared_expert, "add one always-on expert");
+    app.add_option("--moe-every", moe_every, "every N-th layer is MoE (2: dense and MoE layers alternate)")->capture_default_str();
+    app.add_option("--moe-first-dense", moe_first_dense, "the first K layers stay dense (DeepSeek style)")->capture_default_str();
+    app.add_option("--moe-layers", moe_layers, "where MoE layers may go: all (prelude, block, coda) | recur (the shared block)")
+        ->capture_default_str();
   }
 
-  ModelSpec build() const {
-    ModelSpec m;
-    m.d_model = d_model;
-    m.vocab = vocab;
-    m.vocab_multiple = vocab_multiple;
-    if (r < 1) throw usage_error("--r must be at least 1");
+  // The family the flags describe (vocab, layers, MoE placement, injection, BPTT).
+  FamilySpec family() const {
+    FamilySpec f;
+    f.vocab = vocab;
+    f.vocab_multiple = vocab_multiple;
     if (prelude < 0 || coda < 0) throw usage_error("--prelude and --coda must not be negative");
-    int64 k = 0;
+    f.prelude = prelude;
+    f.coda = coda;
+    f.depth = depth;
     if (recur_layers) {
-      k = *recur_layers;
-      if (k < 0) throw usage_error("--recur-layers must not be negative");
-    } else {
-      const int64 rest = depth - prelude - coda;
-      if (rest < 0) throw usage_error("--depth must be at least --prelude + --coda");
-      if (rest % r != 0)
-        throw usage_error("--r " + std::to_string(r) + " does not divide depth - prelude - coda = " + std::to_string(rest) +
-                          "; pass --recur-layers or choose another r");
-      k = rest / r;
+      if (*recur_layers < 0) throw usage_error("--recur-layers must not be negative");
+      f.block_layers = *recur_layers;
+    } else if (depth < prelude + coda) {
+      throw usage_error("--depth must be at least --prelude + --coda");
     }
-    LayerSpec layer;
     if (heads < 0 || head_dim < 0 || kv_heads < 0) throw usage_error("--heads, --head-dim and --kv-heads must not be negative");
-    layer.attn.heads = heads;
-    layer.attn.head_dim = head_dim;
-    layer.attn.kv_heads = kv_heads;
-    if (activation == "relu2") layer.ffn.act = Activation::relu2;
-    else if (activation == "gelu") layer.ffn.act = Activation::gelu;
-    else if (activation == "swiglu") layer.ffn.act = Activation::swiglu;
-    else throw usage_error("--activation must be relu2, gelu or swiglu, not '" + activation + "'");
+    f.layer.attn.heads = heads;
+    f.layer.attn.head_dim = head_dim;
+    f.layer.attn.kv_heads = kv_heads;
+    const auto act = parse_name<Activation>(activation);
+    if (!act) throw usage_error("--activation must be " + name_choices<Activation>() + ", not '" + activation + "'");
+    f.layer.ffn.act = *act;
     if (!(mlp_mult > 0) || !std::isfinite(mlp_mult)) throw usage_error("--mlp-mult must be positive");
-    // The expansion as a fraction (three decimals) so hidden = d * num / den stays integral.
-    int64 num = std::llround(mlp_mult * 1000), den = 1000;
-    const int64 g = std::gcd(num, den);
-    layer.ffn.mult_num = num / g;
-    layer.ffn.mult_den = den / g;
+    std::tie(f.layer.ffn.mult_num, f.layer.ffn.mult_den) = expansion_fraction(mlp_mult);
     if (experts < 0) throw usage_error("--experts must not be negative");
     if (expert_ff < 0) throw usage_error("--expert-ff must not be negative");
     if (top_k < 0) throw usage_error("--top-k must not be negative");
-    layer.ffn.experts = experts;
-    layer.ffn.top_k = experts > 0 && top_k == 0 ? 1 : top_k;
-    layer.ffn.hidden = expert_ff;
-    layer.ffn.shared_expert = shared_expert;
-    if (experts == 0 && (top_k > 0 || expert_ff > 0 || shared_expert))
-      throw usage_error("--top-k, --expert-ff and --shared-expert need --experts >= 1");
-    m.prelude = {prelude, layer};
-    m.coda = {coda, layer};
-    m.recur.block = {k, layer};
-    m.recur.r = r;
-    m.recur.inject = parse_inject(inject.empty() ? (r > 1 ? "linear" : "none") : inject);
-    m.recur.bptt = parse_bptt(bptt);
-    validate(m);
-    return m;
-  }
-
-  static InjectSpec parse_inject(const std::string& s) {
-    if (s == "none") return {Inject::none, 0};
-    if (s == "linear") return {Inject::linear, 0};
-    if (s == "additive") return {Inject::additive, 0};
-    if (s == "passthrough") return {Inject::passthrough, 0};
-    if (s.rfind("hyper:", 0) == 0) {
-      const std::string k = s.substr(6);
-      char* end = nullptr;
-      const long long lanes = std::strtoll(k.c_str(), &end, 10);
-      if (k.empty() || *end != '\0' || lanes < 1) throw usage_error("--inject hyper:K needs a lane count K >= 1, not '" + k + "'");
-      return {Inject::hyper, lanes};
+    const bool placed = moe_every != 1 || moe_first_dense != 0 || moe_layers != "all";
+    if (experts == 0 && (top_k > 0 || expert_ff > 0 || shared_expert || placed))
+      throw usage_error("--top-k, --expert-ff, --shared-expert, --moe-every, --moe-first-dense and --moe-layers need --experts >= 1");
+    if (experts > 0) {
+      f.moe = f.layer.ffn;  // the dense MLP's activation and expansion, unless --expert-ff gives the width
+      f.moe.experts = experts;
+      f.moe.top_k = top_k == 0 ? 1 : top_k;
+      f.moe.hidden = expert_ff;
+      f.moe.shared_expert = shared_expert;
+      if (moe_every < 1) throw usage_error("--moe-every must be at least 1");
+      if (moe_first_dense < 0) throw usage_error("--moe-first-dense must not be negative");
+      const auto scope = parse_name<MoeScope>(moe_layers);
+      if (!scope) throw usage_error("--moe-layers must be " + name_choices<MoeScope>() + ", not '" + moe_layers + "'");
+      f.placement = {*scope, moe_every, moe_first_dense};
     }
-    throw usage_error("--inject must be linear, additive, passthrough, hyper:K or none, not '" + s + "'");
+    const auto inj = loopscale::parse_inject(inject.empty() ? "linear" : inject);
+    if (!inj) throw usage_error(std::string("--inject must be ") + inject_choices + ", not '" + inject + "'");
+    f.inject = *inj;
+    const auto b = loopscale::parse_bptt(bptt);
+    if (!b) throw usage_error(std::string("--bptt must be ") + bptt_choices + ", not '" + bptt + "'");
+    f.bptt = *b;
+    return f;
   }
 
-  static int64 parse_bptt(const std::string& s) {
-    if (s == "full") return full_bptt;
-    if (s == "half") return half_bptt;
-    char* end = nullptr;
-    const long long k = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || k < 1) throw usage_error("--bptt must be full, half or a positive count, not '" + s + "'");
-    return k;
+  ModelSpec build() const {
+    if (d_model == 0) throw usage_error("--d-model is required");
+    if (r < 1) throw usage_error("--r must be at least 1");
+    const FamilySpec f = family();
+    if (f.bptt > r) throw usage_error("--bptt " + bptt + " exceeds --r " + std::to_string(r));
+    if (r == 1 && !inject.empty() && inject != "none") {
+      // An explicit injection on a one-recurrence model is kept (it is trained and counted).
+      ModelSpec m = build_member(f);
+      m.recur.inject = f.inject;
+      validate(m);
+      return m;
+    }
+    if (r > 1 && inject == "none") throw usage_error("--inject none needs --r 1 (r > 1 needs an injection)");
+    return build_member(f);
+  }
+
+ private:
+  ModelSpec build_member(const FamilySpec& f) const {
+    try {
+      return family_member(f, r, d_model);
+    } catch (const spec_error& e) {
+      if (!recur_layers && std::string(e.what()).find("r does not divide") != std::string::npos)
+        throw usage_error("--r " + std::to_string(r) + " does not divide depth - prelude - coda = " +
+                          std::to_string(depth - prelude - coda) + "; pass --recur-layers or choose another r");
+      throw;
+    }
   }
 };
 
@@ -159,13 +172,11 @@ struct MoeFlags {
   bool any() const { return router || balance || z_loss || capacity || no_renormalize; }
 
   // Checks the values (one line, exit 2) and that the spec has experts to route to.
-  train::kernels::MoeRouting routing(const ModelSpec& m) const {
-    bool moe = false;
-    for (const StackSpec* s : {&m.prelude, &m.recur.block, &m.coda}) moe |= s->layers > 0 && s->layer.ffn.experts > 0;
-    if (any() && !moe) throw usage_error("--router, --balance, --z-loss, --capacity and --no-renormalize need --experts >= 1");
-    train::kernels::MoeRouting r;
-    if (router) r.router = train::kernels::parse_router(*router);
-    if (balance) train::kernels::parse_balance(*balance, r);
+  train::MoeRouting routing(const ModelSpec& m) const {
+    if (any() && !has_moe(m)) throw usage_error("--router, --balance, --z-loss, --capacity and --no-renormalize need --experts >= 1");
+    train::MoeRouting r;
+    if (router) r.router = train::parse_router(*router);
+    if (balance) train::parse_balance(*balance, r);
     if (z_loss) {
       if (!(*z_loss >= 0) || !std::isfinite(*z_loss)) throw usage_error("--z-loss must not be negative");
       r.z_coef = *z_loss;

@@ -29,7 +29,7 @@ struct SpecSource {
   void add_to(CLI::App& app, bool positional = true) {
     if (positional) app.add_option("spec", file, "sweep spec (JSON file)");
     else app.add_option("--spec", file, "sweep spec (JSON file)");
-    app.add_option("--preset", preset, "a named sweep: smoke | cpu-mini | cpu | paper | looped-moe");
+    app.add_option("--preset", preset, "a named sweep: smoke | cpu-mini | cpu | paper | looped-moe | mixed-moe");
   }
   bool given() const { return !file.empty() || !preset.empty(); }
   SweepSpec load() const {

@@ -1,7 +1,11 @@
 // `loopscale account` against the compile-time types, and its handling of bad specs.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+
 #include <nlohmann/json.hpp>
+#include <loopscale/spec/spec_json.hpp>
 #include <loopscale/loopscale.hpp>
 
 #include "run_cli.hpp"
@@ -93,6 +97,11 @@ TEST_CASE("account rejects bad specs with one line and exit 2", "[cli][account][
       "account --d-model 384 --experts 4 --balance aux",     // balance without a coefficient
       "account --d-model 384 --experts 4 --z-loss -1",       // negative z-loss
       "account --d-model 384 --balance bias:0.001",          // routing flags without experts
+      "account --d-model 384 --moe-every 2",                 // placement without experts
+      "account --d-model 384 --experts 4 --moe-every 0",     // every < 1
+      "account --d-model 384 --experts 4 --moe-first-dense -1",  // negative
+      "account --d-model 384 --experts 4 --moe-layers coda", // unknown scope
+      "account --compare only_one.json",                     // --compare takes two
   };
   for (const char* args : bad) {
     INFO(args);
@@ -100,5 +109,76 @@ TEST_CASE("account rejects bad specs with one line and exit 2", "[cli][account][
     CHECK(res.rc == 2);
     CHECK(loopscale::test::count_lines(res.out) == 1);
     CHECK(res.out.rfind("loopscale: error: ", 0) == 0);
+  }
+}
+
+TEST_CASE("account: mixed stacks from --moe-every / --moe-first-dense / --moe-layers", "[cli][account][moe]") {
+  // The mixed family of examples/static_verification.cpp at r = 4: dense and MoE alternate in the block.
+  const auto res = run_cli("account --json --d-model 12 --head-dim 4 --vocab 256 --depth 10 --prelude 1 --coda 1 --r 4"
+                           " --seq-len 64 --experts 4 --top-k 1 --moe-every 2 --moe-first-dense 1 --moe-layers recur");
+  REQUIRE(res.rc == 0);
+  const auto j = nlohmann::json::parse(res.out);
+  const auto& block = j["spec"]["recur"]["block"]["layers"];
+  REQUIRE(block.is_array());
+  REQUIRE(block.size() == 2);
+  CHECK(block[0]["ffn"]["experts"] == 0);
+  CHECK(block[1]["ffn"]["experts"] == 4);
+  CHECK(j["spec"]["prelude"]["layer"]["ffn"]["experts"] == 0);
+  using Mixed = IsoDepthFamily<10, 1, 1, Rs<1, 2, 4>, Width<12>, Vocab<256>, Linear, Layer<Attention<0, 4>>, full_bptt,
+                               MoeEvery<MoE<4, 1>, 2, 1, MoeScope::recur>>;
+  CHECK(j["spec"].get<ModelSpec>() == spec_of<Mixed::member<4>>());
+  CHECK(j["flops_per_token"]["train"] == account_of<Mixed::member<4>>(64).flops_per_token.train);
+  // DeepSeek style: the first two layers dense, then MoE everywhere.
+  const auto ds = run_cli("account --json --d-model 256 --r 2 --depth 6 --prelude 1 --coda 1 --experts 8 --top-k 2 --moe-first-dense 2");
+  REQUIRE(ds.rc == 0);
+  const auto k = nlohmann::json::parse(ds.out)["spec"];
+  CHECK(k["prelude"]["layer"]["ffn"]["experts"] == 0);
+  CHECK(k["recur"]["block"]["layers"][0]["ffn"]["experts"] == 0);
+  CHECK(k["recur"]["block"]["layers"][1]["ffn"]["experts"] == 8);
+  CHECK(k["coda"]["layer"]["ffn"]["experts"] == 8);
+}
+
+TEST_CASE("account --compare: the run-time twins of the static checks", "[cli][account][compare]") {
+  const std::string dir = (std::filesystem::temp_directory_path() / "loopscale_account_compare").string();
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& name, const ModelSpec& m) {
+    std::ofstream(dir + "/" + name) << nlohmann::json(m).dump();
+    return dir + "/" + name;
+  };
+  const std::string r1 = write("r1.json", spec_of<Family::member<1>>());
+  const std::string r4 = write("r4.json", spec_of<Family::member<4>>());
+  using Short = Model<Width<384>, Vocab<32064>, Prelude<1>, Recur<Block<Repeat<4, Layer<>>>, 4, Linear>, Coda<1>>;  // depth 18
+  const std::string shallow = write("short.json", spec_of<Short>());
+  // A train config holding the spec is read too.
+  std::ofstream(dir + "/config.json") << nlohmann::json{{"spec", spec_of<Family::member<8>>()}, {"lr", 1e-3}}.dump();
+
+  const auto ok = run_cli("account --compare " + r1 + " " + r4);
+  CHECK(ok.rc == 0);
+  CHECK_THAT(ok.out, Catch::Contains("iso-depth  yes   (required)"));
+  const auto js = run_cli("account --json --compare " + r1 + " " + dir + " --require iso-depth,compute,width --tolerance 0.035");
+  REQUIRE(js.rc == 0);
+  const auto j = nlohmann::json::parse(js.out);
+  CHECK(j["checks"]["iso-depth"] == true);
+  CHECK(j["checks"]["params"] == false);
+  CHECK(j["B"]["params"]["non_embedding"] == account_of<Family::member<8>>(2048).params.non_embedding);
+
+  const auto depth = run_cli("account --compare " + r1 + " " + shallow);
+  CHECK(depth.rc == 2);
+  CHECK_THAT(depth.out, Catch::Contains(std::string("loopscale: error: ") + LOOPSCALE_MSG_ISO_DEPTH + " (A: 20, B: 18)\n"));
+  const auto params = run_cli("account --compare " + r1 + " " + r4 + " --require params --tolerance 0.1");
+  CHECK(params.rc == 2);
+  CHECK_THAT(params.out, Catch::Contains(LOOPSCALE_MSG_MATCHED_PARAMS));
+  const auto tight = run_cli("account --compare " + r1 + " " + dir + " --tolerance 0.001");
+  CHECK(tight.rc == 2);
+  CHECK_THAT(tight.out, Catch::Contains(LOOPSCALE_MSG_MATCHED_COMPUTE));
+
+  std::ofstream(dir + "/broken.json") << "{\"d_model\": 384";
+  for (const std::string& args : {"account --compare " + r1 + " " + dir + "/missing.json", "account --compare " + r1 + " " + dir + "/broken.json",
+                                  "account --compare " + r1 + " " + r4 + " --require sideways",
+                                  "account --compare " + r1 + " " + r4 + " --d-model 384"}) {
+    INFO(args);
+    const auto res = run_cli(args);
+    CHECK(res.rc == 2);
+    CHECK(loopscale::test::count_lines(res.out) == 1);
   }
 }

@@ -1,4 +1,4 @@
-// expect: IsoDepthFamily: r does not divide the recurrent depth
+// expect: iso-depth family: r does not divide the recurrent depth (depth - prelude - coda); choose r among its divisors
 #include <loopscale/loopscale.hpp>
 using namespace loopscale;
 #ifdef LOOPSCALE_COMPILE_FAIL

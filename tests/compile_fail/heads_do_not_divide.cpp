@@ -6,4 +6,4 @@ using M = Model<Width<384>, Vocab<256>, Prelude<2, Layer<Attention<5>>>, NoRecur
 #else
 using M = Model<Width<384>, Vocab<256>, Prelude<2, Layer<Attention<6>>>, NoRecur>;
 #endif
-static_assert(spec_of<M>.d_model == 384);
+static_assert(spec_of<M>().d_model == 384);

@@ -1,4 +1,4 @@
-// expect: MoE<E, K>: K (experts per token) must not exceed E
+// expect: moe: top_k (K of MoE<E, K>) must not exceed experts (E); lower K or raise E
 #include <loopscale/loopscale.hpp>
 using namespace loopscale;
 #ifdef LOOPSCALE_COMPILE_FAIL
@@ -6,4 +6,4 @@ using L = Layer<Attention<>, MoE<4, 8>>;
 #else
 using L = Layer<Attention<>, MoE<8, 4>>;
 #endif
-static_assert(L::spec.ffn.experts > 0);
+static_assert(L{}.spec().ffn.experts > 0);

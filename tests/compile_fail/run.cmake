@@ -1,7 +1,9 @@
 # Runs one compile-fail case: the file must compile without LOOPSCALE_COMPILE_FAIL (so the failure
-# below is the intended one) and must fail with it, printing the text of its `// expect:` line.
+# below is the intended one) and must fail with it, printing the text of its `// expect:` line within
+# the first 5 lines of the compiler's output, where a user reads it.
 file(STRINGS ${SRC} first LIMIT_COUNT 1)
 string(REGEX REPLACE "^// expect: " "" expect "${first}")
+string(REPLACE "\\;" ";" expect "${expect}")  # file(STRINGS) escapes the ; of a list
 if(expect STREQUAL first OR expect STREQUAL "")
   message(FATAL_ERROR "${SRC}: the first line must be `// expect: <text of the error>`")
 endif()
@@ -14,9 +16,23 @@ execute_process(COMMAND ${CXX} ${flags} -DLOOPSCALE_COMPILE_FAIL ${SRC} RESULT_V
 if(rc EQUAL 0)
   message(FATAL_ERROR "compiled, but must not:\n${SRC}")
 endif()
-string(FIND "${out}" "${expect}" pos)
+# The first 5 lines of the diagnostics.
+set(rest "${out}")
+set(head "")
+foreach(i RANGE 1 5)
+  string(FIND "${rest}" "\n" nl)
+  if(nl EQUAL -1)
+    string(APPEND head "${rest}")
+    break()
+  endif()
+  math(EXPR take "${nl} + 1")
+  string(SUBSTRING "${rest}" 0 ${take} line)
+  string(APPEND head "${line}")
+  string(SUBSTRING "${rest}" ${take} -1 rest)
+endforeach()
+string(FIND "${head}" "${expect}" pos)
 if(pos EQUAL -1)
-  message(FATAL_ERROR "failed to compile as it should, but the output lacks \"${expect}\":\n${out}")
+  message(FATAL_ERROR "failed to compile as it should, but the first 5 lines lack \"${expect}\":\n${out}")
 endif()
 string(LENGTH "${out}" len)
-message(STATUS "failed as expected with \"${expect}\" (${len} characters of diagnostics)")
+message(STATUS "failed as expected with \"${expect}\" in the first 5 lines (${len} characters of diagnostics)")

@@ -71,7 +71,7 @@ TEST_CASE("polishing the best screened starts reaches the tight rules' optimum",
 
 TEST_CASE("the paper's example: r = 4, 410M looped ~ 580M dense in loss, ~1B in cost", "[law][isodepth][equivalence]") {
   // The paper's family at d_model 2048, r = 4: 2 prelude + 4 shared (x4) + 2 coda layers.
-  const ModelSpec m = family_member(2048, 4, 32064);
+  const ModelSpec m = paper_member(2048, 4, 32064);
   const ParamCounts p = count_params(m);
   const Equivalence e = looped_equivalence(m, IsoDepthPublished::phi);
   INFO("N_once " << p.once << ", N_rec " << p.rec << ", dense " << e.dense_equivalent_params << ", unrolled " << e.unrolled_params);

@@ -61,11 +61,12 @@ TEST_CASE("looped-moe preset: (C, E, r, s) runs with E in the id, every FFN rout
     ids.insert(r.id);
     CHECK(r.top_k == 1);
     CHECK(effective_depth(r.model) == 6);
-    for (const StackSpec* st : {&r.model.prelude, &r.model.recur.block, &r.model.coda}) {
-      CHECK(st->layer.ffn.experts == r.experts);
-      CHECK(st->layer.ffn.top_k == 1);
-      CHECK(ffn_hidden(st->layer.ffn, r.model.d_model) == 4 * r.model.d_model);
-    }
+    for (const StackSpec* st : {&r.model.prelude, &r.model.recur.block, &r.model.coda})
+      for (const LayerSpec& l : st->layers) {
+        CHECK(l.ffn.experts == r.experts);
+        CHECK(l.ffn.top_k == 1);
+        CHECK(ffn_hidden(l.ffn, r.model.d_model) == 4 * r.model.d_model);
+      }
     // One accounting: the plan's numbers are count_params / count_flops of the run's spec.
     const ParamCounts p = count_params(r.model);
     CHECK(r.acct.params.non_embedding == p.non_embedding);
@@ -146,8 +147,8 @@ TEST_CASE("E = 1, top-1 is the dense model of the same hidden plus a router of d
   SweepSpec rec = moe;
   rec.moe_layers = "recur";
   const ModelSpec c = model_of(rec, 2, 2, 1), a = model_of(dense, 2, 2);
-  CHECK(c.prelude.layer.ffn.experts == 0);
-  CHECK(c.recur.block.layer.ffn.experts == 1);
+  CHECK(c.prelude[0].ffn.experts == 0);
+  CHECK(c.recur.block[0].ffn.experts == 1);
   CHECK(count_params(c).non_embedding == count_params(a).non_embedding + 2 * 32);
 }
 
@@ -163,13 +164,15 @@ TEST_CASE("dense specs are untouched by the MoE fields (same JSON keys, same ids
     for (const auto& [k, v] : js.items()) keys.insert(k);
     if (s.moe()) {
       for (const char* k : {"experts", "top_k", "expert_ff", "shared_expert", "moe_layers"}) CHECK(keys.count(k) == 1);
+      CHECK(keys.count("moe_every") == (s.moe_every != 1));  // written only when not every layer
+      CHECK(keys.count("moe_first_dense") == (s.moe_first_dense != 0));
     } else {
       CHECK(keys == dense_keys);
       for (const auto& r : make_plan(s).runs) {
         CHECK(r.id == fmt::format("C{}-r{}-s{}", budget_label(r.budget), r.r, r.s));
         CHECK(r.experts == 0);
         CHECK(!run_json(r, s).contains("E"));
-        CHECK(r.model.recur.block.layer.ffn.experts == 0);
+        CHECK(!has_moe(r.model));
       }
     }
     // Round trip keeps the fingerprint.
@@ -237,8 +240,8 @@ TEST_CASE("looped-moe preset results: runs.csv fits the looped-MoE law back to k
     truth_runs.set("N_loop")[i] = static_cast<double>(p.rec_active);
     truth_runs.set("R")[i] = static_cast<double>(r.model.recur.r);
     truth_runs.set("m")[i] = act / static_cast<double>(p.non_embedding);
-    truth_runs.set("E")[i] = static_cast<double>(r.model.recur.block.layer.ffn.experts);
-    truth_runs.set("K")[i] = static_cast<double>(r.model.recur.block.layer.ffn.top_k);
+    truth_runs.set("E")[i] = static_cast<double>(r.model.recur.block[0].ffn.experts);
+    truth_runs.set("K")[i] = static_cast<double>(r.model.recur.block[0].ffn.top_k);
     truth_runs.set("D")[i] = static_cast<double>(r.steps * plan.spec.batch_tokens);
     truth_runs.lines.push_back(i + 1);
   }

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "loopscale/arch/spec.hpp"
+#include "loopscale/spec/spec.hpp"
 
 namespace loopscale::test {
 

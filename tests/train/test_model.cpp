@@ -13,7 +13,7 @@
 
 using namespace loopscale;
 using namespace loopscale::test;
-using loopscale::train::Model;
+using loopscale::train::Transformer;
 
 namespace {
 
@@ -47,12 +47,13 @@ std::vector<std::int32_t> tokens(int64 n, int64 vocab, std::uint64_t seed) {
 // The small spec with every FFN an MoE of E experts, top-K, hidden 12.
 ModelSpec moe_spec(int64 r, int64 E, int64 K, bool shared = false, int64 bptt = full_bptt, Activation act = Activation::relu2) {
   ModelSpec m = small_spec(r, r == 1 ? Inject::none : Inject::linear, 0, bptt, act);
-  for (StackSpec* st : {&m.prelude, &m.recur.block, &m.coda}) {
-    st->layer.ffn.experts = E;
-    st->layer.ffn.top_k = K;
-    st->layer.ffn.hidden = 12;
-    st->layer.ffn.shared_expert = shared;
-  }
+  for (StackSpec* st : {&m.prelude, &m.recur.block, &m.coda})
+    for (LayerSpec& l : st->layers) {
+      l.ffn.experts = E;
+      l.ffn.top_k = K;
+      l.ffn.hidden = 12;
+      l.ffn.shared_expert = shared;
+    }
   return m;
 }
 
@@ -60,7 +61,7 @@ ModelSpec moe_spec(int64 r, int64 E, int64 K, bool shared = false, int64 bptt = 
 // forward_backward's gradients, on a sample of entries of every parameter tensor.
 void grad_check(const ModelSpec& spec, const train::kernels::MoeRouting& routing = {}) {
   const int64 B = 2, T = 5;
-  Model<double> model(spec, B, T, 15.0, routing);
+  Transformer<double> model(spec, B, T, 15.0, routing);
   model.init(7);
   auto p = model.params();
   const vecd noise = randn(p.size(), 8, 0.3);  // away from the structured start (zeros, identities)
@@ -94,7 +95,7 @@ TEST_CASE("model: parameter count equals the static accounting", "[train][model]
   for (Inject inj : {Inject::linear, Inject::additive, Inject::passthrough, Inject::hyper}) {
     for (Activation a : {Activation::relu2, Activation::swiglu}) {
       const ModelSpec m = small_spec(2, inj, inj == Inject::hyper ? 3 : 0, full_bptt, a, 1);
-      Model<float> model(m, 2, 4);
+      Transformer<float> model(m, 2, 4);
       REQUIRE(model.num_params() == count_params(m).total);
       int64 sum = 0;
       for (const auto& t : model.tensors()) sum += t.size;
@@ -105,10 +106,11 @@ TEST_CASE("model: parameter count equals the static accounting", "[train][model]
   ModelSpec m = small_spec(4, Inject::linear);
   m.d_model = 256;
   m.vocab = 256;
-  m.prelude.layer.ffn.mult_num = m.coda.layer.ffn.mult_num = m.recur.block.layer.ffn.mult_num = 4;
-  m.prelude.layers = m.coda.layers = 2;
-  m.recur.block.layers = 4;
-  Model<float> big(m, 1, 8);
+  LayerSpec wide = m.prelude[0];
+  wide.ffn.mult_num = 4;
+  m.prelude = m.coda = StackSpec(2, wide);
+  m.recur.block = StackSpec(4, wide);
+  Transformer<float> big(m, 1, 8);
   REQUIRE(big.num_params() == count_params(m).total);
 }
 
@@ -117,7 +119,7 @@ TEST_CASE("model: activation buffers equal the accounting's memory plan", "[trai
     for (Inject inj : {Inject::linear, Inject::hyper}) {
       const ModelSpec m = small_spec(4, inj, inj == Inject::hyper ? 2 : 0, bptt);
       const int64 B = 3, T = 7;
-      Model<float> model(m, B, T);
+      Transformer<float> model(m, B, T);
       const ActivationPlan plan = activation_plan(m, T);
       REQUIRE(model.activation_values() == plan.per_token() * B * T + plan.per_thread * train::HostBackend::threads());
       const MemoryEstimate e = count_memory(m, B, T, train::HostBackend::threads());
@@ -135,10 +137,10 @@ TEST_CASE("model: MoE parameters, activations and active size equal the accounti
     for (bool shared : {false, true}) {
       for (Activation a : {Activation::relu2, Activation::swiglu}) {
         const ModelSpec m = moe_spec(r, 4, 2, shared, full_bptt, a);
-        Model<float> model(m, 2, 4);
+        Transformer<float> model(m, 2, 4);
         const ParamCounts pc = count_params(m);
         REQUIRE(model.num_params() == pc.total);
-        REQUIRE(model.moe_layers() == 2 + m.recur.block.layers);
+        REQUIRE(model.moe_layers() == 2 + m.recur.block.size());
         // Active: every tensor but the E - K experts a token does not visit, in every MoE layer.
         int64 unvisited = 0;
         for (const auto& t : model.tensors())
@@ -150,7 +152,7 @@ TEST_CASE("model: MoE parameters, activations and active size equal the accounti
   for (int64 bptt : {full_bptt, half_bptt}) {
     const ModelSpec m = moe_spec(4, 4, 2, true, bptt);
     const int64 B = 3, T = 7;
-    Model<float> model(m, B, T);
+    Transformer<float> model(m, B, T);
     const ActivationPlan plan = activation_plan(m, T);
     REQUIRE(model.activation_values() == plan.per_token() * B * T + plan.per_thread * train::HostBackend::threads());
     REQUIRE(count_memory(m, B, T, train::HostBackend::threads()).activations == model.activation_values() * 4);
@@ -161,16 +163,16 @@ TEST_CASE("model: MoE parameters, activations and active size equal the accounti
   // Bad router options are one line.
   train::kernels::MoeRouting bad;
   bad.capacity_factor = -1;
-  REQUIRE_THROWS_WITH((Model<float>(moe_spec(2, 4, 2), 1, 4, 15.0, bad)), Catch::Contains("capacity"));
+  REQUIRE_THROWS_WITH((Transformer<float>(moe_spec(2, 4, 2), 1, 4, 15.0, bad)), Catch::Contains("capacity"));
   ModelSpec k_over_e = moe_spec(2, 2, 3);
-  REQUIRE_THROWS_WITH((Model<float>(k_over_e, 1, 4)), Catch::Contains("top-k") || Catch::Contains("top_k"));
+  REQUIRE_THROWS_WITH((Transformer<float>(k_over_e, 1, 4)), Catch::Contains("top-k") || Catch::Contains("top_k"));
 }
 
 TEST_CASE("model: a looped MoE layer routes every token K times per recurrence, statistics over all r", "[train][model][moe]") {
   for (int64 r : {1, 2, 4}) {
     const ModelSpec m = moe_spec(r, 4, 2);
     const int64 B = 2, T = 6, N = B * T;
-    Model<float> model(m, B, T);
+    Transformer<float> model(m, B, T);
     model.init(3);
     const auto in = tokens(N, m.vocab, 1), tgt = tokens(N, m.vocab, 2);
     const double loss = model.forward(in.data(), tgt.data());
@@ -221,7 +223,7 @@ TEST_CASE("model: MoE selection bias moves towards the underloaded experts", "[t
   bias.balance = train::kernels::Balance::bias;
   bias.bias_rate = 0.5;
   const ModelSpec m = moe_spec(2, 4, 1);
-  Model<float> model(m, 2, 6, 15.0, bias);
+  Transformer<float> model(m, 2, 6, 15.0, bias);
   model.init(5);
   const auto in = tokens(12, m.vocab, 1), tgt = tokens(12, m.vocab, 2);
   model.forward(in.data(), tgt.data());
@@ -265,7 +267,7 @@ TEST_CASE("model: truncated gradients differ from full ones, and frozen state is
   // Guards the gradient check itself: without freezing, finite differences of the full loss must
   // disagree with the truncated gradient of a shared-block weight.
   const ModelSpec m = small_spec(4, Inject::linear, 0, 1);
-  Model<double> model(m, 2, 5);
+  Transformer<double> model(m, 2, 5);
   model.init(3);
   auto p = model.params();
   const vecd noise = randn(p.size(), 4, 0.3);
@@ -291,7 +293,7 @@ TEST_CASE("model: same seed and thread count give identical losses and gradients
   std::vector<float> g1;
   double l1 = 0;
   for (int run = 0; run < 2; ++run) {
-    Model<float> model(m, 4, 16);
+    Transformer<float> model(m, 4, 16);
     model.init(11);
     const double l = model.forward_backward(in.data(), tgt.data());
     if (run == 0) {
@@ -305,4 +307,46 @@ TEST_CASE("model: same seed and thread count give identical losses and gradients
   REQUIRE(std::isfinite(l1));
   REQUIRE(std::abs(l1 - std::log(11.0)) < 0.1);  // lm_head starts near zero: uniform over the vocabulary
  }
+}
+
+namespace {
+// The small spec with a mixed shared block: dense, MoE (4 experts, top 2, hidden 12), dense, MoE;
+// prelude dense, coda MoE; the MoE layers' attention differs too (one shared KV head), so every
+// layer's shape is its own.
+ModelSpec mixed_spec(int64 r, int64 bptt = full_bptt, Inject inj = Inject::linear, int64 lanes = 0) {
+  ModelSpec m = small_spec(r, inj, lanes, bptt);
+  LayerSpec dense = m.prelude[0], moe = dense;
+  moe.ffn = {Activation::relu2, 2, 1, 12, 4, 2, false};
+  moe.attn.kv_heads = 1;
+  m.recur.block = StackSpec({dense, moe, dense, moe});
+  m.coda = StackSpec(1, moe);
+  return m;
+}
+}  // namespace
+
+TEST_CASE("model: mixed stacks lay out every layer with its own shape, as the accounting says", "[train][model][mixed]") {
+  for (int64 bptt : {full_bptt, int64{1}}) {
+    const ModelSpec m = mixed_spec(2, bptt);
+    const int64 B = 3, T = 7;
+    Transformer<float> model(m, B, T);
+    REQUIRE(model.num_params() == count_params(m).total);
+    REQUIRE(model.moe_layers() == 3);  // recur.1, recur.3, coda.0
+    CHECK(model.moe_name(0) == "recur.1");
+    CHECK(model.moe_name(2) == "coda.0");
+    const ActivationPlan plan = activation_plan(m, T);
+    REQUIRE(model.activation_values() == plan.per_token() * B * T + plan.per_thread * train::HostBackend::threads());
+    REQUIRE(model.index_values() >= plan.index * B * T);
+    int64 moe_tensors = 0;
+    for (const auto& t : model.tensors()) moe_tensors += t.name.find(".router") != std::string::npos;
+    CHECK(moe_tensors == 3);
+  }
+}
+
+TEST_CASE("model gradients: mixed dense and MoE layers in the shared block", "[train][model][gradcheck][mixed]") {
+  for (int64 r : {1, 2, 3}) {
+    INFO("r = " << r);
+    grad_check(mixed_spec(r, full_bptt, r == 1 ? Inject::none : Inject::linear));
+  }
+  grad_check(mixed_spec(3, 1));                              // truncated: one scratch set per distinct layer
+  grad_check(mixed_spec(2, full_bptt, Inject::hyper, 2));    // hyperconnections around a mixed block
 }

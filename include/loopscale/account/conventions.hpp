@@ -1,9 +1,11 @@
-// FLOP-counting conventions. Papers disagree on what a training FLOP is (REFERENCE s.4); a library
+// FLOP-counting conventions. Papers disagree on what a training FLOP is; a library
 // that compares architectures has to say which one it uses. The default is the iso-depth paper's.
 #pragma once
 
 #include <optional>
 #include <string_view>
+
+#include "loopscale/util/names.hpp"
 
 namespace loopscale {
 
@@ -21,20 +23,13 @@ enum class Convention {
   chinchilla,
 };
 
-constexpr std::string_view to_string(Convention c) {
-  switch (c) {
-    case Convention::paper: return "paper";
-    case Convention::causal: return "causal";
-    case Convention::kaplan: return "kaplan";
-    case Convention::chinchilla: return "chinchilla";
-  }
-  return "?";
+constexpr auto names_of(Convention) {
+  return make_names<Convention>({{Convention::paper, "paper"},
+                                 {Convention::causal, "causal"},
+                                 {Convention::kaplan, "kaplan"},
+                                 {Convention::chinchilla, "chinchilla"}});
 }
-
-constexpr std::optional<Convention> parse_convention(std::string_view s) {
-  for (Convention c : {Convention::paper, Convention::causal, Convention::kaplan, Convention::chinchilla})
-    if (to_string(c) == s) return c;
-  return std::nullopt;
-}
+constexpr std::string_view to_string(Convention c) { return name_of(c); }
+constexpr std::optional<Convention> parse_convention(std::string_view s) { return parse_name<Convention>(s); }
 
 }  // namespace loopscale

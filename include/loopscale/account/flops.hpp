@@ -17,7 +17,7 @@ namespace detail {
 
 // Forward FLOPs of one layer for one token at context length T.
 constexpr int64 layer_forward_flops(const LayerSpec& l, int64 d, int64 T, Convention c) {
-  const LayerParams p = layer_params(l, d);
+  const LayerCounts p = layer_params(l, d);
   const int64 h = attn_heads(l.attn, d), q = attn_head_dim(l.attn, d);
   const int64 hq = h * q;
   switch (c) {
@@ -33,12 +33,16 @@ constexpr int64 layer_forward_flops(const LayerSpec& l, int64 d, int64 T, Conven
 }
 
 constexpr int64 stack_forward_flops(const StackSpec& s, int64 d, int64 T, Convention c) {
-  return s.layers > 0 ? s.layers * layer_forward_flops(s.layer, d, T, c) : 0;
+  int64 sum = 0;
+  for (const LayerSpec& l : s.layers) sum += layer_forward_flops(l, d, T, c);
+  return sum;
 }
 
 constexpr int64 inject_forward_flops(const InjectSpec& i, int64 d, Convention c) {
+  // Hyperconnections with L lanes: aggregate the lanes (L d), mix them (L^2 d) and broadcast the
+  // block's output into them (L d), 2 FLOPs per multiply-add.
   if (c == Convention::chinchilla && i.kind == Inject::hyper)
-    return 2 * i.lanes * d + 2 * i.lanes * i.lanes * d + 2 * i.lanes * d;  // aggregate, mix, broadcast
+    return 2 * i.lanes * d + 2 * i.lanes * i.lanes * d + 2 * i.lanes * d;
   return 2 * inject_params(i, d);
 }
 
@@ -58,7 +62,7 @@ constexpr int64 outer_forward_flops(const ModelSpec& m, Convention c) {
 
 constexpr FlopCounts count_flops(const ModelSpec& m, int64 seq_len, Convention c = Convention::paper) {
   validate(m);
-  if (seq_len < 1) detail::fail("flops: seq_len must be at least 1");
+  if (seq_len < 1) throw spec_error("flops: seq_len must be at least 1");
   const int64 d = m.d_model;
   const int64 once = detail::stack_forward_flops(m.prelude, d, seq_len, c) +
                      detail::stack_forward_flops(m.coda, d, seq_len, c) + detail::outer_forward_flops(m, c);

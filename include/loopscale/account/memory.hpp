@@ -13,9 +13,9 @@
 namespace loopscale {
 
 // Values kept per token by one executed layer for its backward.
-// MoE layers keep their hidden activations per routed slot (K per token, plus the shared expert's
-// per token) and the router's logits, scores, logsumexp and gates (`router`); `index` counts the
-// 32-bit integers of the routing (chosen expert, grouped order, slot row: 3 per slot), which are
+// MoE layers keep their hidden activations per routed slot (top_k per token, plus the shared
+// expert's per token) and the router's logits, scores, logsumexp and gates (`router`); `index`
+// counts the 32-bit integers of the routing (chosen expert, grouped order, slot row: 3 per slot), which are
 // not values of the scalar type and so are not part of total().
 struct LayerActivations {
   int64 xn1 = 0, rstd1 = 0, qkv_n = 0, qkv = 0, rstd_qk = 0, probs = 0, att = 0, x_mid = 0, xn2 = 0, rstd2 = 0,
@@ -52,11 +52,11 @@ constexpr LayerActivations layer_activations(const LayerSpec& l, int64 d, int64 
   a.hact = ffn_hidden(l.ffn, d);
   a.out = d;
   if (l.ffn.experts > 0) {
-    const int64 K = l.ffn.top_k, E = l.ffn.experts, shared = l.ffn.shared_expert ? 1 : 0;
-    a.hpre = (K + shared) * mlp_in_width(l, d);
-    a.hact = (K + shared) * ffn_hidden(l.ffn, d);
-    a.router = 2 * E + 1 + K;
-    a.index = 3 * K;
+    const int64 top_k = l.ffn.top_k, E = l.ffn.experts, shared = l.ffn.shared_expert ? 1 : 0;
+    a.hpre = (top_k + shared) * mlp_in_width(l, d);
+    a.hact = (top_k + shared) * ffn_hidden(l.ffn, d);
+    a.router = 2 * E + 1 + top_k;
+    a.index = 3 * top_k;
   }
   return a;
 }
@@ -65,8 +65,8 @@ constexpr LayerActivations layer_activations(const LayerSpec& l, int64 d, int64 
 // their gradients, router gradients); 0 for a dense layer.
 constexpr int64 moe_workspace(const LayerSpec& l, int64 d) {
   if (l.ffn.experts == 0) return 0;
-  const int64 K = l.ffn.top_k;
-  return 3 * K * d + K * (ffn_hidden(l.ffn, d) + mlp_in_width(l, d)) + l.ffn.experts + K;
+  const int64 top_k = l.ffn.top_k;
+  return 3 * top_k * d + top_k * (ffn_hidden(l.ffn, d) + mlp_in_width(l, d)) + l.ffn.experts + top_k;
 }
 
 // Every buffer of the engine, in values (of the training scalar type) per token unless noted.
@@ -88,42 +88,49 @@ constexpr ActivationPlan activation_plan(const ModelSpec& m, int64 T) {
   validate(m);
   const int64 d = m.d_model, v = padded_vocab(m);
   const bool hyper = m.recur.inject.kind == Inject::hyper;
-  const int64 K = hyper ? m.recur.inject.lanes : 0;
-  const int64 r = m.recur.r, k = m.recur.block.layers, kb = bptt_recurrences(m.recur);
+  const int64 lanes = hyper ? m.recur.inject.lanes : 0;
+  const int64 r = m.recur.r, k = m.recur.block.size(), kb = bptt_recurrences(m.recur);
   ActivationPlan p;
   p.kept_recurrences = kb;
   p.forward_only = r - kb;
-  p.kept_layers = m.prelude.layers + m.coda.layers + kb * k;
+  p.kept_layers = m.prelude.size() + m.coda.size() + kb * k;
   // x0, rstd0, normed x0; start state; rstd and output of the norm after the recurrence; final
   // norm output and rstd; logits; losses and logsumexp.
-  p.outer = d + 1 + d + (hyper ? K * d : d) + 1 + d + d + 1 + v + 2;
-  if (hyper) p.outer += K * d + d;  // final lanes, pooled state
-  const auto stack = [d, T](const StackSpec& s) {
-    return s.layers > 0 ? s.layers * layer_activations(s.layer, d, T).total() : 0;
+  p.outer = d + 1 + d + (hyper ? lanes * d : d) + 1 + d + d + 1 + v + 2;
+  if (hyper) p.outer += lanes * d + d;  // final lanes, pooled state
+  const auto values = [d, T](const StackSpec& s) {
+    int64 sum = 0;
+    for (const LayerSpec& l : s.layers) sum += layer_activations(l, d, T).total();
+    return sum;
   };
-  p.layers = stack(m.prelude) + stack(m.coda) + kb * stack(m.recur.block);
-  p.recur = kb * (d + (hyper ? K * d : 0));  // block input u (hyper: x) and the lanes it read
-  if (p.forward_only > 0 && k > 0)
-    p.scratch = layer_activations(m.recur.block.layer, d, T).total() + d + (hyper ? 2 * K * d : 0);
-  const auto index = [d, T](const StackSpec& s) { return s.layers > 0 ? s.layers * layer_activations(s.layer, d, T).index : 0; };
+  const auto index = [d, T](const StackSpec& s) {
+    int64 sum = 0;
+    for (const LayerSpec& l : s.layers) sum += layer_activations(l, d, T).index;
+    return sum;
+  };
+  p.layers = values(m.prelude) + values(m.coda) + kb * values(m.recur.block);
+  p.recur = kb * (d + (hyper ? lanes * d : 0));  // block input u (hyper: x) and the lanes it read
   p.index = index(m.prelude) + index(m.coda) + kb * index(m.recur.block);
-  if (p.forward_only > 0 && k > 0) p.index += layer_activations(m.recur.block.layer, d, T).index;
-  // Widest layer of the model for the per-layer gradient buffers.
-  int64 C = 0, hq = 0, H = 0, H1 = 0;
-  for (const StackSpec* s : {&m.prelude, &m.recur.block, &m.coda}) {
-    if (s->layers == 0) continue;
-    const LayerSpec& l = s->layer;
-    C = C > qkv_width(l, d) ? C : qkv_width(l, d);
-    const int64 a = attn_heads(l.attn, d) * attn_head_dim(l.attn, d);
-    hq = hq > a ? hq : a;
-    H = H > ffn_hidden(l.ffn, d) ? H : ffn_hidden(l.ffn, d);
-    H1 = H1 > mlp_in_width(l, d) ? H1 : mlp_in_width(l, d);
+  if (p.forward_only > 0 && k > 0) {
+    // The forward-only recurrences reuse one layer's worth of scratch per distinct layer of the
+    // block (one for a uniform block; two for dense and MoE layers alternating).
+    const StackSpec distinct{m.recur.block.distinct()};
+    p.scratch = values(distinct) + d + (hyper ? 2 * lanes * d : 0);
+    p.index += index(distinct);
   }
-  // g, dxn, de, ds, dqkv, datt, dhact, dhpre; hyper: two lane gradients and d(delta).
-  p.workspace = 4 * d + C + hq + H + H1 + (hyper ? 2 * K * d + d : 0);
-  int64 moe = 0;
+  // Widest layer of the model for the per-layer gradient buffers.
+  int64 C = 0, hq = 0, H = 0, H1 = 0, moe = 0;
   for (const StackSpec* s : {&m.prelude, &m.recur.block, &m.coda})
-    if (s->layers > 0) moe = moe > moe_workspace(s->layer, d) ? moe : moe_workspace(s->layer, d);
+    for (const LayerSpec& l : s->layers) {
+      C = C > qkv_width(l, d) ? C : qkv_width(l, d);
+      const int64 a = attn_heads(l.attn, d) * attn_head_dim(l.attn, d);
+      hq = hq > a ? hq : a;
+      H = H > ffn_hidden(l.ffn, d) ? H : ffn_hidden(l.ffn, d);
+      H1 = H1 > mlp_in_width(l, d) ? H1 : mlp_in_width(l, d);
+      moe = moe > moe_workspace(l, d) ? moe : moe_workspace(l, d);
+    }
+  // g, dxn, de, ds, dqkv, datt, dhact, dhpre; hyper: two lane gradients and d(delta).
+  p.workspace = 4 * d + C + hq + H + H1 + (hyper ? 2 * lanes * d + d : 0);
   p.workspace += moe;
   p.per_thread = T * T;
   return p;

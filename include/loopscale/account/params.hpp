@@ -3,7 +3,7 @@
 // buffer sizes).
 #pragma once
 
-#include "loopscale/arch/spec.hpp"
+#include "loopscale/spec/spec.hpp"
 
 namespace loopscale {
 
@@ -12,13 +12,18 @@ namespace loopscale {
 // published per-width N tables of the iso-depth paper exactly.
 inline constexpr int64 outer_norms = 3;
 
-struct LayerParams {
+// Parameters of one layer, or summed over a stack of layers.
+struct LayerCounts {
   int64 attention = 0;  // Q, K, V, O matrices
   int64 ffn = 0;        // all experts (and router, shared expert) for MoE
   int64 ffn_active = 0; // what one token touches: router + top_k experts + shared expert
   int64 norms = 0;      // two pre-norm scales
   constexpr int64 total() const { return attention + ffn + norms; }
   constexpr int64 active() const { return attention + ffn_active + norms; }
+  constexpr LayerCounts& operator+=(const LayerCounts& o) {
+    attention += o.attention, ffn += o.ffn, ffn_active += o.ffn_active, norms += o.norms;
+    return *this;
+  }
 };
 
 constexpr int64 mlp_params(const FfnSpec& f, int64 d) {
@@ -26,8 +31,8 @@ constexpr int64 mlp_params(const FfnSpec& f, int64 d) {
   return (f.act == Activation::swiglu ? 3 : 2) * d * h;
 }
 
-constexpr LayerParams layer_params(const LayerSpec& l, int64 d) {
-  LayerParams p;
+constexpr LayerCounts layer_params(const LayerSpec& l, int64 d) {
+  LayerCounts p;
   const int64 h = attn_heads(l.attn, d), q = attn_head_dim(l.attn, d), kv = attn_kv_heads(l.attn, d);
   p.attention = d * h * q + 2 * d * kv * q + h * q * d;
   const int64 mlp = mlp_params(l.ffn, d);
@@ -51,6 +56,12 @@ constexpr int64 inject_params(const InjectSpec& i, int64 d) {
   }
 }
 
+constexpr LayerCounts stack_params(const StackSpec& s, int64 d) {
+  LayerCounts sum;
+  for (const LayerSpec& l : s.layers) sum += layer_params(l, d);
+  return sum;
+}
+
 struct ParamCounts {
   int64 embedding = 0;
   int64 unembedding = 0;
@@ -71,11 +82,7 @@ constexpr ParamCounts count_params(const ModelSpec& m) {
   ParamCounts p;
   p.embedding = v * d;
   p.unembedding = v * d;
-  const auto stack = [d](const StackSpec& s) {
-    const LayerParams l = s.layers > 0 ? layer_params(s.layer, d) : LayerParams{};
-    return LayerParams{s.layers * l.attention, s.layers * l.ffn, s.layers * l.ffn_active, s.layers * l.norms};
-  };
-  const LayerParams pre = stack(m.prelude), blk = stack(m.recur.block), coda = stack(m.coda);
+  const LayerCounts pre = stack_params(m.prelude, d), blk = stack_params(m.recur.block, d), coda = stack_params(m.coda, d);
   const int64 inj = inject_params(m.recur.inject, d);
   p.once = pre.total() + coda.total() + outer_norms * d;
   p.once_active = pre.active() + coda.active() + outer_norms * d;

@@ -1,10 +1,13 @@
-// Compile-time layer types. Each is an empty tag carrying a constexpr piece of the spec; widths stay
-// out of the layer (they come from the model) so the same layer serves every width of a sweep.
+// Layer types. Each is a small value whose sizes are static (template arguments) or dynamic (the
+// argument `dynamic`, the value held in the object); `spec()` gives its piece of the ModelSpec.
+// Widths stay out of the layer (they come from the model), so one layer type serves every width.
+//
+// The static_asserts here and the run-time spec checker (spec/spec.hpp) speak the same sentences
+// (spec/faults.hpp): a layer that is wrong in its type fails to compile with the sentence that a
+// dynamic one throws.
 #pragma once
 
-#include <type_traits>
-
-#include "loopscale/arch/spec.hpp"
+#include "loopscale/arch/size.hpp"
 
 namespace loopscale {
 
@@ -12,45 +15,79 @@ namespace loopscale {
 // KvHeads < Heads groups the key/value heads.
 template <int64 Heads = 0, int64 HeadDim = 0, int64 KvHeads = 0, bool Rope = true, bool QkNorm = true>
 struct Attention {
-  static_assert(Heads >= 0 && HeadDim >= 0 && KvHeads >= 0,
-                "Attention<Heads, HeadDim, KvHeads>: counts must not be negative (0 means 'derive from d_model')");
-  static_assert(KvHeads == 0 || Heads == 0 || Heads % KvHeads == 0,
-                "Attention<Heads, HeadDim, KvHeads>: KvHeads must divide Heads");
-  static constexpr AttentionSpec spec{Heads, HeadDim, KvHeads, Rope, QkNorm};
+  static_assert((Heads == dynamic || Heads >= 0) && (HeadDim == dynamic || HeadDim >= 0) &&
+                    (KvHeads == dynamic || KvHeads >= 0),
+                LOOPSCALE_MSG_ATTN_NEGATIVE);
+  static_assert(KvHeads == dynamic || Heads == dynamic || KvHeads == 0 || Heads == 0 || Heads % KvHeads == 0,
+                LOOPSCALE_MSG_ATTN_KV_DIVIDE);
+  static constexpr bool is_static = Heads != dynamic && HeadDim != dynamic && KvHeads != dynamic;
+  [[no_unique_address]] Size<Heads> heads{};
+  [[no_unique_address]] Size<HeadDim> head_dim{};
+  [[no_unique_address]] Size<KvHeads> kv_heads{};
+  constexpr AttentionSpec spec() const { return {heads.get(), head_dim.get(), kv_heads.get(), Rope, QkNorm}; }
+};
+template <int64 H, int64 Q, int64 KV, bool R, bool N>
+struct kind_of<Attention<H, Q, KV, R, N>> {
+  using type = kinds::attention;
 };
 
 // Dense MLP with hidden width d_model * MultNum / MultDen.
 template <Activation Act = Activation::relu2, int64 MultNum = 4, int64 MultDen = 1>
 struct Mlp {
-  static_assert(MultNum >= 1 && MultDen >= 1, "Mlp<Act, MultNum, MultDen>: the expansion MultNum / MultDen must be positive");
-  static constexpr FfnSpec spec{Act, MultNum, MultDen, 0, 0, 0, false};
+  static_assert(MultNum >= 1 && MultDen >= 1, LOOPSCALE_MSG_MLP_EXPANSION);
+  static constexpr bool is_static = true;
+  constexpr FfnSpec spec() const { return {Act, MultNum, MultDen, 0, 0, 0, false}; }
+};
+template <Activation A, int64 N, int64 D>
+struct kind_of<Mlp<A, N, D>> {
+  using type = kinds::ffn;
 };
 
 // Mixture of E routed experts, top-K routing, router weights d x E. Each expert is an MLP of hidden
 // width ExpertHidden (0: 4 d_model); Shared adds one always-on expert of the same shape.
+// E, K and ExpertHidden may be `dynamic`: MoE<dynamic, 2>{.experts = {8}}.
 template <int64 E, int64 K, int64 ExpertHidden = 0, bool Shared = false, Activation Act = Activation::relu2>
 struct MoE {
-  static_assert(E >= 1, "MoE<E, K>: E (routed experts) must be at least 1");
-  static_assert(K >= 1, "MoE<E, K>: K (experts per token) must be at least 1");
-  static_assert(K <= E, "MoE<E, K>: K (experts per token) must not exceed E (routed experts)");
-  static_assert(ExpertHidden >= 0, "MoE<E, K, ExpertHidden>: ExpertHidden must not be negative");
-  static constexpr FfnSpec spec{Act, 4, 1, ExpertHidden, E, K, Shared};
+  static_assert(E == dynamic || E >= 1, LOOPSCALE_MSG_MOE_EXPERTS);
+  static_assert(K == dynamic || K >= 1, LOOPSCALE_MSG_MOE_TOPK);
+  static_assert(K == dynamic || E == dynamic || K <= E, LOOPSCALE_MSG_MOE_TOPK_EXCEEDS);
+  static_assert(ExpertHidden == dynamic || ExpertHidden >= 0, LOOPSCALE_MSG_MLP_HIDDEN_NEGATIVE);
+  static constexpr bool is_static = E != dynamic && K != dynamic && ExpertHidden != dynamic;
+  [[no_unique_address]] Size<E> experts{};
+  [[no_unique_address]] Size<K> top_k{};
+  [[no_unique_address]] Size<ExpertHidden> hidden{};
+  constexpr FfnSpec spec() const { return {Act, 4, 1, hidden.get(), experts.get(), top_k.get(), Shared}; }
+};
+template <int64 E, int64 K, int64 H, bool S, Activation A>
+struct kind_of<MoE<E, K, H, S, A>> {
+  using type = kinds::ffn;
 };
 
-template <class T>
-concept attention_type = std::is_same_v<std::remove_cv_t<decltype(T::spec)>, AttentionSpec>;
-template <class T>
-concept ffn_type = std::is_same_v<std::remove_cv_t<decltype(T::spec)>, FfnSpec>;
+namespace detail {
+// K <= E of a MoE<E, K> read off its template arguments (without instantiating it), so that Layer
+// can say so before anything inside it is instantiated.
+template <class F>
+inline constexpr bool moe_topk_fits = true;
+template <int64 E, int64 K, int64 H, bool S, Activation A>
+inline constexpr bool moe_topk_fits<MoE<E, K, H, S, A>> = K == dynamic || E == dynamic || K <= E;
+}  // namespace detail
 
 // One transformer layer: pre-norm attention then pre-norm MLP (or MoE), each with a residual.
 template <class Attn = Attention<>, class Ffn = Mlp<>>
 struct Layer {
-  static_assert(attention_type<Attn>, "Layer<Attn, Ffn>: the first argument must be an Attention<...>");
-  static_assert(ffn_type<Ffn>, "Layer<Attn, Ffn>: the second argument must be an Mlp<...> or MoE<...>");
-  static constexpr LayerSpec spec{Attn::spec, Ffn::spec};
+  static_assert(is_kind<Attn, kinds::attention>,
+                "Layer<Attn, Ffn>: the first argument must be an Attention<...> (did you swap Attn and Ffn?)");
+  static_assert(is_kind<Ffn, kinds::ffn>, "Layer<Attn, Ffn>: the second argument must be an Mlp<...> or a MoE<E, K>");
+  static_assert(detail::moe_topk_fits<Ffn>, LOOPSCALE_MSG_MOE_TOPK_EXCEEDS);
+  static constexpr bool is_static = Attn::is_static && Ffn::is_static;
+  [[no_unique_address]] Attn attn{};
+  [[no_unique_address]] Ffn ffn{};
+  constexpr LayerSpec spec() const { return {attn.spec(), ffn.spec()}; }
+  constexpr void append_to(std::vector<LayerSpec>& out) const { out.push_back(spec()); }
 };
-
-template <class T>
-concept layer_type = std::is_same_v<std::remove_cv_t<decltype(T::spec)>, LayerSpec>;
+template <class A, class F>
+struct kind_of<Layer<A, F>> {
+  using type = kinds::layer;
+};
 
 }  // namespace loopscale

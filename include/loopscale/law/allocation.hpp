@@ -11,12 +11,13 @@
 #include "loopscale/account/flops.hpp"
 #include "loopscale/law/constants.hpp"
 #include "loopscale/law/iso_depth_grid.hpp"
+#include "loopscale/spec/paper_grid.hpp"
 
 namespace loopscale::law {
 
 struct AllocationOptions {
   int64 seq_len = 2048;
-  int64 vocab = 32064;
+  int64 vocab = paper::vocab;
   int64 max_width = 16384;  // widths 128, 256, ..., max_width
 };
 
@@ -36,16 +37,15 @@ struct Allocation {
 };
 
 // The member of the paper's family (prelude 2, coda 2, effective depth 20, linear injection) with
-// r recurrences at width d.
-inline ModelSpec family_member(int64 d, int64 r, int64 vocab) {
-  if (r < 1 || 16 % r != 0) throw data_error("optimal: r must divide 16 (the family's recurrent depth), not " + std::to_string(r));
-  std::vector<ModelSpec> s = PaperFamily::specs(d, vocab);
-  if (r == 1) return s[0];
-  ModelSpec m = s[1];
-  m.recur.r = r;
-  m.recur.block.layers = 16 / r;
-  validate(m);
-  return m;
+// r recurrences at width d, from the one builder of family members.
+inline ModelSpec paper_member(int64 d, int64 r, int64 vocab) {
+  FamilySpec f = paper::family();
+  f.vocab = vocab;
+  try {
+    return loopscale::family_member(f, r, d);
+  } catch (const spec_error& e) {
+    throw data_error(std::string("optimal: ") + e.what());
+  }
 }
 
 inline Allocation compute_optimal(const AnyLaw& law, const Eigen::VectorXd& theta, int64 r, double budget,
@@ -57,7 +57,7 @@ inline Allocation compute_optimal(const AnyLaw& law, const Eigen::VectorXd& thet
   Runs runs;
   std::vector<double> n_once, n_rec, n, f;
   for (int64 d = 128; d <= opt.max_width; d += 128) {
-    const ModelSpec m = family_member(d, r, opt.vocab);
+    const ModelSpec m = paper_member(d, r, opt.vocab);
     const ParamCounts p = count_params(m);
     WidthPoint w;
     w.d_model = d;

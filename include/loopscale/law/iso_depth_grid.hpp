@@ -1,30 +1,18 @@
-// The iso-depth paper's sweep as runs: 29 (budget, width) points for each r in {1, 2, 4, 8}, 116
-// runs, with N_once, N_rec from the parameter accounting and D = C / F from its FLOPs per token
-// (context 2048, vocabulary 32064). Losses are not included: synthetic.hpp draws them from a law.
+// The iso-depth paper's sweep (spec/paper_grid.hpp) as runs: 29 (budget, width) points for each r
+// in {1, 2, 4, 8}, 116 runs, with N_once, N_rec from the parameter accounting and D = C / F from its
+// FLOPs per token (context 2048). Losses are not included: synthetic.hpp draws them from a law.
 #pragma once
 
-#include <array>
 #include <cstdio>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "loopscale/account/flops.hpp"
-#include "loopscale/arch/iso_depth.hpp"
+#include "loopscale/account/params.hpp"
 #include "loopscale/law/runs.hpp"
+#include "loopscale/spec/paper_grid.hpp"
 
 namespace loopscale::law {
-
-using PaperFamily = IsoDepthFamily<20, 2, 2, Rs<1, 2, 4, 8>, Width<dynamic>, Vocab<32064>>;
-
-// d_model = 64 s rounded up to a multiple of 128 (head dim 128).
-constexpr int64 paper_width(int64 s) { return ceil_div(64 * s, 128) * 128; }
-
-// Budgets (FLOPs) and their width multipliers s.
-inline std::vector<std::pair<double, std::vector<int64>>> paper_budgets() {
-  return {{4.64e17, {6, 8, 10, 12}},          {1e18, {6, 8, 10, 12, 14}},      {2.15e18, {8, 10, 12, 14, 16}},
-          {4.64e18, {10, 12, 14, 16, 18, 20}}, {1e19, {12, 16, 18, 20, 24}},     {2.15e19, {18, 24, 28, 34}}};
-}
 
 struct PaperGrid {
   Runs runs;                        // N_once, N_rec, r, D, C, N (no loss)
@@ -34,21 +22,21 @@ struct PaperGrid {
 inline PaperGrid iso_depth_paper_grid(int64 seq_len = 2048) {
   PaperGrid g;
   std::vector<double> n_once, n_rec, r, d, c, n;
-  const std::array<int64, 4> rs{1, 2, 4, 8};
-  for (std::size_t i = 0; i < rs.size(); ++i)
-    for (const auto& [budget, widths] : paper_budgets())
-      for (int64 s : widths) {
-        const ModelSpec m = PaperFamily::specs(paper_width(s))[i];
+  for (const int64 rv : paper::rs)
+    for (const ComputeBudget& b : paper::budgets())
+      for (const int64 s : b.widths) {
+        const double budget = b.flops;
+        const ModelSpec m = family_member(paper::family(), rv, paper::width(s));
         const ParamCounts p = count_params(m);
         const double f = static_cast<double>(count_flops(m, seq_len).train);
         n_once.push_back(static_cast<double>(p.once));
         n_rec.push_back(static_cast<double>(p.rec));
         n.push_back(static_cast<double>(p.non_embedding));
-        r.push_back(static_cast<double>(rs[i]));
+        r.push_back(static_cast<double>(rv));
         c.push_back(budget);
         d.push_back(budget / f);
         char cell[48];
-        std::snprintf(cell, sizeof cell, "%.3g/r%lld", budget, static_cast<long long>(rs[i]));
+        std::snprintf(cell, sizeof cell, "%.3g/r%lld", budget, static_cast<long long>(rv));
         g.cells.push_back(cell);
       }
   const auto col = [](const std::vector<double>& v) { return Eigen::Map<const Eigen::ArrayXd>(v.data(), static_cast<Eigen::Index>(v.size())); };

@@ -20,7 +20,7 @@ namespace loopscale::law {
 inline std::vector<Eigen::Index> resample_rows(Eigen::Index n, const std::vector<std::string>* groups, std::uint64_t seed,
                                                std::uint64_t b) {
   std::vector<Eigen::Index> rows;
-  const std::uint64_t stream = detail::splitmix64(seed ^ (0xB5AD4ECEDA1CE2A9ull * (b + 1)));
+  const std::uint64_t stream = splitmix64(seed ^ (0xB5AD4ECEDA1CE2A9ull * (b + 1)));
   if (!groups) {
     rows.reserve(static_cast<std::size_t>(n));
     for (Eigen::Index i = 0; i < n; ++i)

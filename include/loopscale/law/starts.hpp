@@ -11,17 +11,12 @@
 #include <Eigen/Core>
 
 #include "loopscale/law/law.hpp"
+#include "loopscale/util/random.hpp"
 
 namespace loopscale::law {
 
 namespace detail {
-// SplitMix64: a well-mixed 64-bit value per (seed, counter); plenty for spreading starts.
-constexpr std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+// A uniform value in [0, 1) per (seed, counter) (util/random.hpp); plenty for spreading starts.
 inline double unit_uniform(std::uint64_t seed, std::uint64_t counter) {
   return static_cast<double>(splitmix64(seed * 0x632BE59BD9B4E019ull + counter) >> 11) * 0x1.0p-53;
 }

@@ -37,7 +37,7 @@ struct Comparison {
 inline SweepPhi sweep_phi(const fs::path& dir, const AnalyseOptions& opt) {
   const SweepSpec spec = folder_spec(dir);
   const Plan plan = make_plan(spec);
-  // An MoE sweep's phi is that of its smallest E (report.hpp, iso_depth_runs), as its report says.
+  // An MoE sweep's phi is that of its smallest E (report_data.hpp, iso_depth_runs), as its report says.
   const auto results = iso_depth_runs(spec, read_results(dir / "results.jsonl"));
   if (results.empty()) throw sweep_error(dir.string() + ": no results.jsonl with finished runs (merge shards first)");
   SweepPhi s;

@@ -1,17 +1,19 @@
 // A sweep spec and its plan. The spec names an iso-depth family (depth, prelude, coda, the r values,
 // injection, BPTT), compute budgets C in FLOPs with the width multipliers s tried at each, and the
 // training settings shared by every run. The plan turns it into runs using the accounting only:
-// F = train FLOPs per token (account/flops.hpp), tokens D = C / F, steps = C / (F * batch tokens)
-// (REFERENCE s.1). A run that cannot be trained as planned (fewer tokens than one batch, memory
+// F = train FLOPs per token (account/flops.hpp), tokens D = C / F, steps = C / (F * batch tokens),
+// the iso-depth paper's convention. Each run's model is the family's member at (r, d) from the
+// one builder of family members (spec/family.hpp). A run that cannot be trained as planned (fewer tokens than one batch, memory
 // above the limit) stays in the plan with its problem written next to it, so nobody mistakes a
 // missing point for a finished sweep.
 //
-// Mixture of experts: a spec with `experts` (a list of expert counts E) makes every FFN of the
-// chosen layers a routed MoE of E experts, top_k per token, and sweeps E as one more axis: runs
-// (C, E, r, s), ids "C1e11-E4-r2-s1". Without `experts` the spec, its JSON, its fingerprint and its
-// run ids are exactly those of a dense sweep. The law-facing counts of an MoE run (REFERENCE s.2)
-// come from the same accounting: N_act = once_active + rec_active, N_loop = rec_active,
-// N_total = non-embedding params, m = N_act / N_total, all without embeddings, like N of the dense law.
+// Mixture of experts: a spec with `experts` (a list of expert counts E) makes the FFN of the layers
+// `moe_layers`, `moe_every` and `moe_first_dense` pick a routed MoE of E experts, top_k per token,
+// and sweeps E as one more axis: runs (C, E, r, s), ids "C1e11-E4-r2-s1". Without `experts` the
+// spec, its JSON, its fingerprint and its run ids are exactly those of a dense sweep. The law-facing
+// counts of an MoE run (the looped-MoE law's variables, law/looped_moe.hpp) come from the same
+// accounting: N_act = once_active + rec_active, N_loop = rec_active, N_total = non-embedding params,
+// m = N_act / N_total, all without embeddings, like N of the dense law.
 #pragma once
 
 #include <algorithm>
@@ -26,19 +28,15 @@
 
 #include "loopscale/account/account.hpp"
 #include "loopscale/account/memory.hpp"
-#include "loopscale/arch/spec.hpp"
-#include "loopscale/arch/spec_json.hpp"
+#include "loopscale/spec/family.hpp"
+#include "loopscale/spec/spec.hpp"
+#include "loopscale/spec/spec_json.hpp"
 
 namespace loopscale::sweep {
 
 // Bad sweep input (spec file, preset name, results that do not belong together).
 struct sweep_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
-};
-
-struct Budget {
-  double flops = 0;                 // C
-  std::vector<int64> widths;        // width multipliers s; d_model = width rule applied to s
 };
 
 struct SweepSpec {
@@ -48,8 +46,8 @@ struct SweepSpec {
   int64 prelude = 2;
   int64 coda = 2;
   std::vector<int64> r = {1, 2, 4, 8};
-  std::string inject = "linear";    // for r > 1 (r = 1 has none): linear | additive | passthrough | hyper:K
-  std::string bptt = "full";        // full | half | K
+  std::string inject = "linear";    // for r > 1 (r = 1 has none): linear | additive | passthrough | hyper:L (lanes)
+  std::string bptt = "full";        // full | half | a count of recurrences
   // Width rule d = ceil(width_per_s * s / width_round) * width_round; the paper: 64 s up to 128.
   int64 width_per_s = 64;
   int64 width_round = 128;
@@ -60,7 +58,7 @@ struct SweepSpec {
   int64 batch_tokens = 262144;      // tokens per optimiser step
   int64 micro_batch_tokens = 65536; // tokens per forward/backward pass (what activations hold)
   double memory_limit_gib = 80;     // per device; a run above it is reported
-  std::vector<Budget> budgets;
+  std::vector<ComputeBudget> budgets;  // widths: multipliers s; d_model = the width rule applied to s
   // Engine settings (train::TrainConfig keys: lr, warmup, weight_decay, eval_tokens, threads, ...)
   // shared by every run; the sweep sets spec, batch, seq_len, flops, seed, data and out itself.
   nlohmann::json train = nlohmann::json::object();
@@ -73,12 +71,14 @@ struct SweepSpec {
   double expert_ff = 4;             // expert hidden width / d_model (4: the dense MLP's)
   bool shared_expert = false;       // plus one always-on expert of the same shape
   std::string moe_layers = "all";   // all: prelude, block and coda; recur: the shared block only
+  int64 moe_every = 1;              // every N-th layer of moe_layers is MoE (2: dense, MoE, ... alternating)
+  int64 moe_first_dense = 0;        // after this many dense layers (MoePlacement, spec/family.hpp)
   bool moe() const { return !experts.empty(); }
 };
 
 // ---- JSON ------------------------------------------------------------------------------------
 
-inline void to_json(nlohmann::json& j, const Budget& b) { j = {{"C", b.flops}, {"s", b.widths}}; }
+inline void budget_to_json(nlohmann::json& j, const ComputeBudget& b) { j = {{"C", b.flops}, {"s", b.widths}}; }
 
 inline void to_json(nlohmann::json& j, const SweepSpec& s) {
   j = {{"name", s.name},
@@ -97,17 +97,21 @@ inline void to_json(nlohmann::json& j, const SweepSpec& s) {
        {"batch_tokens", s.batch_tokens},
        {"micro_batch_tokens", s.micro_batch_tokens},
        {"memory_limit_gib", s.memory_limit_gib},
-       {"budgets", s.budgets},
+       {"budgets", nlohmann::json::array()},
        {"train", s.train},
        {"seed", s.seed},
        {"data", s.data}};
-  // Only MoE specs carry these, so a dense spec's JSON (and fingerprint) is what it always was.
+  for (const ComputeBudget& b : s.budgets) budget_to_json(j["budgets"].emplace_back(), b);
+  // Only MoE specs carry these, so a dense spec's JSON (and fingerprint) is what it always was; the
+  // placement only when it is not every layer, so MoE specs written before it existed keep theirs.
   if (s.moe()) {
     j["experts"] = s.experts;
     j["top_k"] = s.top_k;
     j["expert_ff"] = s.expert_ff;
     j["shared_expert"] = s.shared_expert;
     j["moe_layers"] = s.moe_layers;
+    if (s.moe_every != 1) j["moe_every"] = s.moe_every;
+    if (s.moe_first_dense != 0) j["moe_first_dense"] = s.moe_first_dense;
   }
 }
 
@@ -133,7 +137,7 @@ inline void from_json(const nlohmann::json& j, SweepSpec& s) {
                                               "width_round", "head_dim", "vocab", "vocab_multiple", "seq_len",
                                               "batch_tokens", "micro_batch_tokens", "memory_limit_gib", "budgets",
                                               "train", "seed", "data", "experts", "top_k", "expert_ff",
-                                              "shared_expert", "moe_layers"};
+                                              "shared_expert", "moe_layers", "moe_every", "moe_first_dense"};
   for (const auto& [k, v] : j.items())
     if (!known.count(k)) throw sweep_error("sweep spec: unknown field '" + k + "'");
   using detail::read_field;
@@ -158,20 +162,22 @@ inline void from_json(const nlohmann::json& j, SweepSpec& s) {
   read_field(j, "seed", s.seed);
   read_field(j, "data", s.data);
   read_field(j, "experts", s.experts);
-  for (const char* k : {"top_k", "expert_ff", "shared_expert", "moe_layers"})
+  for (const char* k : {"top_k", "expert_ff", "shared_expert", "moe_layers", "moe_every", "moe_first_dense"})
     if (j.contains(k) && !j.contains("experts"))
       throw sweep_error(std::string("sweep spec: '") + k + "' needs 'experts' (the expert counts to sweep)");
   read_field(j, "top_k", s.top_k);
   read_field(j, "expert_ff", s.expert_ff);
   read_field(j, "shared_expert", s.shared_expert);
   read_field(j, "moe_layers", s.moe_layers);
+  read_field(j, "moe_every", s.moe_every);
+  read_field(j, "moe_first_dense", s.moe_first_dense);
   if (j.contains("budgets")) {
     if (!j.at("budgets").is_array()) throw sweep_error("sweep spec: 'budgets' must be a list of {\"C\": flops, \"s\": [...]}");
     s.budgets.clear();
     for (const auto& b : j.at("budgets")) {
       if (!b.is_object() || !b.contains("C") || !b.contains("s") || !b.at("C").is_number() || !b.at("s").is_array())
         throw sweep_error("sweep spec: every budget needs \"C\" (FLOPs) and \"s\" (width multipliers), got " + b.dump());
-      Budget x;
+      ComputeBudget x;
       x.flops = b.at("C").get<double>();
       for (const auto& w : b.at("s")) {
         if (!w.is_number_integer()) throw sweep_error("sweep spec: width multipliers must be integers, got " + w.dump());
@@ -193,31 +199,19 @@ inline std::string fingerprint(const SweepSpec& s) {
 
 // ---- checks ----------------------------------------------------------------------------------
 
-inline InjectSpec parse_inject(const std::string& s) {
-  if (s == "linear") return {Inject::linear, 0};
-  if (s == "additive") return {Inject::additive, 0};
-  if (s == "passthrough") return {Inject::passthrough, 0};
-  if (s.rfind("hyper:", 0) == 0) {
-    try {
-      std::size_t used = 0;
-      const long long k = std::stoll(s.substr(6), &used);
-      if (used == s.size() - 6 && k >= 1) return {Inject::hyper, k};
-    } catch (const std::exception&) {
-    }
-  }
-  throw sweep_error("sweep spec: inject must be linear, additive, passthrough or hyper:K, not '" + s + "'");
+// The spec's injection ("linear", "hyper:4", ...; r = 1 members have none) and BPTT, by the names
+// of spec/spec.hpp.
+inline InjectSpec inject_of(const SweepSpec& s) {
+  const auto i = loopscale::parse_inject(s.inject);
+  if (!i || i->kind == Inject::none)
+    throw sweep_error("sweep spec: inject must be linear, additive, passthrough or hyper:L (L lanes), not '" + s.inject + "'");
+  return *i;
 }
 
-inline int64 parse_bptt(const std::string& s) {
-  if (s == "full") return full_bptt;
-  if (s == "half") return half_bptt;
-  try {
-    std::size_t used = 0;
-    const long long k = std::stoll(s, &used);
-    if (used == s.size() && k >= 1) return k;
-  } catch (const std::exception&) {
-  }
-  throw sweep_error("sweep spec: bptt must be full, half or a positive count, not '" + s + "'");
+inline int64 bptt_of(const SweepSpec& s) {
+  const auto b = loopscale::parse_bptt(s.bptt);
+  if (!b) throw sweep_error(std::string("sweep spec: bptt must be ") + bptt_choices + ", not '" + s.bptt + "'");
+  return *b;
 }
 
 inline int64 width_of(const SweepSpec& s, int64 mult) {
@@ -238,8 +232,8 @@ inline void validate(const SweepSpec& s) {
     need(r >= 1 && middle % r == 0,
          fmt::format("r = {} does not divide depth - prelude - coda = {}; allowed r are the divisors of {}", r, middle, middle));
   need(std::set<int64>(s.r.begin(), s.r.end()).size() == s.r.size(), "r values must be distinct");
-  parse_inject(s.inject);
-  const int64 bptt = parse_bptt(s.bptt);
+  inject_of(s);
+  const int64 bptt = bptt_of(s);
   for (int64 r : s.r)
     need(bptt <= r || r == 1, fmt::format("bptt {} exceeds r = {}", bptt, r));
   need(s.width_per_s >= 1 && s.width_round >= 1, "width_per_s and width_round must be positive");
@@ -251,7 +245,7 @@ inline void validate(const SweepSpec& s) {
        "micro_batch_tokens must be a multiple of seq_len that divides batch_tokens");
   need(s.memory_limit_gib > 0, "memory_limit_gib must be positive");
   need(!s.budgets.empty(), "budgets needs at least one {\"C\": flops, \"s\": [...]}");
-  for (const Budget& b : s.budgets) {
+  for (const ComputeBudget& b : s.budgets) {
     need(std::isfinite(b.flops) && b.flops > 0, fmt::format("budget C = {} must be a positive number of FLOPs", b.flops));
     need(!b.widths.empty(), fmt::format("budget C = {:g} has no widths", b.flops));
     for (int64 m : b.widths) {
@@ -272,8 +266,11 @@ inline void validate(const SweepSpec& s) {
     const int64 e_min = *std::min_element(s.experts.begin(), s.experts.end());
     need(s.top_k >= 1 && s.top_k <= e_min, fmt::format("top_k = {} must be in [1, {}] (the smallest E)", s.top_k, e_min));
     need(std::isfinite(s.expert_ff) && s.expert_ff > 0, "expert_ff must be positive");
-    need(s.moe_layers == "all" || s.moe_layers == "recur", "moe_layers must be all or recur, not '" + s.moe_layers + "'");
-    for (const Budget& b : s.budgets)
+    need(parse_name<MoeScope>(s.moe_layers).has_value(),
+         "moe_layers must be " + name_choices<MoeScope>() + ", not '" + s.moe_layers + "'");
+    need(s.moe_every >= 1, fmt::format("moe_every = {} must be at least 1", s.moe_every));
+    need(s.moe_first_dense >= 0, fmt::format("moe_first_dense = {} must not be negative", s.moe_first_dense));
+    for (const ComputeBudget& b : s.budgets)
       for (int64 m : b.widths) {
         const double h = s.expert_ff * static_cast<double>(width_of(s, m));
         need(h >= 1 && h == std::floor(h),
@@ -282,37 +279,35 @@ inline void validate(const SweepSpec& s) {
   } else {
     const SweepSpec dense{};
     need(s.top_k == dense.top_k && s.expert_ff == dense.expert_ff && s.shared_expert == dense.shared_expert &&
-             s.moe_layers == dense.moe_layers,
-         "top_k, expert_ff, shared_expert and moe_layers need experts (the expert counts to sweep)");
+             s.moe_layers == dense.moe_layers && s.moe_every == dense.moe_every && s.moe_first_dense == dense.moe_first_dense,
+         "top_k, expert_ff, shared_expert, moe_layers, moe_every and moe_first_dense need experts (the expert counts to sweep)");
   }
 }
 
-// The model of one (r, s) point of the family; experts > 0 (an MoE spec): E routed experts in the
-// FFNs of the layers `moe_layers` names.
-inline ModelSpec model_of(const SweepSpec& s, int64 r, int64 mult, int64 experts = 0) {
-  LayerSpec layer;
-  layer.attn.head_dim = s.head_dim;
-  ModelSpec m;
-  m.d_model = width_of(s, mult);
-  LayerSpec moe = layer;
+// The sweep's family (spec/family.hpp) with E routed experts in the layers the MoE placement
+// picks (experts 0: dense). The expert hidden width is expert_ff * d_model, kept as the fraction
+// FfnSpec carries so the family stays free of widths.
+inline FamilySpec family_of(const SweepSpec& s, int64 experts = 0) {
+  FamilySpec f;
+  f.depth = s.depth;
+  f.prelude = s.prelude;
+  f.coda = s.coda;
+  f.inject = inject_of(s);
+  f.bptt = bptt_of(s);
+  f.vocab = s.vocab;
+  f.vocab_multiple = s.vocab_multiple;
+  f.layer.attn.head_dim = s.head_dim;
   if (experts > 0) {
-    moe.ffn.experts = experts;
-    moe.ffn.top_k = s.top_k;
-    moe.ffn.hidden = static_cast<int64>(s.expert_ff * static_cast<double>(m.d_model));
-    moe.ffn.shared_expert = s.shared_expert;
+    const auto [num, den] = expansion_fraction(s.expert_ff);
+    f.moe = {Activation::relu2, num, den, 0, experts, s.top_k, s.shared_expert};
+    f.placement = {*parse_name<MoeScope>(s.moe_layers), s.moe_every, s.moe_first_dense};
   }
-  const LayerSpec& outer = experts > 0 && s.moe_layers == "all" ? moe : layer;
-  m.vocab = s.vocab;
-  m.vocab_multiple = s.vocab_multiple;
-  m.prelude = {s.prelude, outer};
-  m.coda = {s.coda, outer};
-  m.recur.block = {(s.depth - s.prelude - s.coda) / r, moe};
-  m.recur.r = r;
-  m.recur.inject = r > 1 ? parse_inject(s.inject) : InjectSpec{Inject::none, 0};
-  const int64 bptt = parse_bptt(s.bptt);
-  m.recur.bptt = r > 1 ? (bptt > 0 ? std::min(bptt, r) : bptt) : full_bptt;
-  loopscale::validate(m);
-  return m;
+  return f;
+}
+
+// The model of one (r, s) point of the family; experts > 0 (an MoE spec): E routed experts.
+inline ModelSpec model_of(const SweepSpec& s, int64 r, int64 mult, int64 experts = 0) {
+  return family_member(family_of(s, experts), r, width_of(s, mult));
 }
 
 // ---- memory ----------------------------------------------------------------------------------
@@ -371,12 +366,12 @@ inline Plan make_plan(const SweepSpec& spec) {
   Plan plan;
   plan.spec = spec;
   plan.fingerprint = fingerprint(spec);
-  std::vector<Budget> budgets = spec.budgets;
-  std::sort(budgets.begin(), budgets.end(), [](const Budget& a, const Budget& b) { return a.flops < b.flops; });
+  std::vector<ComputeBudget> budgets = spec.budgets;
+  std::sort(budgets.begin(), budgets.end(), [](const ComputeBudget& a, const ComputeBudget& b) { return a.flops < b.flops; });
   const double limit = spec.memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
   // A dense sweep is one "E = 0" slice: its ids and order are those it always had.
   const std::vector<int64> experts = spec.moe() ? spec.experts : std::vector<int64>{0};
-  for (const Budget& b : budgets)
+  for (const ComputeBudget& b : budgets)
     for (int64 e : experts)
       for (int64 r : spec.r)
         for (int64 mult : b.widths) {
@@ -405,7 +400,7 @@ inline Plan make_plan(const SweepSpec& spec) {
   return plan;
 }
 
-// The looped-MoE law's variables of a run (REFERENCE s.2), from the accounting, non-embedding:
+// The looped-MoE law's variables of a run (law/looped_moe.hpp), from the accounting, non-embedding:
 // N_act = active params (top_k experts, router, shared expert), N_loop = the active params of the
 // recurrent block (with the injection), N_total = all non-embedding params, m = N_act / N_total, R = r, E, K, and
 // N_unroll = N_act + (R - 1) N_loop (F_train = 6 N_unroll D up to attention and the lm_head).
@@ -443,7 +438,7 @@ inline nlohmann::json run_columns(const PlannedRun& r) {
 inline nlohmann::json run_json(const PlannedRun& r, const SweepSpec& spec) {
   const ParamCounts& p = r.acct.params;
   nlohmann::json j = run_columns(r);
-  j.update({{"N_total", p.total},
+  j.update({{"N_with_embeddings", p.total},  // not N_total, which the looped-MoE law uses for non-embedding params
             {"D", r.tokens},
             {"steps", r.steps},
             {"tokens_trained", static_cast<double>(r.steps) * static_cast<double>(spec.batch_tokens)},

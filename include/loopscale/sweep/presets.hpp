@@ -2,7 +2,9 @@
 //   smoke     at most 8 tiny runs, well under a minute on two cores (tests, CI);
 //   cpu-mini  the demo: r in {1, 2, 4, 8}, 3 widths per budget, 14-19 minutes on two cores;
 //   cpu       the same family with more widths and budgets, a few hours on two cores;
-//   paper     the 116-run grid of the iso-depth paper (REFERENCE s.1), for GPUs.
+//   paper     the 116-run grid of the iso-depth paper (spec/paper_grid.hpp), for GPUs;
+//   looped-moe  E x R for the looped-MoE law (moe_presets.hpp);
+//   mixed-moe   cpu-mini's family with dense and MoE layers alternating in the shared block.
 // The CPU presets use the byte-level corpus (vocab 256) and an iso-depth family of effective depth
 // 10 = 1 + 8 + 1, so that k = 8 / r is whole for every r in {1, 2, 4, 8}. Their widths and budgets
 // were chosen from pilot runs of the engine on this machine (docs/sweeps.md, "The CPU presets").
@@ -11,12 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "loopscale/spec/paper_grid.hpp"
 #include "loopscale/sweep/moe_presets.hpp"
 #include "loopscale/sweep/plan.hpp"
 
 namespace loopscale::sweep {
 
-inline std::vector<std::string> preset_names() { return {"smoke", "cpu-mini", "cpu", "paper", "looped-moe"}; }
+inline std::vector<std::string> preset_names() { return {"smoke", "cpu-mini", "cpu", "paper", "looped-moe", "mixed-moe"}; }
 
 namespace detail {
 
@@ -58,20 +61,19 @@ inline SweepSpec preset(const std::string& name) {
   if (name == "paper") {
     SweepSpec s;
     s.name = "paper";
-    s.depth = 20;
-    s.prelude = 2;
-    s.coda = 2;
-    s.r = {1, 2, 4, 8};
-    s.width_per_s = 64;
-    s.width_round = 128;
-    s.head_dim = 128;
-    s.vocab = 32000;
-    s.seq_len = 2048;
+    s.depth = paper::depth;
+    s.prelude = paper::prelude;
+    s.coda = paper::coda;
+    s.r.assign(paper::rs.begin(), paper::rs.end());
+    s.width_per_s = 64;  // paper::width: 64 s rounded up to a multiple of the head dim
+    s.width_round = paper::head_dim;
+    s.head_dim = paper::head_dim;
+    s.vocab = paper::vocab;
+    s.seq_len = paper::seq_len;
     s.batch_tokens = 262144;
     s.micro_batch_tokens = 4 * 2048;  // fp32 activations of our engine; the batch by accumulation
     s.memory_limit_gib = 80;
-    s.budgets = {{4.64e17, {6, 8, 10, 12}},          {1e18, {6, 8, 10, 12, 14}},   {2.15e18, {8, 10, 12, 14, 16}},
-                 {4.64e18, {10, 12, 14, 16, 18, 20}}, {1e19, {12, 16, 18, 20, 24}}, {2.15e19, {18, 24, 28, 34}}};
+    s.budgets = paper::budgets();
     // The paper trained with Muon (matrix lr 0.014); this engine has AdamW and its defaults.
     s.data = "data/fineweb-edu";
     return s;
@@ -91,6 +93,27 @@ inline SweepSpec preset(const std::string& name) {
     // 36 runs, 3 widths per (C, r) shifting up with C: d 4-12 at 5e10, d 8-16 at 1e11 and 1.6e11;
     // 3.7e12 training FLOPs. docs/sweeps.md has the measured losses per cell and the time.
     s.budgets = {{5e10, {1, 2, 3}}, {1e11, {2, 3, 4}}, {1.6e11, {2, 3, 4}}};
+    return s;
+  }
+  if (name == "mixed-moe") {
+    // The cpu-mini family with a mixed shared block: dense and MoE layers alternate inside the
+    // recurrence (every second layer of the block a top-1 MoE of 4 experts of the dense MLP's
+    // width, starting dense), the family examples/static_verification.cpp proves iso-depth and
+    // matched in compute. r in {1, 2, 4} (k = 8, 4, 2: every member unrolls to the same
+    // dense/MoE/dense/MoE stack; r = 8 would leave a one-layer, all-dense block). One expert
+    // count, so the whole sweep is the iso-depth analysis's. Routing as the looped-moe preset's
+    // (Switch top-1, aux loss 0.01, dropless). docs/sweeps.md has the measured run and its phi.
+    SweepSpec s = detail::cpu_family("mixed-moe");
+    s.r = {1, 2, 4};
+    s.experts = {4};
+    s.top_k = 1;
+    s.expert_ff = 4;
+    s.moe_layers = "recur";
+    s.moe_every = 2;
+    s.moe_first_dense = 1;
+    s.budgets = {{5e10, {1, 2, 3}}, {1e11, {2, 3, 4}}, {1.6e11, {2, 3, 4}}};
+    s.train.update({{"moe_router", "softmax"}, {"moe_renormalize", false}, {"moe_balance", "aux:0.01"}, {"moe_z_loss", 0.0},
+                    {"moe_capacity", 0.0}});
     return s;
   }
   if (name == "cpu") {

@@ -69,17 +69,14 @@ inline std::vector<RunResult> iso_depth_runs(const SweepSpec& spec, const std::v
 
 // ---- the joint law ---------------------------------------------------------------------------
 
-// The counts of an (r, d) point of the family for smooth law curves: heads = 1 so any even d is a
-// valid spec. Parameters and FLOPs depend on h q = d only, so the counts equal the sweep's own.
-// experts > 0: the MoE member with E experts (its expert hidden width follows d as the sweep's does).
+// The counts of an (r, d) point of the sweep's family (the one builder, spec/family.hpp) for
+// smooth law curves: one head of dimension d, so any even d is a valid spec. Parameters and FLOPs
+// depend on h q = d only, so the counts at the sweep's widths equal the sweep's own. experts > 0:
+// the MoE member with E experts (its expert hidden width follows d as the sweep's does).
 inline Accounting curve_point(const SweepSpec& s, int64 r, int64 d, int64 experts = 0) {
-  ModelSpec m = model_of(s, r, 1, experts);
-  m.d_model = d;
-  for (StackSpec* st : {&m.prelude, &m.recur.block, &m.coda}) {
-    st->layer.attn.heads = 1, st->layer.attn.head_dim = 0;
-    if (st->layer.ffn.experts > 0) st->layer.ffn.hidden = std::max<int64>(1, std::llround(s.expert_ff * static_cast<double>(d)));
-  }
-  return account(m, s.seq_len);
+  FamilySpec f = family_of(s, experts);
+  f.layer.attn.heads = 1, f.layer.attn.head_dim = 0;
+  return account(family_member(f, r, d), s.seq_len);
 }
 
 // A point of the joint law: N_once, N_rec, r and D (tokens).

@@ -4,10 +4,13 @@
 // constructor, laid out from the spec (account/params.hpp for the parameters, account/memory.hpp
 // for the activations); forward_backward() allocates nothing.
 //
+// Each stack is a list of layers, each with its own shape (dense and MoE layers may alternate); a
+// layer's shape, parameter offsets and activations are its own.
+//
 // Backward is written by hand, layer by layer (llm.c style), in the reverse order of the forward.
 // The shared block's weight gradients accumulate over the recurrences that get gradients; with
-// truncated BPTT the earlier recurrences run forward only, through one layer's worth of scratch,
-// and their input state is treated as a constant.
+// truncated BPTT the earlier recurrences run forward only, through scratch activations (one set
+// per distinct layer of the block), and their input state is treated as a constant.
 //
 // Mixture-of-experts layers (kernels/moe.hpp) take the place of the MLP wherever the spec has
 // experts > 0, the shared block included. Each MoE layer has its own balancing statistics, reset at
@@ -44,7 +47,7 @@
 namespace loopscale::train {
 
 template <class T, class B = HostBackend>
-class Model {
+class Transformer {
  public:
   // Shapes of one layer, resolved from its LayerSpec.
   struct LayerShape {
@@ -56,7 +59,7 @@ class Model {
   };
   // Offsets of one layer's parameters in the flat buffer. An MoE layer's FFN is one block in the
   // kernel's layout (router | expert W1s | expert W2s | shared W1 | shared W2) starting at w1.
-  struct LayerParams {
+  struct LayerOffsets {
     int64 wqkv = 0, wo = 0, w1 = 0, w2 = 0, g1 = 0, g2 = 0;
     int64 moe = -1;  // index of the layer's MoE state
   };
@@ -75,7 +78,7 @@ class Model {
     kernels::MoeScratch<T> scratch{};
   };
 
-  Model(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap = 15.0, const kernels::MoeRouting& routing = {})
+  Transformer(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap = 15.0, const kernels::MoeRouting& routing = {})
       : spec_(spec), batch_(batch), seq_(seq_len), n_(batch * seq_len), softcap_(softcap), routing_(routing) {
     validate(spec);
     kernels::validate(routing);
@@ -83,10 +86,10 @@ class Model {
     d_ = spec.d_model;
     vp_ = padded_vocab(spec);
     r_ = spec.recur.r;
-    k_ = spec.recur.block.layers;
+    k_ = spec.recur.block.size();
     kb_ = bptt_recurrences(spec.recur);
     inject_ = spec.recur.inject.kind;
-    K_ = inject_ == Inject::hyper ? spec.recur.inject.lanes : 0;
+    lanes_ = inject_ == Inject::hyper ? spec.recur.inject.lanes : 0;
     layout_params();
     params_.assign(static_cast<std::size_t>(n_params_), T(0));
     grads_.assign(static_cast<std::size_t>(n_params_), T(0));
@@ -95,8 +98,8 @@ class Model {
     rope_sin_.resize(rope_cos_.size());
   }
 
-  Model(const Model&) = delete;
-  Model& operator=(const Model&) = delete;
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
 
   const ModelSpec& spec() const { return spec_; }
   int64 batch() const { return batch_; }
@@ -153,7 +156,7 @@ class Model {
       } else if (nm == "inject.W") {
         kernels::inject_linear_init(p, d_);
       } else if (nm == "inject.hyper") {
-        kernels::hyper_init(p, K_);
+        kernels::hyper_init(p, lanes_);
       } else {
         for (int64 i = 0; i < t.size; ++i) p[i] = T(1);  // norm scales
       }
@@ -176,16 +179,16 @@ class Model {
     kernels::embedding_forward<B>(tokens, P + emb_, x0_, n_, d_);
     kernels::rmsnorm_forward<B>(x0_, P + norm0_, st0_, rstd0_, n_, d_);
     const T* x = st0_;
-    for (int64 i = 0; i < spec_.prelude.layers; ++i) {
-      layer_forward(pre_w_[i], pre_s_, x, pre_a_[i]);
+    for (int64 i = 0; i < spec_.prelude.size(); ++i) {
+      layer_forward(pre_w_[i], pre_shape(i), x, pre_a_[i]);
       x = pre_a_[i].out;
     }
     e_ = x;
     final_state_ = recur_forward();
     kernels::rmsnorm_forward<B>(final_state_, P + norm1_, c0_, rstd_r_, n_, d_);
     x = c0_;
-    for (int64 i = 0; i < spec_.coda.layers; ++i) {
-      layer_forward(coda_w_[i], coda_s_, x, coda_a_[i]);
+    for (int64 i = 0; i < spec_.coda.size(); ++i) {
+      layer_forward(coda_w_[i], coda_shape(i), x, coda_a_[i]);
       x = coda_a_[i].out;
     }
     coda_out_ = x;
@@ -206,14 +209,14 @@ class Model {
     kernels::softcap_ce_backward<B>(logits_, targets, lse_, T(1) / T(n_), loss_shape());
     kernels::linear_backward<B>(xf_, P + head_, logits_, dxn_, G + head_, n_, d_, vp_);
     kernels::rmsnorm_backward<B>(coda_out_, P + norm2_, rstd_f_, dxn_, g_, G + norm2_, n_, d_, false);
-    for (int64 i = spec_.coda.layers - 1; i >= 0; --i)
-      layer_backward(coda_w_[i], coda_s_, i == 0 ? c0_ : coda_a_[i - 1].out, coda_a_[i], g_);
+    for (int64 i = spec_.coda.size() - 1; i >= 0; --i)
+      layer_backward(coda_w_[i], coda_shape(i), i == 0 ? c0_ : coda_a_[i - 1].out, coda_a_[i], g_);
     // g_ is now d c0; through the norm after the recurrence into the gradient of the final state.
     kernels::rmsnorm_backward<B>(final_state_, P + norm1_, rstd_r_, g_, ds_, G + norm1_, n_, d_, false);
     recur_backward();  // leaves the gradient of the prelude output e in de_
     T* g = de_;
-    for (int64 i = spec_.prelude.layers - 1; i >= 0; --i)
-      layer_backward(pre_w_[i], pre_s_, i == 0 ? st0_ : pre_a_[i - 1].out, pre_a_[i], g);
+    for (int64 i = spec_.prelude.size() - 1; i >= 0; --i)
+      layer_backward(pre_w_[i], pre_shape(i), i == 0 ? st0_ : pre_a_[i - 1].out, pre_a_[i], g);
     kernels::rmsnorm_backward<B>(x0_, P + norm0_, rstd0_, g, dxn_, G + norm0_, n_, d_, false);
     kernels::embedding_backward<B>(tokens, dxn_, G + emb_, n_, d_);
   }
@@ -248,8 +251,8 @@ class Model {
     return off;
   }
 
-  LayerParams add_layer(const std::string& prefix, const LayerShape& s) {
-    LayerParams w;
+  LayerOffsets add_layer(const std::string& prefix, const LayerShape& s) {
+    LayerOffsets w;
     w.wqkv = add_tensor(prefix + ".wqkv", s.C * s.d, ParamGroup::matrix, s.d);
     w.wo = add_tensor(prefix + ".wo", s.d * s.hq, ParamGroup::matrix, s.hq);
     if (s.moe) {
@@ -288,17 +291,24 @@ class Model {
     norm0_ = add_tensor("norm.embedding", d_, ParamGroup::norm_inject);
     norm1_ = add_tensor("norm.recur", d_, ParamGroup::norm_inject);
     norm2_ = add_tensor("norm.final", d_, ParamGroup::norm_inject);
-    pre_s_ = shape_of(spec_.prelude.layer);
-    blk_s_ = shape_of(spec_.recur.block.layer);
-    coda_s_ = shape_of(spec_.coda.layer);
-    for (int64 i = 0; i < spec_.prelude.layers; ++i) pre_w_.push_back(add_layer("prelude." + std::to_string(i), pre_s_));
-    for (int64 i = 0; i < k_; ++i) blk_w_.push_back(add_layer("recur." + std::to_string(i), blk_s_));
+    // One shape per unique layer, in the order prelude, block, coda; MoE layers point at theirs, so
+    // the vector is filled once and never grows.
+    shapes_.reserve(static_cast<std::size_t>(unique_layers(spec_)));
+    for (const StackSpec* st : {&spec_.prelude, &spec_.recur.block, &spec_.coda})
+      for (const LayerSpec& l : st->layers) shapes_.push_back(shape_of(l));
+    for (int64 i = 0; i < spec_.prelude.size(); ++i) pre_w_.push_back(add_layer("prelude." + std::to_string(i), pre_shape(i)));
+    for (int64 i = 0; i < k_; ++i) blk_w_.push_back(add_layer("recur." + std::to_string(i), blk_shape(i)));
     if (inject_ == Inject::linear) inj_ = add_tensor("inject.W", 2 * d_ * d_, ParamGroup::norm_inject);
-    if (inject_ == Inject::hyper) inj_ = add_tensor("inject.hyper", kernels::HyperParams::count(K_), ParamGroup::norm_inject);
-    for (int64 i = 0; i < spec_.coda.layers; ++i) coda_w_.push_back(add_layer("coda." + std::to_string(i), coda_s_));
+    if (inject_ == Inject::hyper) inj_ = add_tensor("inject.hyper", kernels::HyperParams::count(lanes_), ParamGroup::norm_inject);
+    for (int64 i = 0; i < spec_.coda.size(); ++i) coda_w_.push_back(add_layer("coda." + std::to_string(i), coda_shape(i)));
     max_q_ = 2;
-    for (const auto& [s, layers] : stacks())
-      if (layers > 0) max_q_ = std::max(max_q_, s->q);
+    for (const LayerShape& s : shapes_) max_q_ = std::max(max_q_, s.q);
+    // The forward-only recurrences of truncated BPTT run through scratch activations, one set per
+    // distinct layer of the block (account/memory.hpp counts the same).
+    const std::vector<LayerSpec> distinct = spec_.recur.block.distinct();
+    for (const LayerSpec& l : spec_.recur.block.layers)
+      for (std::size_t u = 0; u < distinct.size(); ++u)
+        if (distinct[u] == l) blk_distinct_.push_back(static_cast<int64>(u));
   }
 
   // Carves the arena in two passes: the first counts, the second hands out pointers.
@@ -345,12 +355,12 @@ class Model {
   }
 
   void carve(Carver& c, IndexCarver& ic) {
-    const int64 N = n_, d = d_, K = K_;
+    const int64 N = n_, d = d_, L = lanes_;  // L: hyperconnection lanes
     const bool hyper = inject_ == Inject::hyper;
     x0_ = c.take(d * N);
     rstd0_ = c.take(N);
     st0_ = c.take(d * N);
-    s_start_ = c.take((hyper ? K : 1) * d * N);
+    s_start_ = c.take((hyper ? L : 1) * d * N);
     rstd_r_ = c.take(N);
     c0_ = c.take(d * N);
     xf_ = c.take(d * N);
@@ -359,36 +369,38 @@ class Model {
     losses_ = c.take(N);
     lse_ = c.take(N);
     if (hyper) {
-      lanes_final_ = c.take(K * d * N);
+      lanes_final_ = c.take(L * d * N);
       pooled_ = c.take(d * N);
     }
     pre_a_.clear();
     blk_a_.clear();
     coda_a_.clear();
-    for (int64 i = 0; i < spec_.prelude.layers; ++i) pre_a_.push_back(carve_layer(c, ic, pre_s_, spec_.prelude.layer));
-    for (int64 i = 0; i < spec_.coda.layers; ++i) coda_a_.push_back(carve_layer(c, ic, coda_s_, spec_.coda.layer));
-    for (int64 i = 0; i < kb_ * k_; ++i) blk_a_.push_back(carve_layer(c, ic, blk_s_, spec_.recur.block.layer));
+    for (int64 i = 0; i < spec_.prelude.size(); ++i) pre_a_.push_back(carve_layer(c, ic, pre_shape(i), spec_.prelude[i]));
+    for (int64 i = 0; i < spec_.coda.size(); ++i) coda_a_.push_back(carve_layer(c, ic, coda_shape(i), spec_.coda[i]));
+    for (int64 i = 0; i < kb_ * k_; ++i) blk_a_.push_back(carve_layer(c, ic, blk_shape(i % k_), spec_.recur.block[i % k_]));
     rec_u_.clear();
     rec_lanes_.clear();
     for (int64 i = 0; i < kb_; ++i) {
       rec_u_.push_back(c.take(d * N));
-      rec_lanes_.push_back(hyper ? c.take(K * d * N) : nullptr);
+      rec_lanes_.push_back(hyper ? c.take(L * d * N) : nullptr);
     }
     if (r_ > kb_ && k_ > 0) {
-      scratch_a_ = carve_layer(c, ic, blk_s_, spec_.recur.block.layer);
+      scratch_a_.clear();
+      for (int64 j = 0; j < k_; ++j)
+        if (blk_distinct_[j] == static_cast<int64>(scratch_a_.size()))
+          scratch_a_.push_back(carve_layer(c, ic, blk_shape(j), spec_.recur.block[j]));
       scratch_u_ = c.take(d * N);
       if (hyper) {
-        scratch_lanes_[0] = c.take(K * d * N);
-        scratch_lanes_[1] = c.take(K * d * N);
+        scratch_lanes_[0] = c.take(L * d * N);
+        scratch_lanes_[1] = c.take(L * d * N);
       }
     }
     int64 C = 0, hq = 0, H = 0, H1 = 0;
-    for (const auto& [s, layers] : stacks()) {
-      if (layers == 0) continue;
-      C = std::max(C, s->C);
-      hq = std::max(hq, s->hq);
-      H = std::max(H, s->H);
-      H1 = std::max(H1, s->H1);
+    for (const LayerShape& s : shapes_) {
+      C = std::max(C, s.C);
+      hq = std::max(hq, s.hq);
+      H = std::max(H, s.H);
+      H1 = std::max(H1, s.H1);
     }
     g_ = c.take(d * N);
     dxn_ = c.take(d * N);
@@ -399,8 +411,8 @@ class Model {
     dhact_ = c.take(H * N);
     dhpre_ = c.take(H1 * N);
     if (hyper) {
-      dlanes_[0] = c.take(K * d * N);
-      dlanes_[1] = c.take(K * d * N);
+      dlanes_[0] = c.take(L * d * N);
+      dlanes_[1] = c.take(L * d * N);
       ddelta_ = c.take(d * N);
     }
     // One MoE workspace for all MoE layers, sized to the largest; each layer views it with its shape.
@@ -429,16 +441,16 @@ class Model {
     carve(real, ireal);
   }
 
-  // The (shape, layer count) of the three stacks.
-  std::vector<std::pair<const LayerShape*, int64>> stacks() const {
-    return {{&pre_s_, spec_.prelude.layers}, {&blk_s_, k_}, {&coda_s_, spec_.coda.layers}};
-  }
+  // The shape of layer i of the prelude, j of the block, i of the coda.
+  const LayerShape& pre_shape(int64 i) const { return shapes_[static_cast<std::size_t>(i)]; }
+  const LayerShape& blk_shape(int64 j) const { return shapes_[static_cast<std::size_t>(spec_.prelude.size() + j)]; }
+  const LayerShape& coda_shape(int64 i) const { return shapes_[static_cast<std::size_t>(spec_.prelude.size() + k_ + i)]; }
 
   void ensure_tables() {
     if (tables_ready_) return;
     // One table for the head dimension every layer shares.
-    for (const auto& [s, layers] : stacks())
-      if (layers > 0 && s->rope && s->q != max_q_) throw spec_error("train: all layers must share one head dimension");
+    for (const LayerShape& s : shapes_)
+      if (s.rope && s.q != max_q_) throw spec_error("train: all layers must share one head dimension");
     kernels::rope_tables(seq_, max_q_, rope_cos_.data(), rope_sin_.data());
     tables_ready_ = true;
   }
@@ -449,7 +461,7 @@ class Model {
   // ---- one layer ----------------------------------------------------------------------------
   // x_out = x_mid + mlp(norm2(x_mid)), x_mid = x_in + attn(norm1(x_in)). x_in may equal a.out
   // (forward-only scratch): x_in is last read before a.out is first written.
-  void layer_forward(const LayerParams& w, const LayerShape& s, const T* x_in, const Acts& a) {
+  void layer_forward(const LayerOffsets& w, const LayerShape& s, const T* x_in, const Acts& a) {
     const T* P = params_.data();
     const int64 N = n_, d = d_;
     kernels::rmsnorm_forward<B>(x_in, P + w.g1, a.xn1, a.rstd1, N, d);
@@ -471,7 +483,7 @@ class Model {
   }
 
   // g holds d x_out on entry and d x_in on return (residual connections make this in place).
-  void layer_backward(const LayerParams& w, const LayerShape& s, const T* x_in, const Acts& a, T* g) {
+  void layer_backward(const LayerOffsets& w, const LayerShape& s, const T* x_in, const Acts& a, T* g) {
     const T* P = params_.data();
     T* G = grads_.data();
     const int64 N = n_, d = d_;
@@ -497,8 +509,8 @@ class Model {
   const T* block_forward(const T* u, int64 kept_index) {
     const T* x = u;
     for (int64 j = 0; j < k_; ++j) {
-      const Acts& a = kept_index >= 0 ? blk_a_[kept_index * k_ + j] : scratch_a_;
-      layer_forward(blk_w_[j], blk_s_, x, a);
+      const Acts& a = kept_index >= 0 ? blk_a_[kept_index * k_ + j] : scratch_a_[blk_distinct_[j]];
+      layer_forward(blk_w_[j], blk_shape(j), x, a);
       x = a.out;
     }
     return x;
@@ -511,13 +523,13 @@ class Model {
     if (k_ == 0) return e;  // no block: the recurrence is the identity
     const int64 first_kept = r_ - kb_;
     if (inject_ == Inject::hyper) {
-      const int64 K = K_;
-      const T* M = P + inj_ + kernels::HyperParams::M(K);
-      const T* alpha = P + inj_ + kernels::HyperParams::alpha(K);
-      const T* beta = P + inj_ + kernels::HyperParams::beta(K);
+      const int64 L = lanes_;  // hyperconnection lanes
+      const T* M = P + inj_ + kernels::HyperParams::M(L);
+      const T* alpha = P + inj_ + kernels::HyperParams::alpha(L);
+      const T* beta = P + inj_ + kernels::HyperParams::beta(L);
       const bool skip = frozen_ && first_kept > 0;
       if (!skip)
-        for (int64 k = 0; k < K; ++k) kernels::copy<B>(s_start_ + k * nd, e, nd);
+        for (int64 l = 0; l < L; ++l) kernels::copy<B>(s_start_ + l * nd, e, nd);
       const T* lanes = skip ? rec_lanes_[0] : s_start_;
       forward_only_stats(skip ? 2 : 0);
       for (int64 i = skip ? first_kept : 0; i < r_; ++i) {
@@ -525,19 +537,19 @@ class Model {
         if (i == first_kept && !skip) forward_only_stats(1);
         T* x = ki >= 0 ? rec_u_[ki] : scratch_u_;
         if (ki >= 0 && lanes != rec_lanes_[ki]) {  // the lanes this recurrence reads are kept for its backward
-          kernels::copy<B>(rec_lanes_[ki], lanes, K * nd);
+          kernels::copy<B>(rec_lanes_[ki], lanes, L * nd);
           lanes = rec_lanes_[ki];
         }
-        kernels::hyper_aggregate<B>(lanes, alpha, x, K, nd);
+        kernels::hyper_aggregate<B>(lanes, alpha, x, L, nd);
         const T* y = block_forward(x, ki);
         T* out = i == r_ - 1 ? lanes_final_ : (ki >= 0 ? (ki + 1 < kb_ ? rec_lanes_[ki + 1] : lanes_final_)
                                                        : scratch_lanes_[i % 2]);
-        kernels::hyper_update<B>(lanes, M, beta, x, y, out, K, nd);
+        kernels::hyper_update<B>(lanes, M, beta, x, y, out, L, nd);
         lanes = out;
       }
       // Sum-pool the lanes into the state the coda reads.
       kernels::copy<B>(pooled_, lanes_final_, nd);
-      for (int64 k = 1; k < K; ++k) kernels::add_into<B>(pooled_, lanes_final_ + k * nd, nd);
+      for (int64 l = 1; l < L; ++l) kernels::add_into<B>(pooled_, lanes_final_ + l * nd, nd);
       return pooled_;
     }
     // linear / additive / passthrough (and none, which is passthrough with r = 1)
@@ -572,7 +584,7 @@ class Model {
   // phase 0: before the recurrences (remember the statistics so far); 1: at the first kept
   // recurrence (the difference is the forward-only share); 2: frozen, add the share back.
   void forward_only_stats(int phase) {
-    for (const LayerParams& w : blk_w_) {
+    for (const LayerOffsets& w : blk_w_) {
       if (w.moe < 0) continue;
       MoeLayer& m = moe_[w.moe];
       if (phase == 0) m.forward_only = m.stats;
@@ -587,7 +599,7 @@ class Model {
   void block_backward(int64 ki, T* g) {
     for (int64 j = k_ - 1; j >= 0; --j) {
       const T* x_in = j == 0 ? rec_u_[ki] : blk_a_[ki * k_ + j - 1].out;
-      layer_backward(blk_w_[j], blk_s_, x_in, blk_a_[ki * k_ + j], g);
+      layer_backward(blk_w_[j], blk_shape(j), x_in, blk_a_[ki * k_ + j], g);
     }
   }
 
@@ -603,28 +615,28 @@ class Model {
     }
     kernels::fill<B>(de_, T(0), nd);
     if (inject_ == Inject::hyper) {
-      const int64 K = K_;
-      const T* M = P + inj_ + kernels::HyperParams::M(K);
-      const T* alpha = P + inj_ + kernels::HyperParams::alpha(K);
-      const T* beta = P + inj_ + kernels::HyperParams::beta(K);
-      T* dM = G + inj_ + kernels::HyperParams::M(K);
-      T* dalpha = G + inj_ + kernels::HyperParams::alpha(K);
-      T* dbeta = G + inj_ + kernels::HyperParams::beta(K);
+      const int64 L = lanes_;  // hyperconnection lanes
+      const T* M = P + inj_ + kernels::HyperParams::M(L);
+      const T* alpha = P + inj_ + kernels::HyperParams::alpha(L);
+      const T* beta = P + inj_ + kernels::HyperParams::beta(L);
+      T* dM = G + inj_ + kernels::HyperParams::M(L);
+      T* dalpha = G + inj_ + kernels::HyperParams::alpha(L);
+      T* dbeta = G + inj_ + kernels::HyperParams::beta(L);
       T* dout = dlanes_[0];
       T* din = dlanes_[1];
-      for (int64 k = 0; k < K; ++k) kernels::copy<B>(dout + k * nd, ds_, nd);  // pooling
+      for (int64 l = 0; l < L; ++l) kernels::copy<B>(dout + l * nd, ds_, nd);  // pooling
       for (int64 ki = kb_ - 1; ki >= 0; --ki) {
         const T* x = rec_u_[ki];
         const T* y = blk_a_[ki * k_ + k_ - 1].out;
-        kernels::hyper_update_backward<B>(rec_lanes_[ki], M, beta, x, y, dout, din, ddelta_, dM, dbeta, K, nd);
+        kernels::hyper_update_backward<B>(rec_lanes_[ki], M, beta, x, y, dout, din, ddelta_, dM, dbeta, L, nd);
         kernels::copy<B>(g_, ddelta_, nd);  // dy
         block_backward(ki, g_);            // d x through the block
         kernels::add_scaled<B>(g_, ddelta_, T(-1), nd);  // x also enters delta = y - x
-        kernels::hyper_aggregate_backward<B>(rec_lanes_[ki], alpha, g_, din, dalpha, K, nd);
+        kernels::hyper_aggregate_backward<B>(rec_lanes_[ki], alpha, g_, din, dalpha, L, nd);
         std::swap(dout, din);
       }
       if (kb_ == r_)  // full BPTT: the lanes started as copies of e
-        for (int64 k = 0; k < K; ++k) kernels::add_into<B>(de_, dout + k * nd, nd);
+        for (int64 l = 0; l < L; ++l) kernels::add_into<B>(de_, dout + l * nd, nd);
       return;
     }
     T* g = ds_;
@@ -653,7 +665,7 @@ class Model {
   std::vector<MoeLayer> moe_;
   std::vector<kernels::int32> index_arena_;
   double aux_ = 0;
-  int64 d_ = 0, vp_ = 0, r_ = 1, k_ = 0, kb_ = 1, K_ = 0, max_q_ = 2;
+  int64 d_ = 0, vp_ = 0, r_ = 1, k_ = 0, kb_ = 1, lanes_ = 0, max_q_ = 2;
   int threads_ = 1;
   Inject inject_ = Inject::none;
   int64 n_params_ = 0;
@@ -661,10 +673,11 @@ class Model {
   std::vector<T> params_, grads_, arena_, rope_cos_, rope_sin_;
   bool tables_ready_ = false, frozen_ = false;
   int64 emb_ = 0, head_ = 0, norm0_ = 0, norm1_ = 0, norm2_ = 0, inj_ = 0;
-  LayerShape pre_s_, blk_s_, coda_s_;
-  std::vector<LayerParams> pre_w_, blk_w_, coda_w_;
+  std::vector<LayerShape> shapes_;     // per unique layer: prelude, block, coda
+  std::vector<int64> blk_distinct_;    // block layer j -> its distinct layer (scratch_a_ index)
+  std::vector<LayerOffsets> pre_w_, blk_w_, coda_w_;
   std::vector<Acts> pre_a_, blk_a_, coda_a_;
-  Acts scratch_a_{};
+  std::vector<Acts> scratch_a_;
   std::vector<T*> rec_u_, rec_lanes_;
   T *x0_ = nullptr, *rstd0_ = nullptr, *st0_ = nullptr, *s_start_ = nullptr, *rstd_r_ = nullptr, *c0_ = nullptr;
   T *xf_ = nullptr, *rstd_f_ = nullptr, *logits_ = nullptr, *losses_ = nullptr, *lse_ = nullptr;

@@ -37,7 +37,7 @@
 
 #include "loopscale/account/flops.hpp"
 #include "loopscale/account/memory.hpp"
-#include "loopscale/arch/spec_json.hpp"
+#include "loopscale/spec/spec_json.hpp"
 #include "loopscale/train/checkpoint.hpp"
 #include "loopscale/train/data.hpp"
 #include "loopscale/train/model.hpp"
@@ -92,11 +92,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, spec, batch, seq_le
 // Strict reading of a config: an unknown key is an error (a typo must not train the default).
 inline TrainConfig config_from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw config_error("config: expected a JSON object");
-  const nlohmann::json known = TrainConfig{};
+  TrainConfig c;  // the defaults: their keys are the known ones, and what a missing key keeps
+  const nlohmann::json known = c;
   for (const auto& [k, v] : j.items())
     if (!known.contains(k)) throw config_error("config: unknown key '" + k + "'");
   try {
-    return j.get<TrainConfig>();
+    from_json(j, c);
+    return c;
   } catch (const nlohmann::json::exception& e) {
     throw config_error(std::string("config: ") + e.what());
   }
@@ -181,9 +183,9 @@ inline void check(bool ok, const std::string& msg) {
 // The MoE routing options of a config.
 inline kernels::MoeRouting routing_of(const TrainConfig& c) {
   kernels::MoeRouting r;
-  r.router = kernels::parse_router(c.moe_router);
+  r.router = parse_router(c.moe_router);
   r.renormalize = c.moe_renormalize;
-  kernels::parse_balance(c.moe_balance, r);
+  parse_balance(c.moe_balance, r);
   r.z_coef = c.moe_z_loss;
   r.capacity_factor = c.moe_capacity;
   kernels::validate(r);
@@ -599,7 +601,7 @@ class Trainer {
   const TrainingLength length_;
   const MemoryEstimate memory_;
   const int64 per_step_, eval_batches_;
-  Model<float, B> model_;
+  Transformer<float, B> model_;
   AdamW<float, B> opt_;
   const Schedule sched_;
   const TrainSampler sampler_;

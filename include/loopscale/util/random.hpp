@@ -6,15 +6,23 @@
 
 namespace loopscale {
 
-// splitmix64 is a counter-based generator, so a stream is fully described by its 64-bit state
-// (checkpointed as one integer).
+// The splitmix64 step: a well-mixed 64-bit value of x (Steele, Lea, Flood 2014). A pure function,
+// so a value keyed by (seed, counter) needs no generator state.
+constexpr std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// splitmix64 as a generator: a stream is fully described by its 64-bit state (checkpointed as one
+// integer).
 struct SplitMix64 {
   std::uint64_t state = 0;
   std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    const std::uint64_t z = splitmix64(state);
+    state += 0x9E3779B97F4A7C15ull;
+    return z;
   }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   double normal() {  // Box-Muller, one value per call

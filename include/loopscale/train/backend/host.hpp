@@ -9,7 +9,7 @@
 //
 // Element-wise work runs through Thrust with its OpenMP device system (compiled by the host
 // compiler). GEMMs use Eigen over Maps of the flat buffers. Eigen's own threading scales only about
-// 1.6x on two cores (REFERENCE s.5), so a large product is instead split into one row (or column)
+// 1.6x on two cores (measured when this backend was written), so a large product is instead split into one row (or column)
 // panel per thread, each multiplied by single-threaded Eigen; inside an already parallel region
 // (attention runs one head per thread) a product runs on the calling thread only.
 //

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "loopscale/arch/spec.hpp"
+#include "loopscale/spec/spec.hpp"
 #include "loopscale/train/kernels/linear.hpp"
 
 namespace loopscale::train::kernels {

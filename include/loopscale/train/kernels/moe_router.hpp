@@ -29,25 +29,27 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <thrust/execution_policy.h>
 #include <thrust/scan.h>
 
-#include "loopscale/arch/spec.hpp"
+#include "loopscale/spec/spec.hpp"
 #include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/moe_routing.hpp"
 #include "loopscale/train/kernels/linear.hpp"
 
 namespace loopscale::train::kernels {
 
 using int32 = std::int32_t;
 
-enum class RouterKind : std::uint8_t { softmax, sigmoid };
-enum class Balance : std::uint8_t { none, aux_loss, bias };
+// The routing options (moe_routing.hpp), named here too for the kernels and their tests.
+using train::Balance;
+using train::MoeRouting;
+using train::RouterKind;
+using train::validate;
 
 // Shapes and options of one MoE FFN layer.
 struct MoeShape {
@@ -87,19 +89,6 @@ inline MoeShape moe_shape(const FfnSpec& f, int64 d) {
   return s;
 }
 
-// The router and balancing options of a model's MoE layers: training choices, not architecture
-// (they change neither the parameter count nor the accounting's FLOPs), so they live beside the
-// spec rather than in it. Every MoE layer of a model shares them.
-struct MoeRouting {
-  RouterKind router = RouterKind::softmax;
-  bool renormalize = true;
-  Balance balance = Balance::aux_loss;
-  double aux_coef = 0.01;
-  double bias_rate = 1e-3;
-  double z_coef = 0.0;
-  double capacity_factor = 0.0;
-};
-
 inline MoeShape moe_shape(const FfnSpec& f, int64 d, const MoeRouting& r) {
   MoeShape s = moe_shape(f, d);
   s.router = r.router;
@@ -110,56 +99,6 @@ inline MoeShape moe_shape(const FfnSpec& f, int64 d, const MoeRouting& r) {
   s.z_coef = r.z_coef;
   s.capacity_factor = r.capacity_factor;
   return s;
-}
-
-// The text forms the command line and configs use: "softmax" | "sigmoid"; "none" | "aux:COEF" |
-// "bias:RATE". Errors are one line naming the bad value.
-inline RouterKind parse_router(const std::string& s) {
-  if (s == "softmax") return RouterKind::softmax;
-  if (s == "sigmoid") return RouterKind::sigmoid;
-  throw spec_error("moe: router must be softmax or sigmoid, not '" + s + "'");
-}
-
-inline void parse_balance(const std::string& s, MoeRouting& r) {
-  if (s == "none") {
-    r.balance = Balance::none;
-    return;
-  }
-  const auto colon = s.find(':');
-  const std::string kind = s.substr(0, colon);
-  if (colon == std::string::npos || (kind != "aux" && kind != "bias"))
-    throw spec_error("moe: balance must be none, aux:COEF or bias:RATE, not '" + s + "'");
-  const std::string num = s.substr(colon + 1);
-  char* end = nullptr;
-  const double v = std::strtod(num.c_str(), &end);
-  if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(v) || v < 0)
-    throw spec_error("moe: balance " + kind + " needs a non-negative number, not '" + num + "'");
-  if (kind == "aux") {
-    r.balance = Balance::aux_loss;
-    r.aux_coef = v;
-  } else {
-    r.balance = Balance::bias;
-    r.bias_rate = v;
-  }
-}
-
-inline std::string balance_text(const MoeRouting& r) {
-  const auto num = [](double v) {
-    std::ostringstream o;
-    o << v;
-    return o.str();
-  };
-  switch (r.balance) {
-    case Balance::aux_loss: return "aux:" + num(r.aux_coef);
-    case Balance::bias: return "bias:" + num(r.bias_rate);
-    default: return "none";
-  }
-}
-
-inline void validate(const MoeRouting& r) {
-  if (!(r.capacity_factor >= 0) || !std::isfinite(r.capacity_factor))
-    throw spec_error("moe: capacity factor must be positive (0 = dropless)");
-  if (!(r.z_coef >= 0) || !std::isfinite(r.z_coef)) throw spec_error("moe: z-loss coefficient must not be negative");
 }
 
 // One line per error, as the command line reports them.

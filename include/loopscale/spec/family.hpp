@@ -1,0 +1,128 @@
+// Iso-depth families and the one builder of their members. A family fixes what a comparison across
+// r holds equal: the effective depth (prelude + k r + coda), the prelude and coda, the injection
+// and BPTT of the looped members, the vocabulary, the dense layer and, for mixture-of-experts
+// families, which layers carry the MoE FFN. Its member at (r, d_model) is one ModelSpec.
+//
+// Every member of every family is built by family_member(): the static families of
+// arch/iso_depth.hpp, the sweep planner, the command line's model flags, the report's law curves
+// and the law's compute-optimal allocation all call it, so a "member" means one thing everywhere.
+#pragma once
+
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loopscale/spec/spec.hpp"
+
+namespace loopscale {
+
+// Which layers of a family get the MoE FFN: counting the layers of the scope in the order they run
+// (scope `all`: prelude, then the shared block once, then coda; scope `recur`: the shared block
+// only), layer i is MoE when i >= first_dense and (i - first_dense) is a multiple of `every`.
+// every 1, first_dense 0: every layer (of the scope); every 2, first_dense 1: dense, MoE, dense, MoE,
+// ... (GShard/Switch); every 1, first_dense k: k dense layers, then MoE (DeepSeek).
+enum class MoeScope : std::uint8_t { all, recur };
+constexpr auto names_of(MoeScope) { return make_names<MoeScope>({{MoeScope::all, "all"}, {MoeScope::recur, "recur"}}); }
+
+struct MoePlacement {
+  MoeScope scope = MoeScope::all;
+  int64 every = 1;
+  int64 first_dense = 0;
+  constexpr bool moe_at(int64 i) const { return i >= first_dense && (i - first_dense) % every == 0; }
+  friend constexpr bool operator==(const MoePlacement&, const MoePlacement&) = default;
+};
+
+enum class FamilyStack : std::uint8_t { prelude, block, coda };
+
+struct FamilySpec {
+  int64 depth = 20;  // effective depth prelude + k r + coda
+  int64 prelude = 2;
+  int64 coda = 2;
+  InjectSpec inject{Inject::linear, 0};  // of the looped members; r = 1 has none
+  int64 bptt = full_bptt;                // of the looped members, at most r (clamped)
+  int64 vocab = 32064;
+  int64 vocab_multiple = 64;
+  LayerSpec layer{};        // every dense layer; MoE layers keep its attention
+  FfnSpec moe{};            // experts > 0: the FFN of the layers `placement` picks
+  MoePlacement placement{};
+  int64 block_layers = derived;  // >= 0: k fixed (the depth then follows r); derived: k = (depth - prelude - coda) / r
+  static constexpr int64 derived = -1;
+  friend constexpr bool operator==(const FamilySpec&, const FamilySpec&) = default;
+};
+
+// The shared block's layer count k of the member with r recurrences; throws spec_error when r
+// does not divide the recurrent depth.
+constexpr int64 family_block_layers(const FamilySpec& f, int64 r) {
+  if (f.prelude < 0 || f.coda < 0) throw spec_error("iso-depth family: prelude and coda must not be negative");
+  if (r < 1) throw spec_error(LOOPSCALE_MSG_R);
+  if (f.block_layers >= 0) return f.block_layers;
+  if (f.block_layers != FamilySpec::derived) throw spec_error("iso-depth family: block_layers must not be negative");
+  const int64 rest = f.depth - f.prelude - f.coda;
+  if (rest < 1) throw spec_error("iso-depth family: depth must exceed prelude + coda (the shared block needs a layer)");
+  if (rest % r != 0) {
+    if (std::is_constant_evaluated()) throw spec_error(LOOPSCALE_MSG_FAMILY_R_DIVIDES);
+    throw spec_error(concat(LOOPSCALE_MSG_FAMILY_R_DIVIDES, ": r = ", r, ", recurrent depth ", rest));
+  }
+  return rest / r;
+}
+
+// Layer i of a member's stack (its block has k layers).
+constexpr LayerSpec family_layer(const FamilySpec& f, FamilyStack stack, int64 i, int64 k) {
+  LayerSpec l = f.layer;
+  if (!f.moe.moe()) return l;
+  bool moe = false;
+  if (f.placement.scope == MoeScope::recur) {
+    moe = stack == FamilyStack::block && f.placement.moe_at(i);
+  } else {
+    const int64 g = stack == FamilyStack::prelude ? i : stack == FamilyStack::block ? f.prelude + i : f.prelude + k + i;
+    moe = f.placement.moe_at(g);
+  }
+  if (moe) l.ffn = f.moe;
+  return l;
+}
+
+constexpr StackSpec family_stack(const FamilySpec& f, FamilyStack stack, int64 n, int64 k) {
+  StackSpec s;
+  for (int64 i = 0; i < n; ++i) s.layers.push_back(family_layer(f, stack, i, k));
+  return s;
+}
+
+// The member with r recurrences at width d_model.
+constexpr ModelSpec family_member(const FamilySpec& f, int64 r, int64 d_model) {
+  if (f.moe.moe() && (f.placement.every < 1 || f.placement.first_dense < 0))
+    throw spec_error("iso-depth family: the MoE placement needs every >= 1 and first_dense >= 0");
+  const int64 k = family_block_layers(f, r);
+  ModelSpec m;
+  m.d_model = d_model;
+  m.vocab = f.vocab;
+  m.vocab_multiple = f.vocab_multiple;
+  m.prelude = family_stack(f, FamilyStack::prelude, f.prelude, k);
+  m.recur.block = family_stack(f, FamilyStack::block, k, k);
+  m.recur.r = r;
+  m.recur.inject = r > 1 ? f.inject : InjectSpec{Inject::none, 0};
+  m.recur.bptt = r > 1 ? (f.bptt > 0 ? (f.bptt < r ? f.bptt : r) : f.bptt) : full_bptt;
+  m.coda = family_stack(f, FamilyStack::coda, f.coda, k);
+  validate(m);
+  return m;
+}
+
+// A compute budget C of a sweep over a family, with the width multipliers s tried at it (the width
+// rule that turns s into d_model belongs to the sweep: 64 s rounded to 128 in the paper).
+struct ComputeBudget {
+  double flops = 0;
+  std::vector<int64> widths;
+};
+
+// An expansion given as a decimal (the command line's --mlp-mult 2.5, a sweep's expert_ff 0.5) as
+// the fraction num / den of FfnSpec, to three decimals, so hidden = d * num / den stays integral.
+inline std::pair<int64, int64> expansion_fraction(double x) {
+  if (!(x > 0) || !std::isfinite(x)) throw spec_error("mlp: the expansion must be a positive number");
+  const int64 num = std::llround(x * 1000), den = 1000;
+  if (num < 1) throw spec_error("mlp: the expansion must be at least 0.001");
+  const int64 g = std::gcd(num, den);
+  return {num / g, den / g};
+}
+
+}  // namespace loopscale

@@ -1,0 +1,52 @@
+# The layering of include/loopscale/: a header may include headers of its own folder and of the
+# folders below it, never above or beside:
+#
+#   util  <  spec  <  account  <  arch, train, law  <  sweep  <  loopscale.hpp (the umbrella)
+#
+# arch (the compile-time algebra), train (the engine) and law (the fits) are independent of each
+# other. Any include that breaks the order is reported with its file and line; so no cycle between
+# folders can form.
+set(rank_util 0)
+set(rank_spec 1)
+set(rank_account 2)
+set(rank_arch 3)
+set(rank_train 3)
+set(rank_law 3)
+set(rank_sweep 4)
+
+get_filename_component(INCLUDE "${INCLUDE}" ABSOLUTE)
+file(GLOB_RECURSE headers RELATIVE ${INCLUDE}/loopscale ${INCLUDE}/loopscale/*.hpp)
+set(problems "")
+set(edges 0)
+foreach(h ${headers})
+  string(REGEX MATCH "^[^/]+" folder "${h}")
+  if(folder STREQUAL h)  # loopscale.hpp at the top may include anything
+    continue()
+  endif()
+  if(NOT DEFINED rank_${folder})
+    string(APPEND problems "${h}: folder '${folder}' has no place in the layering (add it to tests/layering/check.cmake)\n")
+    continue()
+  endif()
+  file(STRINGS ${INCLUDE}/loopscale/${h} lines REGEX "^#include \"loopscale/")
+  foreach(line ${lines})
+    string(REGEX REPLACE "^#include \"loopscale/([^/\"]+)/.*" "\\1" target "${line}")
+    if(target STREQUAL line)
+      string(APPEND problems "${h}: includes the umbrella (${line}); include what it needs\n")
+      continue()
+    endif()
+    math(EXPR edges "${edges} + 1")
+    if(target STREQUAL folder)
+      continue()
+    endif()
+    if(NOT DEFINED rank_${target})
+      string(APPEND problems "${h}: includes ${target}/, which has no place in the layering\n")
+    elseif(NOT rank_${target} LESS rank_${folder})
+      string(APPEND problems "${h}: ${folder}/ may not include ${target}/ (${line})\n")
+    endif()
+  endforeach()
+endforeach()
+if(problems)
+  message(FATAL_ERROR "include layering broken:\n${problems}")
+endif()
+list(LENGTH headers n)
+message(STATUS "layering holds: ${n} headers, ${edges} includes between them")

@@ -1,0 +1,150 @@
+// The run-time spec: validation sentences, JSON (both stack forms), names, and the one builder of
+// family members with its MoE placement.
+#include <catch2/catch.hpp>
+
+#include <loopscale/loopscale.hpp>
+#include <loopscale/spec/spec_json.hpp>
+
+using namespace loopscale;
+
+namespace {
+ModelSpec paper_r4() { return family_member(paper::family(), 4, 384); }
+}  // namespace
+
+TEST_CASE("validate names the problem and where it is", "[spec]") {
+  const auto error_of = [](auto mutate) {
+    ModelSpec m = paper_r4();
+    mutate(m);
+    return validation_error(m);
+  };
+  CHECK(error_of([](ModelSpec&) {}).empty());
+  CHECK(error_of([](ModelSpec& m) { m.d_model = 0; }) == LOOPSCALE_MSG_D_MODEL);
+  CHECK(error_of([](ModelSpec& m) { m.recur.r = 0; }) == LOOPSCALE_MSG_R);
+  CHECK(error_of([](ModelSpec& m) { m.recur.bptt = 5; }) == LOOPSCALE_MSG_BPTT);
+  CHECK(error_of([](ModelSpec& m) { m.recur.inject = {Inject::none, 0}; }) == LOOPSCALE_MSG_INJECT_NEEDED);
+  CHECK(error_of([](ModelSpec& m) { m.recur.block.layers[1].attn.heads = 5; }) ==
+        "attention: d_model must be divisible by heads (recur layer 1)");
+  CHECK(error_of([](ModelSpec& m) { m.recur.block.layers[0].ffn.experts = 2, m.recur.block.layers[0].ffn.top_k = 3; }) ==
+        std::string(LOOPSCALE_MSG_MOE_TOPK_EXCEEDS) + " (recur layer 0)");
+  CHECK(error_of([](ModelSpec& m) { m.coda.layers[1].attn.kv_heads = 2; }) ==
+        "attention: kv_heads must divide heads (coda layer 1)");
+  CHECK(error_of([](ModelSpec& m) { m.recur.inject = {Inject::hyper, 0}; }) == LOOPSCALE_MSG_HYPER_LANES);
+  CHECK(error_of([](ModelSpec& m) { m.vocab = -3; }) == LOOPSCALE_MSG_VOCAB);
+  CHECK(error_of([](ModelSpec& m) { m.d_model = dynamic; }) == LOOPSCALE_MSG_SIZE_NOT_GIVEN);
+  CHECK(error_of([](ModelSpec& m) { m.recur.block.layers.clear(); }) == LOOPSCALE_MSG_R_NEEDS_BLOCK);
+  CHECK_THROWS_AS(count_params([] { ModelSpec m = paper_r4(); m.d_model = 100; return m; }()), spec_error);
+  CHECK_THROWS_WITH(validate([] { ModelSpec m = paper_r4(); m.prelude.layers[0].ffn.mult_num = 0; return m; }()),
+                    std::string(LOOPSCALE_MSG_MLP_EXPANSION) + " (prelude layer 0)");
+}
+
+TEST_CASE("vocabulary padding", "[spec]") {
+  ModelSpec m = paper_r4();
+  m.vocab = 50257;
+  CHECK(padded_vocab(m) == 50304);
+  m.vocab_multiple = 1;
+  CHECK(padded_vocab(m) == 50257);
+  m.vocab = 256;
+  m.vocab_multiple = 64;
+  CHECK(padded_vocab(m) == 256);
+}
+
+TEST_CASE("spec JSON: uniform stacks keep their form, mixed stacks list their layers", "[spec][json]") {
+  ModelSpec m = paper_r4();
+  m.recur.inject = {Inject::hyper, 4};
+  m.recur.bptt = half_bptt;
+  for (LayerSpec& l : m.coda.layers) l.ffn = {Activation::swiglu, 8, 3, 0, 8, 2, true};
+  const nlohmann::json j = m;
+  CHECK(j["prelude"]["layers"] == 2);  // {"layers": N, "layer": {...}}: files from before mixed stacks read as they did
+  CHECK(j["coda"]["layer"]["ffn"]["experts"] == 8);
+  const ModelSpec back = j.get<ModelSpec>();
+  CHECK(back == m);
+  CHECK(account(back, 2048).flops_per_token.train == account(m, 2048).flops_per_token.train);
+
+  ModelSpec mixed = m;
+  mixed.recur.block.layers[1].ffn = {Activation::relu2, 4, 1, 0, 8, 2, false};
+  const nlohmann::json k = mixed;
+  REQUIRE(k["recur"]["block"]["layers"].is_array());
+  CHECK(k["recur"]["block"]["layers"].size() == 4);
+  CHECK(k["recur"]["block"]["layers"][1]["ffn"]["experts"] == 8);
+  CHECK_FALSE(k["recur"]["block"].contains("layer"));
+  CHECK(k.get<ModelSpec>() == mixed);
+
+  nlohmann::json bad = j;
+  bad["recur"]["inject"]["kind"] = "sideways";
+  CHECK_THROWS_AS(bad.get<ModelSpec>(), spec_error);
+  bad = j;
+  bad["prelude"] = {{"layers", -1}};
+  CHECK_THROWS_WITH(bad.get<ModelSpec>(), Catch::Contains("'layers' must be a count >= 0 or a list"));
+  bad = j;
+  bad["prelude"]["depth"] = 3;
+  CHECK_THROWS_WITH(bad.get<ModelSpec>(), Catch::Contains("unknown stack field 'depth'"));
+  bad = k;
+  bad["recur"]["block"]["layer"] = nlohmann::json::object();
+  CHECK_THROWS_WITH(bad.get<ModelSpec>(), Catch::Contains("takes no 'layer'"));
+}
+
+TEST_CASE("names: one table per option, printing and parsing agree", "[spec][names]") {
+  for (Activation a : {Activation::relu2, Activation::gelu, Activation::swiglu}) CHECK(parse_name<Activation>(name_of(a)) == a);
+  CHECK(name_choices<Activation>() == "relu2, gelu or swiglu");
+  CHECK_FALSE(parse_name<Inject>("sideways").has_value());
+  for (const InjectSpec i : {InjectSpec{Inject::none, 0}, InjectSpec{Inject::linear, 0}, InjectSpec{Inject::additive, 0},
+                             InjectSpec{Inject::passthrough, 0}, InjectSpec{Inject::hyper, 4}})
+    CHECK(parse_inject(inject_name(i)) == i);
+  for (const char* bad : {"hyper", "hyper:", "hyper:0", "hyper:-2", "hyper:2x", "Linear", ""}) CHECK_FALSE(parse_inject(bad).has_value());
+  for (const int64 b : {full_bptt, half_bptt, int64{1}, int64{7}}) CHECK(parse_bptt(bptt_name(b)) == b);
+  for (const char* bad : {"0", "-1", "all", "", "2.5"}) CHECK_FALSE(parse_bptt(bad).has_value());
+  CHECK(name_of(MoeScope::recur) == "recur");
+}
+
+TEST_CASE("the family builder: members, block size, BPTT, MoE placement", "[spec][family]") {
+  const FamilySpec f = paper::family();
+  for (const int64 r : paper::rs) {
+    const ModelSpec m = family_member(f, r, 512);
+    CHECK(effective_depth(m) == 20);
+    CHECK(m.recur.block.size() == 16 / r);
+    CHECK(m.recur.inject.kind == (r == 1 ? Inject::none : Inject::linear));
+  }
+  CHECK_THROWS_WITH(family_member(f, 3, 512), Catch::Contains(LOOPSCALE_MSG_FAMILY_R_DIVIDES) && Catch::Contains("r = 3"));
+  CHECK_THROWS_AS(family_member(f, 2, 500), spec_error);  // 500 is not a multiple of head dim 128
+  FamilySpec t = f;
+  t.bptt = 3;  // at most r
+  CHECK(family_member(t, 2, 512).recur.bptt == 2);
+  CHECK(family_member(t, 8, 512).recur.bptt == 3);
+  CHECK(family_member(t, 1, 512).recur.bptt == full_bptt);
+  FamilySpec fixed = f;
+  fixed.block_layers = 3;  // k given: the depth follows r
+  CHECK(effective_depth(family_member(fixed, 5, 512)) == 2 + 15 + 2);
+
+  // MoE placement: which layers carry the experts.
+  FamilySpec moe = f;
+  moe.moe = {Activation::relu2, 4, 1, 0, 8, 2, false};
+  const auto pattern = [](const StackSpec& s) {
+    std::string p;
+    for (const LayerSpec& l : s.layers) p += l.ffn.moe() ? 'M' : 'd';
+    return p;
+  };
+  ModelSpec m = family_member(moe, 4, 512);  // every layer
+  CHECK(pattern(m.prelude) + "|" + pattern(m.recur.block) + "|" + pattern(m.coda) == "MM|MMMM|MM");
+  moe.placement = {MoeScope::all, 2, 1};  // GShard / Switch: dense, MoE, ... over the unique layers
+  m = family_member(moe, 4, 512);
+  CHECK(pattern(m.prelude) + "|" + pattern(m.recur.block) + "|" + pattern(m.coda) == "dM|dMdM|dM");
+  moe.placement = {MoeScope::all, 1, 3};  // DeepSeek: the first 3 dense
+  m = family_member(moe, 4, 512);
+  CHECK(pattern(m.prelude) + "|" + pattern(m.recur.block) + "|" + pattern(m.coda) == "dd|dMMM|MM");
+  moe.placement = {MoeScope::recur, 2, 1};  // alternating inside the shared block only
+  for (const int64 r : {1, 2, 4, 8}) {
+    m = family_member(moe, r, 512);
+    CHECK(pattern(m.prelude) + pattern(m.coda) == "dddd");
+    CHECK(pattern(m.recur.block) == std::string("dMdMdMdMdMdMdMdM").substr(0, static_cast<std::size_t>(16 / r)));
+  }
+  moe.placement = {MoeScope::recur, 0, 0};
+  CHECK_THROWS_WITH(family_member(moe, 2, 512), Catch::Contains("every >= 1"));
+}
+
+TEST_CASE("expansions as fractions", "[spec][family]") {
+  CHECK(expansion_fraction(4) == std::pair<int64, int64>{4, 1});
+  CHECK(expansion_fraction(0.5) == std::pair<int64, int64>{1, 2});
+  CHECK(expansion_fraction(2.667) == std::pair<int64, int64>{2667, 1000});
+  CHECK_THROWS_AS(expansion_fraction(0), spec_error);
+  CHECK_THROWS_AS(expansion_fraction(0.0001), spec_error);
+}
