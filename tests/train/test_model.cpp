@@ -350,3 +350,59 @@ TEST_CASE("model gradients: mixed dense and MoE layers in the shared block", "[t
   grad_check(mixed_spec(3, 1));                              // truncated: one scratch set per distinct layer
   grad_check(mixed_spec(2, full_bptt, Inject::hyper, 2));    // hyperconnections around a mixed block
 }
+
+TEST_CASE("model: the paper's initialisation draws each tensor at its documented scale", "[train][model][init]") {
+  // d 64, a 4x relu^2 MLP (hidden 256), the paper's linear injection; every layer shape the paper has.
+  ModelSpec m = small_spec(2, Inject::linear);
+  m.d_model = 64;
+  for (StackSpec* st : {&m.prelude, &m.recur.block, &m.coda})
+    for (LayerSpec& l : st->layers) l.ffn.mult_num = 4;
+  Transformer<double> model(m, 1, 4);
+  REQUIRE(parse_name<train::InitScheme>("paper") == train::InitScheme::paper);
+  REQUIRE(name_of(train::InitScheme::scaled_normal) == "scaled-normal");
+  model.init(21, train::InitScheme::paper);
+  const auto p = model.params();
+  const auto ends = [](const std::string& s, const std::string& x) {
+    return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+  };
+  int seen = 0;
+  for (const auto& t : model.tensors()) {
+    double sum = 0, ss = 0, amax = 0;
+    for (int64 i = 0; i < t.size; ++i) {
+      const double v = p[t.offset + i];
+      sum += v;
+      ss += v * v;
+      amax = std::max(amax, std::abs(v));
+    }
+    const double mean = sum / t.size, sd = std::sqrt(ss / t.size - mean * mean);
+    INFO(t.name << " std " << sd << " max " << amax);
+    double want = 0;
+    bool uniform = false;
+    if (t.name == "embedding") want = 1.0;
+    else if (t.name == "lm_head") want = 0.001;
+    else if (ends(t.name, ".wqkv") || ends(t.name, ".wo") || ends(t.name, ".w1")) want = 1.0 / 8, uniform = true;
+    else if (ends(t.name, ".w2")) want = 1.0 / 16, uniform = true;  // 1 / sqrt(4 d)
+    if (want > 0) {
+      ++seen;
+      REQUIRE(std::abs(sd / want - 1) < 0.08);
+      REQUIRE(std::abs(mean) < 0.1 * want);
+      if (uniform) {
+        REQUIRE(amax <= std::sqrt(3.0) * want);           // the uniform's bound
+        REQUIRE(amax > 0.95 * std::sqrt(3.0) * want);     // and it reaches it: not a normal's tail
+      } else {
+        REQUIRE(amax > 2.5 * want);  // normal draws have tails beyond the uniform's bound
+      }
+    } else if (t.name == "inject.W") {
+      for (int64 i = 0; i < 64; ++i)
+        for (int64 j = 0; j < 128; ++j) REQUIRE(p[t.offset + i * 128 + j] == (i == j ? 1.0 : 0.0));
+    } else {
+      REQUIRE(t.name.find("norm") != std::string::npos);
+      for (int64 i = 0; i < t.size; ++i) REQUIRE(p[t.offset + i] == 1.0);
+    }
+  }
+  CHECK(seen == 2 + 4 * 4);
+  // The default scheme is today's: normal draws with the output projections scaled down.
+  Transformer<double> other(m, 1, 4);
+  other.init(21);
+  REQUIRE(!std::equal(p.begin(), p.end(), other.params().begin()));
+}

@@ -42,9 +42,17 @@
 #include "loopscale/train/kernels/rmsnorm.hpp"
 #include "loopscale/train/kernels/rope.hpp"
 #include "loopscale/train/param_tensor.hpp"
+#include "loopscale/util/names.hpp"
 #include "loopscale/util/random.hpp"
 
 namespace loopscale::train {
+
+// How init() draws the initial weights (see Transformer::init): today's scaled normal draws, or the
+// iso-depth paper's uniform ones.
+enum class InitScheme : std::uint8_t { scaled_normal, paper };
+constexpr auto names_of(InitScheme) {
+  return make_names<InitScheme>({{InitScheme::scaled_normal, "scaled-normal"}, {InitScheme::paper, "paper"}});
+}
 
 template <class T, class B = HostBackend>
 class Transformer {
@@ -133,12 +141,21 @@ class Transformer {
     for (MoeLayer& m : moe_) kernels::moe_update_bias(m.shape->ms, m.stats, m.bias.data());
   }
 
-  // Initial values: embedding N(0, 1), input projections N(0, 1/fan_in), output projections scaled
-  // down by sqrt(2 * depth) (each residual branch adds to the stream), lm_head N(0, 0.001^2), norm
-  // scales 1, injection at its documented start (kernels/inject.hpp). Serial, so independent of threads.
-  void init(std::uint64_t seed) {
+  // Initial values (serial, so independent of the thread count), by scheme:
+  //   scaled_normal  embedding N(0, 1); input projections (wqkv, w1, router) N(0, 1/fan_in); output
+  //                  projections (wo, w2) the same scaled down by sqrt(2 * effective depth), since
+  //                  each residual branch adds to the stream; lm_head N(0, 0.001^2)
+  //   paper          the iso-depth paper's (nanochat's init_weights): embedding N(0, 1); lm_head
+  //                  N(0, 0.001^2); q, k, v, the attention output, the MLP input and the MoE router
+  //                  uniform with std 1/sqrt(d_model) (bound sqrt(3) std); the MLP output (dense,
+  //                  expert or shared) uniform with std 1/sqrt(hidden), Kaiming fan_in, which is
+  //                  1/sqrt(4 d_model) for the paper's 4x MLP
+  // Both: norm scales 1, the injection at its documented start (kernels/inject.hpp: linear [I | 0],
+  // hyperconnections their cyclic start).
+  void init(std::uint64_t seed, InitScheme scheme = InitScheme::scaled_normal) {
     SplitMix64 rng{seed};
     const double depth = static_cast<double>(effective_depth(spec_));
+    const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d_));
     for (const ParamTensor& t : tensors_) {
       T* p = params_.data() + t.offset;
       double std = 0;
@@ -147,11 +164,24 @@ class Transformer {
         const std::string x(s);
         return nm.size() >= x.size() && nm.compare(nm.size() - x.size(), x.size(), x) == 0;
       };
+      const double inv_sqrt_fan_in = t.fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(t.fan_in)) : 0.0;
+      const bool input = ends(".wqkv") || ends(".w1") || ends(".router");
+      const bool output = ends(".wo") || ends(".w2");
+      bool uniform = false;
       if (nm == "embedding") std = 1.0;
       else if (nm == "lm_head") std = 0.001;
-      else if (ends(".wqkv") || ends(".w1") || ends(".router")) std = 1.0 / std::sqrt(static_cast<double>(t.fan_in));
-      else if (ends(".wo") || ends(".w2")) std = 1.0 / std::sqrt(static_cast<double>(t.fan_in)) / std::sqrt(2 * depth);
-      if (std > 0) {
+      else if (scheme == InitScheme::scaled_normal) {
+        if (input) std = inv_sqrt_fan_in;
+        else if (output) std = inv_sqrt_fan_in / std::sqrt(2 * depth);
+      } else {
+        uniform = input || output;
+        if (input || ends(".wo")) std = inv_sqrt_d;
+        else if (ends(".w2")) std = inv_sqrt_fan_in;
+      }
+      if (std > 0 && uniform) {
+        const double bound = std::sqrt(3.0) * std;  // U(-a, a) has std a / sqrt(3)
+        for (int64 i = 0; i < t.size; ++i) p[i] = static_cast<T>(bound * (2.0 * rng.uniform() - 1.0));
+      } else if (std > 0) {
         for (int64 i = 0; i < t.size; ++i) p[i] = static_cast<T>(std * rng.normal());
       } else if (nm == "inject.W") {
         kernels::inject_linear_init(p, d_);
