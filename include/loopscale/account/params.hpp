@@ -74,6 +74,9 @@ struct ParamCounts {
   // Active counterparts of once and rec, the N_act and N_loop of the looped-MoE law.
   int64 once_active = 0;
   int64 rec_active = 0;
+  // The injection's parameters, a part of rec (and of rec_active). Where a law counts them is a
+  // convention (account/injection_convention.hpp).
+  int64 inject = 0;
 };
 
 constexpr ParamCounts count_params(const ModelSpec& m) {
@@ -88,6 +91,7 @@ constexpr ParamCounts count_params(const ModelSpec& m) {
   p.once_active = pre.active() + coda.active() + outer_norms * d;
   p.rec = blk.total() + inj;
   p.rec_active = blk.active() + inj;
+  p.inject = inj;
   p.non_embedding = p.once + p.rec;
   p.total = p.embedding + p.unembedding + p.non_embedding;
   p.active = p.embedding + p.unembedding + p.once_active + p.rec_active;
