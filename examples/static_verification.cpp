@@ -51,9 +51,10 @@ static_assert(account_of<R4>(T).params.unrolled == account_of<R1>(T).params.unro
 static_assert(matched_compute(R1{}, R2{}, T, 0.01) && matched_compute(R1{}, R4{}, T, 0.02));
 static_assert(require_matched_compute<R1, R8, T, 0.035>());
 static_assert(!matched_compute(R1{}, R8{}, T, 0.001));
-// The paper's FLOP formula at s = 6: 6 (once + lm_head + r rec) + 12 h q T * 20.
+// The paper's FLOP formula at s = 6: 6 (once + lm_head + r rec) + 12 h q T * 20, with the recurrence's
+// norm (d scales, in once) applied at the end of each of the r recurrences rather than once.
 static_assert(account_of<R4>(T).flops_per_token.train ==
-              6 * (account_of<R4>(T).params.once + 32064 * d + 4 * account_of<R4>(T).params.rec) + 12 * 3 * 128 * T * 20);
+              6 * (account_of<R4>(T).params.once - d + 32064 * d + 4 * (account_of<R4>(T).params.rec + d)) + 12 * 3 * 128 * T * 20);
 
 // Truncated BPTT: only ceil(r/2) recurrences pay for a backward pass.
 using R4Truncated = IsoDepthFamily<20, 2, 2, Rs<4>, Width<384>, Vocab<32064>, Linear, Layer<>, half_bptt>::member<4>;

@@ -112,3 +112,30 @@ TEST_CASE("a static family's members are the builder's members", "[arch][family]
   CHECK(spec_of<Mixed::member<1>>().recur.bptt == full_bptt);
   CHECK(Mixed::specs(16) == std::vector<ModelSpec>{spec_of<Mixed::member<1>>(), spec_of<Mixed::member<2>>(), spec_of<Mixed::member<4>>()});
 }
+
+TEST_CASE("the recurrence's state norm and both forms of hyperconnections in the types", "[arch][recur]") {
+  using PerRec = Model<Width<128>, Vocab<256>, Prelude<1>, Recur<Block<Dense>, 4>, Coda<1>>;
+  using After = Model<Width<128>, Vocab<256>, Prelude<1>, Recur<Block<Dense>, 4, Linear, full_bptt, StateNorm::after_loop>, Coda<1>>;
+  STATIC_REQUIRE(spec_of<PerRec>().recur.state_norm == StateNorm::per_recurrence);  // the paper's placement by default
+  STATIC_REQUIRE(spec_of<After>().recur.state_norm == StateNorm::after_loop);
+  STATIC_REQUIRE(account_of<PerRec>(64).params.total == account_of<After>(64).params.total);
+  STATIC_REQUIRE(account_of<PerRec>(64).flops_per_token.train - account_of<After>(64).flops_per_token.train == 6 * 3 * 128);
+  // The family builder's default is the types' default.
+  STATIC_REQUIRE(Paper::spec.state_norm == StateNorm::per_recurrence);
+  STATIC_REQUIRE(spec_of<Paper::member<4>>().recur.state_norm == StateNorm::per_recurrence);
+
+  using HyperPaper = Model<Width<128>, Vocab<256>, Prelude<1>, Recur<Block<Dense>, 4, Hyper<2>>, Coda<1>>;
+  using HyperOne = Model<Width<128>, Vocab<256>, Prelude<1>, Recur<Block<Dense>, 4, HyperShared<2>, 2, StateNorm::after_loop>, Coda<1>>;
+  STATIC_REQUIRE(spec_of<HyperPaper>().recur.inject == InjectSpec{Inject::hyper, 2});
+  STATIC_REQUIRE(spec_of<HyperOne>().recur.inject == InjectSpec{Inject::hyper_shared, 2});
+  STATIC_REQUIRE(account_of<HyperPaper>(64).params.rec - account_of<HyperOne>(64).params.rec == 3 * 8);
+  // The spec's sentences for the paper's form with truncated BPTT or the norm after the loop (a
+  // static model stops compiling with them; a dynamic one throws them).
+  using Truncated = Model<Width<128>, Vocab<256>, Prelude<1>, Recur<Block<Dense>, 4, Hyper<2>, half_bptt>, Coda<1>>;
+  using HyperAfter = Model<Width<128>, Vocab<256>, Prelude<1>, Recur<Block<Dense>, 4, Hyper<2>, full_bptt, StateNorm::after_loop>, Coda<1>>;
+  STATIC_REQUIRE(detail::fault_of<Truncated>().what == SpecFault::hyper_truncated);
+  STATIC_REQUIRE(detail::fault_of<HyperAfter>().what == SpecFault::hyper_after_loop);
+  using Lanes = Model<Width<128>, Vocab<256>, Prelude<1>, Recur<Block<Dense>, 4, Hyper<dynamic>, dynamic>, Coda<1>>;
+  CHECK_THROWS_WITH(spec_of(Lanes{.recur = {.inject = {.lanes = {2}}, .bptt = {1}}}), LOOPSCALE_MSG_HYPER_TRUNCATED);
+  CHECK(spec_of(Lanes{.recur = {.inject = {.lanes = {2}}, .bptt = {4}}}).recur.inject.lanes == 2);
+}

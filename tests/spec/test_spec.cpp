@@ -29,6 +29,21 @@ TEST_CASE("validate names the problem and where it is", "[spec]") {
   CHECK(error_of([](ModelSpec& m) { m.coda.layers[1].attn.kv_heads = 2; }) ==
         "attention: kv_heads must divide heads (coda layer 1)");
   CHECK(error_of([](ModelSpec& m) { m.recur.inject = {Inject::hyper, 0}; }) == LOOPSCALE_MSG_HYPER_LANES);
+  CHECK(error_of([](ModelSpec& m) { m.recur.inject = {Inject::hyper_shared, 0}; }) == LOOPSCALE_MSG_HYPER_LANES);
+  CHECK(error_of([](ModelSpec& m) { m.recur.inject = {Inject::linear, 2}; }) == LOOPSCALE_MSG_LANES_WITHOUT_HYPER);
+  CHECK(error_of([](ModelSpec& m) { m.recur.inject = {static_cast<Inject>(9), 0}; }) == LOOPSCALE_MSG_INJECT_KIND);
+  CHECK(error_of([](ModelSpec& m) { m.recur.state_norm = static_cast<StateNorm>(7); }) == LOOPSCALE_MSG_STATE_NORM);
+  // The paper's hyperconnections: full BPTT and the per-recurrence state norm; the shared form
+  // takes either.
+  CHECK(error_of([](ModelSpec& m) { m.recur.inject = {Inject::hyper, 2}; }).empty());
+  CHECK(error_of([](ModelSpec& m) { m.recur.inject = {Inject::hyper, 2}, m.recur.bptt = half_bptt; }) == LOOPSCALE_MSG_HYPER_TRUNCATED);
+  CHECK(error_of([](ModelSpec& m) { m.recur.inject = {Inject::hyper, 2}, m.recur.bptt = 3; }) == LOOPSCALE_MSG_HYPER_TRUNCATED);
+  CHECK(error_of([](ModelSpec& m) { m.recur.inject = {Inject::hyper, 2}, m.recur.bptt = 4; }).empty());
+  CHECK(error_of([](ModelSpec& m) { m.recur.inject = {Inject::hyper, 2}, m.recur.state_norm = StateNorm::after_loop; }) ==
+        LOOPSCALE_MSG_HYPER_AFTER_LOOP);
+  CHECK(error_of([](ModelSpec& m) {
+          m.recur.inject = {Inject::hyper_shared, 2}, m.recur.bptt = half_bptt, m.recur.state_norm = StateNorm::after_loop;
+        }).empty());
   CHECK(error_of([](ModelSpec& m) { m.vocab = -3; }) == LOOPSCALE_MSG_VOCAB);
   CHECK(error_of([](ModelSpec& m) { m.d_model = dynamic; }) == LOOPSCALE_MSG_SIZE_NOT_GIVEN);
   CHECK(error_of([](ModelSpec& m) { m.recur.block.layers.clear(); }) == LOOPSCALE_MSG_R_NEEDS_BLOCK);
@@ -50,11 +65,14 @@ TEST_CASE("vocabulary padding", "[spec]") {
 
 TEST_CASE("spec JSON: uniform stacks keep their form, mixed stacks list their layers", "[spec][json]") {
   ModelSpec m = paper_r4();
-  m.recur.inject = {Inject::hyper, 4};
+  m.recur.inject = {Inject::hyper_shared, 4};
   m.recur.bptt = half_bptt;
+  m.recur.state_norm = StateNorm::after_loop;
   for (LayerSpec& l : m.coda.layers) l.ffn = {Activation::swiglu, 8, 3, 0, 8, 2, true};
   const nlohmann::json j = m;
   CHECK(j["prelude"]["layers"] == 2);  // {"layers": N, "layer": {...}}: files from before mixed stacks read as they did
+  CHECK(j["recur"]["state_norm"] == "after-loop");
+  CHECK(j["recur"]["inject"]["kind"] == "hyper-shared");
   CHECK(j["coda"]["layer"]["ffn"]["experts"] == 8);
   const ModelSpec back = j.get<ModelSpec>();
   CHECK(back == m);
@@ -83,14 +101,50 @@ TEST_CASE("spec JSON: uniform stacks keep their form, mixed stacks list their la
   CHECK_THROWS_WITH(bad.get<ModelSpec>(), Catch::Contains("takes no 'layer'"));
 }
 
+TEST_CASE("spec JSON: the recurrence's state norm, and files written before it", "[spec][json]") {
+  const ModelSpec m = paper_r4();
+  REQUIRE(m.recur.state_norm == StateNorm::per_recurrence);  // the paper's placement is the default
+  nlohmann::json j = m;
+  CHECK(j["recur"]["state_norm"] == "per-recurrence");
+  CHECK(j.get<ModelSpec>() == m);
+  // A file without the field (written before it existed) is the model it described then: the norm
+  // after the loop, and "hyper" the shared hyperconnections.
+  nlohmann::json old = j;
+  old["recur"].erase("state_norm");
+  ModelSpec was = old.get<ModelSpec>();
+  CHECK(was.recur.state_norm == StateNorm::after_loop);
+  CHECK(was.recur.inject.kind == Inject::linear);
+  old["recur"]["inject"] = {{"kind", "hyper"}, {"lanes", 2}};
+  was = old.get<ModelSpec>();
+  CHECK(was.recur.inject == InjectSpec{Inject::hyper_shared, 2});
+  CHECK(was.recur.state_norm == StateNorm::after_loop);
+  CHECK(validation_error(was).empty());
+  // With the field, "hyper" is the paper's form.
+  ModelSpec paper = m;
+  paper.recur.inject = {Inject::hyper, 2};
+  j = paper;
+  CHECK(j["recur"]["inject"]["kind"] == "hyper");
+  CHECK(j.get<ModelSpec>() == paper);
+  CHECK(count_params(j.get<ModelSpec>()).rec == count_params(m).rec - 2 * 384 * 384 + 4 * 8);
+  nlohmann::json bad = j;
+  bad["recur"]["state_norm"] = "sometimes";
+  CHECK_THROWS_WITH(bad.get<ModelSpec>(), "spec: unknown state_norm 'sometimes' (per-recurrence or after-loop)");
+}
+
 TEST_CASE("names: one table per option, printing and parsing agree", "[spec][names]") {
   for (Activation a : {Activation::relu2, Activation::gelu, Activation::swiglu}) CHECK(parse_name<Activation>(name_of(a)) == a);
   CHECK(name_choices<Activation>() == "relu2, gelu or swiglu");
   CHECK_FALSE(parse_name<Inject>("sideways").has_value());
   for (const InjectSpec i : {InjectSpec{Inject::none, 0}, InjectSpec{Inject::linear, 0}, InjectSpec{Inject::additive, 0},
-                             InjectSpec{Inject::passthrough, 0}, InjectSpec{Inject::hyper, 4}})
+                             InjectSpec{Inject::passthrough, 0}, InjectSpec{Inject::hyper, 4}, InjectSpec{Inject::hyper_shared, 2}})
     CHECK(parse_inject(inject_name(i)) == i);
-  for (const char* bad : {"hyper", "hyper:", "hyper:0", "hyper:-2", "hyper:2x", "Linear", ""}) CHECK_FALSE(parse_inject(bad).has_value());
+  CHECK(inject_name({Inject::hyper_shared, 3}) == "hyper-shared:3");
+  CHECK(parse_inject("hyper:2") == InjectSpec{Inject::hyper, 2});
+  for (const char* bad : {"hyper", "hyper:", "hyper:0", "hyper:-2", "hyper:2x", "Linear", "", "hyper-shared", "hyper-shared:0",
+                          "hyper_shared:2", "linear:2", "none:1", ":2"})
+    CHECK_FALSE(parse_inject(bad).has_value());
+  for (StateNorm n : {StateNorm::per_recurrence, StateNorm::after_loop}) CHECK(parse_name<StateNorm>(name_of(n)) == n);
+  CHECK(name_choices<StateNorm>() == "per-recurrence or after-loop");
   for (const int64 b : {full_bptt, half_bptt, int64{1}, int64{7}}) CHECK(parse_bptt(bptt_name(b)) == b);
   for (const char* bad : {"0", "-1", "all", "", "2.5"}) CHECK_FALSE(parse_bptt(bad).has_value());
   CHECK(name_of(MoeScope::recur) == "recur");
@@ -105,6 +159,17 @@ TEST_CASE("the family builder: members, block size, BPTT, MoE placement", "[spec
     CHECK(m.recur.inject.kind == (r == 1 ? Inject::none : Inject::linear));
   }
   CHECK_THROWS_WITH(family_member(f, 3, 512), Catch::Contains(LOOPSCALE_MSG_FAMILY_R_DIVIDES) && Catch::Contains("r = 3"));
+  FamilySpec after = f;  // the family's state norm reaches every member
+  after.state_norm = StateNorm::after_loop;
+  for (const int64 r : paper::rs) {
+    CHECK(family_member(f, r, 512).recur.state_norm == StateNorm::per_recurrence);
+    CHECK(family_member(after, r, 512).recur.state_norm == StateNorm::after_loop);
+  }
+  FamilySpec hyper = f;  // the paper's hyperconnections refuse a truncated family's looped members
+  hyper.inject = {Inject::hyper, 2};
+  hyper.bptt = half_bptt;
+  CHECK(family_member(hyper, 1, 512).recur.inject.kind == Inject::none);
+  CHECK_THROWS_WITH(family_member(hyper, 2, 512), LOOPSCALE_MSG_HYPER_TRUNCATED);
   CHECK_THROWS_AS(family_member(f, 2, 500), spec_error);  // 500 is not a multiple of head dim 128
   FamilySpec t = f;
   t.bptt = 3;  // at most r

@@ -87,16 +87,20 @@ struct ActivationPlan {
 constexpr ActivationPlan activation_plan(const ModelSpec& m, int64 T) {
   validate(m);
   const int64 d = m.d_model, v = padded_vocab(m);
-  const bool hyper = m.recur.inject.kind == Inject::hyper;
+  const bool hyper = is_hyper(m.recur.inject.kind);
   const int64 lanes = hyper ? m.recur.inject.lanes : 0;
   const int64 r = m.recur.r, k = m.recur.block.size(), kb = bptt_recurrences(m.recur);
+  // The state norm: per recurrence, each kept recurrence keeps its normed state and 1/rms (the
+  // forward-only ones share one such pair of scratch); after the loop, the norm's output and 1/rms.
+  const bool per_recurrence = m.recur.state_norm == StateNorm::per_recurrence;
+  const int64 state_norm = d + 1;
   ActivationPlan p;
   p.kept_recurrences = kb;
   p.forward_only = r - kb;
   p.kept_layers = m.prelude.size() + m.coda.size() + kb * k;
-  // x0, rstd0, normed x0; start state; rstd and output of the norm after the recurrence; final
-  // norm output and rstd; logits; losses and logsumexp.
-  p.outer = d + 1 + d + (hyper ? lanes * d : d) + 1 + d + d + 1 + v + 2;
+  // x0, rstd0, normed x0; start state; (after the loop) rstd and output of the recurrence's norm;
+  // final norm output and rstd; logits; losses and logsumexp.
+  p.outer = d + 1 + d + (hyper ? lanes * d : d) + (per_recurrence ? 0 : state_norm) + d + 1 + v + 2;
   if (hyper) p.outer += lanes * d + d;  // final lanes, pooled state
   const auto values = [d, T](const StackSpec& s) {
     int64 sum = 0;
@@ -109,13 +113,14 @@ constexpr ActivationPlan activation_plan(const ModelSpec& m, int64 T) {
     return sum;
   };
   p.layers = values(m.prelude) + values(m.coda) + kb * values(m.recur.block);
-  p.recur = kb * (d + (hyper ? lanes * d : 0));  // block input u (hyper: x) and the lanes it read
+  // Block input u (hyper: x), the lanes it read, the normed state.
+  p.recur = kb * (d + (hyper ? lanes * d : 0) + (per_recurrence ? state_norm : 0));
   p.index = index(m.prelude) + index(m.coda) + kb * index(m.recur.block);
   if (p.forward_only > 0 && k > 0) {
     // The forward-only recurrences reuse one layer's worth of scratch per distinct layer of the
     // block (one for a uniform block; two for dense and MoE layers alternating).
     const StackSpec distinct{m.recur.block.distinct()};
-    p.scratch = values(distinct) + d + (hyper ? 2 * lanes * d : 0);
+    p.scratch = values(distinct) + d + (hyper ? 2 * lanes * d : 0) + (per_recurrence ? state_norm : 0);
     p.index += index(distinct);
   }
   // Widest layer of the model for the per-layer gradient buffers.

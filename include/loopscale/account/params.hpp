@@ -7,8 +7,9 @@
 
 namespace loopscale {
 
-// Norms outside the blocks: after the embedding, after the recurrence (before the coda) and before
-// the lm_head, each a learnable scale of d_model. Together with the layers this reproduces the
+// Norms outside the blocks: after the embedding, the recurrence's (at the end of every recurrence or
+// once after the loop, RecurSpec::state_norm; one scale either way) and before the lm_head, each a
+// learnable scale of d_model, stored once (in `once`). Together with the layers this reproduces the
 // published per-width N tables of the iso-depth paper exactly.
 inline constexpr int64 outer_norms = 3;
 
@@ -48,12 +49,20 @@ constexpr LayerCounts layer_params(const LayerSpec& l, int64 d) {
   return p;
 }
 
+// The injection parameters one recurrence applies.
 constexpr int64 inject_params(const InjectSpec& i, int64 d) {
   switch (i.kind) {
     case Inject::linear: return 2 * d * d;  // W in R^{d x 2d} acting on [e ; s]
-    case Inject::hyper: return i.lanes * i.lanes + 2 * i.lanes;  // M (K x K), alpha (K), beta (K)
+    case Inject::hyper:
+    case Inject::hyper_shared: return i.lanes * i.lanes + 2 * i.lanes;  // M (K x K), alpha (K), beta (K)
     default: return 0;
   }
+}
+
+// The injection parameters stored: the paper's hyperconnections keep a set per recurrence
+// (r (K^2 + 2K)); every other injection one set for all recurrences.
+constexpr int64 stored_inject_params(const RecurSpec& rc, int64 d) {
+  return (rc.inject.kind == Inject::hyper ? rc.r : 1) * inject_params(rc.inject, d);
 }
 
 constexpr LayerCounts stack_params(const StackSpec& s, int64 d) {
@@ -70,7 +79,7 @@ struct ParamCounts {
   int64 non_embedding = 0;  // once + rec
   int64 total = 0;          // embedding + unembedding + non_embedding
   int64 active = 0;         // total as one token sees it (MoE: top_k experts and router)
-  int64 unrolled = 0;       // once + r * rec: the dense model of the same training cost
+  int64 unrolled = 0;       // once + r * rec (each recurrence's own injection set counted once): the dense model of the same training cost
   // Active counterparts of once and rec, the N_act and N_loop of the looped-MoE law.
   int64 once_active = 0;
   int64 rec_active = 0;
@@ -86,7 +95,7 @@ constexpr ParamCounts count_params(const ModelSpec& m) {
   p.embedding = v * d;
   p.unembedding = v * d;
   const LayerCounts pre = stack_params(m.prelude, d), blk = stack_params(m.recur.block, d), coda = stack_params(m.coda, d);
-  const int64 inj = inject_params(m.recur.inject, d);
+  const int64 inj = stored_inject_params(m.recur, d);
   p.once = pre.total() + coda.total() + outer_norms * d;
   p.once_active = pre.active() + coda.active() + outer_norms * d;
   p.rec = blk.total() + inj;
@@ -95,7 +104,7 @@ constexpr ParamCounts count_params(const ModelSpec& m) {
   p.non_embedding = p.once + p.rec;
   p.total = p.embedding + p.unembedding + p.non_embedding;
   p.active = p.embedding + p.unembedding + p.once_active + p.rec_active;
-  p.unrolled = p.once + m.recur.r * p.rec;
+  p.unrolled = p.once + m.recur.r * (blk.total() + inject_params(m.recur.inject, d));
   return p;
 }
 

@@ -163,8 +163,10 @@ using NoInject = InjectOf<Inject::none>;              // r = 1 only
 using Linear = InjectOf<Inject::linear>;              // u = W [e ; s], W = [I | 0] at init
 using Additive = InjectOf<Inject::additive>;          // u = s + e
 using Passthrough = InjectOf<Inject::passthrough>;    // u = s
+// Hyperconnections with Lanes parallel lane states: the paper's, with lane parameters of their own
+// in every recurrence (needs full BPTT and the per-recurrence state norm)...
 template <int64 Lanes>
-struct Hyper {  // hyperconnections with Lanes parallel lane states
+struct Hyper {
   static_assert(Lanes == dynamic || Lanes >= 1, LOOPSCALE_MSG_HYPER_LANES);
   static constexpr bool is_static = Lanes != dynamic;
   [[no_unique_address]] Size<Lanes> lanes{};
@@ -176,15 +178,29 @@ struct kind_of<Hyper<L>> {
 };
 template <int64 Lanes>
 using Hyperconnections = Hyper<Lanes>;
+// ...or one set of lane parameters shared by all recurrences.
+template <int64 Lanes>
+struct HyperShared {
+  static_assert(Lanes == dynamic || Lanes >= 1, LOOPSCALE_MSG_HYPER_LANES);
+  static constexpr bool is_static = Lanes != dynamic;
+  [[no_unique_address]] Size<Lanes> lanes{};
+  constexpr InjectSpec spec() const { return {Inject::hyper_shared, lanes.get()}; }
+};
+template <int64 L>
+struct kind_of<HyperShared<L>> {
+  using type = kinds::inject;
+};
 
 // The block run R times. Bptt: recurrences that get gradients (full_bptt, half_bptt or a count <= R).
-template <class B, int64 R, class I = Linear, int64 Bptt = full_bptt>
+// Norm: where the recurrence's RMSNorm goes (StateNorm::per_recurrence, the paper's, or after_loop).
+template <class B, int64 R, class I = Linear, int64 Bptt = full_bptt, StateNorm Norm = StateNorm::per_recurrence>
 struct Recur {
   static_assert(is_kind<B, kinds::block>,
                 "Recur<Block, R, Inject>: the first argument must be a Block<...> (a Prelude or Coda cannot recur)");
   static_assert(R == dynamic || R >= 1, LOOPSCALE_MSG_R);
   static_assert(is_kind<I, kinds::inject>,
-                "Recur<Block, R, Inject>: Inject must be NoInject, Linear, Additive, Passthrough or Hyper<Lanes>");
+                "Recur<Block, R, Inject>: Inject must be NoInject, Linear, Additive, Passthrough, Hyper<Lanes> or "
+                "HyperShared<Lanes>");
   static_assert(R == dynamic || R == 1 || !std::is_same_v<I, NoInject>, LOOPSCALE_MSG_INJECT_NEEDED);
   static_assert(Bptt == dynamic || (Bptt >= half_bptt && (R == dynamic || Bptt <= R)), LOOPSCALE_MSG_BPTT);
   static constexpr bool is_static = R != dynamic && Bptt != dynamic && B::is_static && I::is_static;
@@ -192,10 +208,10 @@ struct Recur {
   [[no_unique_address]] Size<R> r{};
   [[no_unique_address]] I inject{};
   [[no_unique_address]] Size<Bptt> bptt{};
-  constexpr RecurSpec spec() const { return {block.spec(), r.get(), inject.spec(), bptt.get()}; }
+  constexpr RecurSpec spec() const { return {block.spec(), r.get(), inject.spec(), bptt.get(), Norm}; }
 };
-template <class B, int64 R, class I, int64 P>
-struct kind_of<Recur<B, R, I, P>> {
+template <class B, int64 R, class I, int64 P, StateNorm N>
+struct kind_of<Recur<B, R, I, P, N>> {
   using type = kinds::recur;
 };
 

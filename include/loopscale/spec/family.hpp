@@ -1,6 +1,6 @@
 // Iso-depth families and the one builder of their members. A family fixes what a comparison across
-// r holds equal: the effective depth (prelude + k r + coda), the prelude and coda, the injection
-// and BPTT of the looped members, the vocabulary, the dense layer and, for mixture-of-experts
+// r holds equal: the effective depth (prelude + k r + coda), the prelude and coda, the injection,
+// BPTT and state norm placement of the looped members, the vocabulary, the dense layer and, for mixture-of-experts
 // families, which layers carry the MoE FFN. Its member at (r, d_model) is one ModelSpec.
 //
 // Every member of every family is built by family_member(): the static families of
@@ -49,6 +49,9 @@ struct FamilySpec {
   MoePlacement placement{};
   int64 block_layers = derived;  // >= 0: k fixed (the depth then follows r); derived: k = (depth - prelude - coda) / r
   static constexpr int64 derived = -1;
+  // Where the recurrence's norm goes, in every member (for r = 1 both placements are one model). Last,
+  // so positional initialisers written before it still fill the fields they did.
+  StateNorm state_norm = StateNorm::per_recurrence;
   friend constexpr bool operator==(const FamilySpec&, const FamilySpec&) = default;
 };
 
@@ -103,6 +106,7 @@ constexpr ModelSpec family_member(const FamilySpec& f, int64 r, int64 d_model) {
   m.recur.r = r;
   m.recur.inject = r > 1 ? f.inject : InjectSpec{Inject::none, 0};
   m.recur.bptt = r > 1 ? (f.bptt > 0 ? (f.bptt < r ? f.bptt : r) : f.bptt) : full_bptt;
+  m.recur.state_norm = f.state_norm;
   m.coda = family_stack(f, FamilyStack::coda, f.coda, k);
   validate(m);
   return m;

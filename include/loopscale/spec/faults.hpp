@@ -17,6 +17,17 @@
 #define LOOPSCALE_MSG_INJECT_NEEDED "recur: r > 1 needs an injection (Linear, Additive, Passthrough or Hyper<Lanes>)"
 #define LOOPSCALE_MSG_HYPER_LANES "recur: hyperconnections (Hyper<Lanes>) need at least one lane"
 #define LOOPSCALE_MSG_LANES_WITHOUT_HYPER "recur: lanes are only meaningful for hyperconnections"
+#define LOOPSCALE_MSG_INJECT_KIND \
+  "recur: the injection must be none, linear, additive, passthrough, hyper or hyper_shared"
+#define LOOPSCALE_MSG_STATE_NORM "recur: state_norm must be per_recurrence or after_loop"
+#define LOOPSCALE_MSG_HYPER_TRUNCATED                                                                    \
+  "recur: the paper's hyperconnections (Hyper<Lanes>, hyper:L) need full BPTT, since the lane parameters " \
+  "of a forward-only recurrence would never get a gradient; use bptt full or the shared form "            \
+  "(HyperShared<Lanes>, hyper-shared:L)"
+#define LOOPSCALE_MSG_HYPER_AFTER_LOOP                                                                     \
+  "recur: the paper's hyperconnections (Hyper<Lanes>, hyper:L) add beta_r * norm(block output) and need " \
+  "the per-recurrence state norm; use state_norm per_recurrence or the shared form (HyperShared<Lanes>, " \
+  "hyper-shared:L)"
 // ---- a layer ----
 #define LOOPSCALE_MSG_ATTN_NEGATIVE \
   "attention: heads, head_dim and kv_heads must not be negative (0 means 'derive from d_model')"
@@ -47,6 +58,10 @@
   X(inject_needed, LOOPSCALE_MSG_INJECT_NEEDED)                     \
   X(hyper_lanes, LOOPSCALE_MSG_HYPER_LANES)                         \
   X(lanes_without_hyper, LOOPSCALE_MSG_LANES_WITHOUT_HYPER)         \
+  X(inject_kind, LOOPSCALE_MSG_INJECT_KIND)                         \
+  X(state_norm, LOOPSCALE_MSG_STATE_NORM)                           \
+  X(hyper_truncated, LOOPSCALE_MSG_HYPER_TRUNCATED)                 \
+  X(hyper_after_loop, LOOPSCALE_MSG_HYPER_AFTER_LOOP)               \
   X(attn_negative, LOOPSCALE_MSG_ATTN_NEGATIVE)                     \
   X(attn_heads_divide, LOOPSCALE_MSG_ATTN_HEADS_DIVIDE)             \
   X(attn_head_dim_divide, LOOPSCALE_MSG_ATTN_HEAD_DIM_DIVIDE)       \

@@ -34,7 +34,14 @@ inline constexpr int64 full_bptt = 0;
 inline constexpr int64 half_bptt = -1;
 
 enum class Activation : std::uint8_t { relu2, gelu, swiglu };
-enum class Inject : std::uint8_t { none, linear, additive, passthrough, hyper };
+// hyper: the iso-depth paper's hyperconnections, one set of lane parameters per recurrence;
+// hyper_shared: one set for all recurrences (loopscale's earlier form). docs/concepts.md has both.
+enum class Inject : std::uint8_t { none, linear, additive, passthrough, hyper, hyper_shared };
+// Where the recurrence's RMSNorm (one learnable scale of d_model, shared by every recurrence) is
+// applied: per_recurrence, at the end of every recurrence, on the block's output, so each state the
+// next recurrence reads is normalised (the paper's, the default); after_loop, once on the state the
+// loop leaves, before the coda (loopscale's earlier placement). For r = 1 the two are one model.
+enum class StateNorm : std::uint8_t { per_recurrence, after_loop };
 
 constexpr auto names_of(Activation) {
   return make_names<Activation>({{Activation::relu2, "relu2"}, {Activation::gelu, "gelu"}, {Activation::swiglu, "swiglu"}});
@@ -44,10 +51,17 @@ constexpr auto names_of(Inject) {
                              {Inject::linear, "linear"},
                              {Inject::additive, "additive"},
                              {Inject::passthrough, "passthrough"},
-                             {Inject::hyper, "hyper"}});
+                             {Inject::hyper, "hyper"},
+                             {Inject::hyper_shared, "hyper-shared"}});
 }
+constexpr auto names_of(StateNorm) {
+  return make_names<StateNorm>({{StateNorm::per_recurrence, "per-recurrence"}, {StateNorm::after_loop, "after-loop"}});
+}
+// Either form of hyperconnections (both have lanes).
+constexpr bool is_hyper(Inject k) { return k == Inject::hyper || k == Inject::hyper_shared; }
 constexpr std::string_view to_string(Activation a) { return name_of(a); }
 constexpr std::string_view to_string(Inject i) { return name_of(i); }
+constexpr std::string_view to_string(StateNorm n) { return name_of(n); }
 
 // Every error a spec can have (faults.hpp has the sentences).
 struct spec_error : std::invalid_argument {
@@ -126,6 +140,7 @@ struct RecurSpec {
   int64 r = 1;
   InjectSpec inject{};
   int64 bptt = full_bptt;
+  StateNorm state_norm = StateNorm::per_recurrence;
   friend constexpr bool operator==(const RecurSpec&, const RecurSpec&) = default;
 };
 
@@ -184,27 +199,30 @@ constexpr bool has_moe(const ModelSpec& m) {
 
 // ---- names of injections and BPTT, as the command line and sweep specs write them -------------
 
-// "linear", "hyper:4", ...: the kind, with the lane count for hyperconnections.
+// "linear", "hyper:4", "hyper-shared:2", ...: the kind, with the lane count for hyperconnections.
+// The one place these names are made and read (the command line and sweep specs use both).
 inline std::string inject_name(const InjectSpec& i) {
   std::string s(name_of(i.kind));
-  if (i.kind == Inject::hyper) s = concat(s, ':', i.lanes);
+  if (is_hyper(i.kind)) s = concat(s, ':', i.lanes);
   return s;
 }
 
-// The inverse of inject_name; nullopt for anything else ("hyper" needs ":L", L >= 1 lanes).
+// The inverse of inject_name; nullopt for anything else ("hyper" and "hyper-shared" need ":L",
+// L >= 1 lanes).
 inline std::optional<InjectSpec> parse_inject(std::string_view s) {
-  if (s.substr(0, 6) == "hyper:") {
-    const std::string k(s.substr(6));
-    if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos || k.size() > 12) return std::nullopt;
-    const long long lanes = std::stoll(k);
-    if (lanes < 1) return std::nullopt;
-    return InjectSpec{Inject::hyper, lanes};
-  }
-  const auto kind = parse_name<Inject>(s);
-  if (!kind || *kind == Inject::hyper) return std::nullopt;
-  return InjectSpec{*kind, 0};
+  const std::size_t colon = s.find(':');
+  const auto kind = parse_name<Inject>(s.substr(0, colon));
+  if (!kind || is_hyper(*kind) != (colon != std::string_view::npos)) return std::nullopt;
+  if (!is_hyper(*kind)) return InjectSpec{*kind, 0};
+  const std::string k(s.substr(colon + 1));
+  if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos || k.size() > 12) return std::nullopt;
+  const long long lanes = std::stoll(k);
+  if (lanes < 1) return std::nullopt;
+  return InjectSpec{*kind, lanes};
 }
-inline constexpr const char* inject_choices = "none, linear, additive, passthrough or hyper:L (L >= 1 lanes)";
+inline constexpr const char* inject_choices =
+    "none, linear, additive, passthrough, hyper:L (the paper's hyperconnections, lane parameters per recurrence) or "
+    "hyper-shared:L (one set for all recurrences), L >= 1 lanes";
 
 inline std::string bptt_name(int64 bptt) {
   if (bptt == full_bptt) return "full";
@@ -288,8 +306,14 @@ constexpr Fault find_fault(const ModelSpec& m) {
   if (rc.r > 1 && rc.block.empty()) return {SpecFault::r_needs_block, "recur"};
   if (rc.bptt < half_bptt || rc.bptt > rc.r) return {SpecFault::bptt, "recur"};
   if (rc.inject.kind == Inject::none && rc.r > 1) return {SpecFault::inject_needed, "recur"};
-  if (rc.inject.kind == Inject::hyper && rc.inject.lanes < 1) return {SpecFault::hyper_lanes, "recur"};
-  if (rc.inject.kind != Inject::hyper && rc.inject.lanes != 0) return {SpecFault::lanes_without_hyper, "recur"};
+  if (is_hyper(rc.inject.kind) && rc.inject.lanes < 1) return {SpecFault::hyper_lanes, "recur"};
+  if (!is_hyper(rc.inject.kind) && rc.inject.lanes != 0) return {SpecFault::lanes_without_hyper, "recur"};
+  if (rc.inject.kind > Inject::hyper_shared) return {SpecFault::inject_kind, "recur"};
+  if (rc.state_norm != StateNorm::per_recurrence && rc.state_norm != StateNorm::after_loop)
+    return {SpecFault::state_norm, "recur"};
+  if (rc.inject.kind == Inject::hyper && bptt_recurrences(rc) < rc.r) return {SpecFault::hyper_truncated, "recur"};
+  if (rc.inject.kind == Inject::hyper && rc.state_norm != StateNorm::per_recurrence)
+    return {SpecFault::hyper_after_loop, "recur"};
   if (effective_depth(m) < 1) return {SpecFault::no_layers};
   const std::pair<const char*, const StackSpec*> stacks[] = {{"prelude", &m.prelude}, {"recur", &rc.block}, {"coda", &m.coda}};
   for (const auto& [name, s] : stacks)

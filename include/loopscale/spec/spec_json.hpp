@@ -4,6 +4,8 @@
 // A stack whose layers are all alike is written as {"layers": N, "layer": {...}} (the form every
 // file had before stacks could mix layers, so those files still read); a mixed stack as
 // {"layers": [{...}, {...}, ...]}, one object per layer in the order they run. Both forms read.
+// A recurrence without "state_norm" is a file from before the paper's state norm and
+// hyperconnections; it reads as the model it was (see from_json of RecurSpec).
 #pragma once
 
 #include <string>
@@ -55,8 +57,37 @@ inline void from_json(const nlohmann::json& j, StackSpec& s) {
   s = StackSpec(n.get<int64>(), j.contains("layer") ? j.at("layer").get<LayerSpec>() : LayerSpec{});
 }
 
+inline void to_json(nlohmann::json& j, const StateNorm& n) { j = std::string(name_of(n)); }
+inline void from_json(const nlohmann::json& j, StateNorm& n) {
+  const std::string s = j.get<std::string>();
+  const auto v = parse_name<StateNorm>(s);
+  if (!v) throw spec_error(concat("spec: unknown state_norm '", s, "' (", name_choices<StateNorm>(), ")"));
+  n = *v;
+}
+
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(InjectSpec, kind, lanes)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RecurSpec, block, r, inject, bptt)
+
+// The recurrence is always written with its state_norm. A file without one was written before the
+// field existed, when loopscale had one placement of the recurrence norm and one form of
+// hyperconnections; it reads as the model it described: state_norm after_loop, and "hyper" as the
+// shared form (hyper_shared). So checkpoints, run configs and plans written earlier keep their
+// meaning; only a spec written with the field gets today's defaults.
+inline void to_json(nlohmann::json& j, const RecurSpec& r) {
+  j = {{"block", r.block}, {"r", r.r}, {"inject", r.inject}, {"bptt", r.bptt}, {"state_norm", r.state_norm}};
+}
+inline void from_json(const nlohmann::json& j, RecurSpec& r) {
+  const RecurSpec defaults{};
+  r.block = j.value("block", defaults.block);
+  r.r = j.value("r", defaults.r);
+  r.inject = j.value("inject", defaults.inject);
+  r.bptt = j.value("bptt", defaults.bptt);
+  if (j.contains("state_norm")) {
+    r.state_norm = j.at("state_norm").get<StateNorm>();
+  } else {
+    r.state_norm = StateNorm::after_loop;
+    if (r.inject.kind == Inject::hyper) r.inject.kind = Inject::hyper_shared;
+  }
+}
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelSpec, d_model, vocab, vocab_multiple, prelude, recur, coda)
 
 }  // namespace loopscale
