@@ -15,6 +15,7 @@ struct EquivalentArgs {
   std::optional<int64> d_model;
   double r = 0;
   int64 vocab = 32064;
+  std::string injection;
   bool json = false;
 };
 
@@ -33,24 +34,29 @@ void run(const EquivalentArgs& a) {
     if (a.n_once || a.n_rec) throw usage_error("equivalent: give either --d-model or --n-once and --n-rec");
     const double rr = a.r;
     if (rr != std::floor(rr)) throw usage_error("equivalent: --r must be a whole number with --d-model");
+    const InjectionCount inj = injection_option(a.injection.empty() ? "rec" : a.injection);
     try {
-      e = law::looped_equivalence(law::paper_member(*a.d_model, static_cast<int64>(rr), a.vocab), phi);
+      e = law::looped_equivalence(law::paper_member(*a.d_model, static_cast<int64>(rr), a.vocab), phi, inj);
     } catch (const spec_error& err) {
       throw usage_error(std::string("equivalent: --d-model ") + std::to_string(*a.d_model) + ": " + err.what());
     }
     d = a.d_model;
   } else {
     if (!a.n_once || !a.n_rec) throw usage_error("equivalent: needs --n-once and --n-rec (or --d-model for the paper's family)");
+    if (!a.injection.empty()) throw usage_error("equivalent: --injection goes with --d-model; --n-once and --n-rec are taken as given");
     e = law::looped_equivalence(*a.n_once, *a.n_rec, a.r, phi);
   }
   if (a.json) {
     nlohmann::json j{{"law", l.name()}, {"phi", phi}, {"r", a.r}, {"params", e.params},
                      {"dense_equivalent_params", e.dense_equivalent_params}, {"unrolled_params", e.unrolled_params}};
     if (d) j["d_model"] = *d;
+    if (!e.injection.empty()) j["injection"] = e.injection, j["n_once"] = e.n_once, j["n_rec"] = e.n_rec;
     std::cout << j.dump(2) << "\n";
     return;
   }
   fmt::print("looped model: {:.4g} non-embedding params, r = {:g}, phi = {:g}\n", e.params, a.r, phi);
+  if (!e.injection.empty())
+    fmt::print("  N_once {:.4g}, N_rec {:.4g} (the injection counted in: {})\n", e.n_once, e.n_rec, e.injection);
   fmt::print("  same predicted loss as a dense model of   {:.4g} params (N_once + r^phi N_rec)\n", e.dense_equivalent_params);
   fmt::print("  same training cost as a dense model of    {:.4g} params (unrolled, N_once + r N_rec)\n", e.unrolled_params);
 }
@@ -64,6 +70,7 @@ const bool registered = add_command([](CLI::App& app) {
   sub->add_option("--n-rec", a->n_rec, "params of the shared block and its injection");
   sub->add_option("--d-model", a->d_model, "instead of --n-once/--n-rec: the paper family's member of this width");
   sub->add_option("--vocab", a->vocab, "vocabulary with --d-model")->capture_default_str();
+  sub->add_option("--injection", a->injection, std::string(injection_help) + "; with --d-model (default rec)");
   sub->add_option("--r", a->r, "recurrences")->required();
   sub->add_flag("--json", a->json, "print JSON");
   sub->callback([a] { run(*a); });

@@ -9,7 +9,7 @@ namespace loopscale::cli {
 namespace {
 
 struct FitArgs {
-  std::string law, data, starts, holdout, block;
+  std::string law, data, starts, holdout, block, injection;
   std::vector<std::string> map, freeze, start_points;
   long drop_highest = 0;
   std::uint64_t seed = 0;
@@ -33,6 +33,7 @@ void run(const FitArgs& a) {
   law::ColumnMap map;
   for (const auto& [k, v] : assignments(a.map, "--map")) map[k] = v;
   law::RunReader reader(table, map);
+  if (!a.injection.empty()) reader.count_injection(injection_option(a.injection));
 
   law::FitOptions opt;
   opt.huber_delta = a.huber_delta;
@@ -58,8 +59,16 @@ void run(const FitArgs& a) {
     const law::Runs loss_only = reader.read({"loss"});
     keep = law::rows_without_highest_loss(loss_only, a.drop_highest);
   }
+  // A column's labels; a variable the file derives (D = C / F, ...) as its numbers, so a held-out
+  // range can name it.
   const auto rows_of = [&](const std::string& column) {
-    const std::vector<std::string> all = reader.labels(column);
+    std::vector<std::string> all;
+    if (table.column(map.count(column) ? map.at(column) : column) < 0 && reader.available(column)) {
+      const Eigen::ArrayXd v = reader.read({column})[column];
+      for (Eigen::Index i = 0; i < v.size(); ++i) all.push_back(fmt::format("{:.17g}", v[i]));
+    } else {
+      all = reader.labels(column);
+    }
     std::vector<std::string> kept;
     for (auto i : keep) kept.push_back(all[static_cast<std::size_t>(i)]);
     return kept;
@@ -178,7 +187,9 @@ const bool registered = add_command([](CLI::App& app) {
   sub->add_option("--bootstrap", a->bootstrap, "percentile intervals from N resamples");
   sub->add_option("--block", a->block, "resample whole groups of this column (block bootstrap)");
   sub->add_option("--ci-level", a->ci_level, "level of the bootstrap intervals")->capture_default_str();
-  sub->add_option("--holdout", a->holdout, "also fit without the points where COLUMN=VALUE (max/min for the extremes) and report their RMSE");
+  sub->add_option("--holdout", a->holdout,
+                  "also fit without the points where COLUMN=VALUE (max/min for the extremes, or a range: D=(4e11,5e11]) and report their RMSE");
+  sub->add_option("--injection", a->injection, injection_help);
   sub->add_option("--threads", a->threads, "threads (default: all cores)");
   sub->add_flag("--json", a->json, "print JSON");
   sub->callback([a] { run(*a); });

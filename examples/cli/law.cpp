@@ -8,7 +8,7 @@ namespace loopscale::cli {
 namespace {
 
 struct LawArgs {
-  std::string law, data;
+  std::string law, data, injection;
   std::vector<std::string> params, map;
   bool json = false;
 };
@@ -20,6 +20,7 @@ void run(const LawArgs& a) {
   law::ColumnMap map;
   for (const auto& [k, v] : assignments(a.map, "--map")) map[k] = v;
   law::RunReader reader(table, map);
+  if (!a.injection.empty()) reader.count_injection(injection_option(a.injection));
   const bool has_loss = reader.available("loss");
   const law::Runs runs = reader.read(l.columns(), has_loss ? std::vector<std::string>{"loss"} : std::vector<std::string>{});
   const Eigen::ArrayXd pred = law::predict_loss(*l.prepare(runs), theta);
@@ -41,6 +42,7 @@ void run(const LawArgs& a) {
     j["predictions"] = std::vector<double>(pred.data(), pred.data() + pred.size());
     if (has_loss) j["rmse"] = rmse, j["r2"] = r2;
     j["points"] = pred.size();
+    if (law::reads_looped_counts(l) && !runs.injection.empty()) j["injection"] = runs.injection;
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -52,6 +54,7 @@ void run(const LawArgs& a) {
     fmt::print("\n");
   }
   if (has_loss) fmt::print("points {}   RMSE {:.5g}   R^2 {:.5f}\n", pred.size(), rmse, r2);
+  if (law::reads_looped_counts(l) && !runs.injection.empty()) fmt::print("injection counted in: {}\n", runs.injection);
 }
 
 const bool registered = add_command([](CLI::App& app) {
@@ -61,6 +64,7 @@ const bool registered = add_command([](CLI::App& app) {
   sub->add_option("--param", a->params, "a constant in natural units: --param A=28.027 (every parameter of the law)")->required();
   sub->add_option("--data", a->data, "points: CSV with a header, or JSONL (.jsonl)")->required();
   sub->add_option("--map", a->map, "read variable NAME from the file's COLUMN: --map N=\"Model Size\"");
+  sub->add_option("--injection", a->injection, injection_help);
   sub->add_flag("--json", a->json, "print JSON");
   sub->callback([a] { run(*a); });
 });

@@ -38,6 +38,18 @@ inline std::map<std::string, std::string> assignments(const std::vector<std::str
   return m;
 }
 
+// --injection WORD: where the injection counts in N_once / N_rec (account/injection_convention.hpp).
+inline InjectionCount injection_option(const std::string& word) {
+  const auto c = parse_name<InjectionCount>(word);
+  if (!c) throw usage_error("--injection must be " + name_choices<InjectionCount>() + ", not '" + word + "'");
+  return *c;
+}
+
+// What the --injection option says, for every law subcommand's help.
+inline constexpr const char* injection_help =
+    "where the injection's parameters count in N_once / N_rec: rec (with the shared block, loopscale's accounting and the "
+    "paper's code), once (with the once-run parameters) or excluded (in neither: the paper's 410M ~ 580M ~ 1B example)";
+
 inline law::Constants numeric_assignments(const std::vector<std::string>& items, const std::string& flag) {
   law::Constants c;
   for (const auto& [k, v] : assignments(items, flag)) c[k] = parse_double(v, flag + " " + k);
@@ -84,6 +96,7 @@ inline nlohmann::json fit_json(const law::FitResult& r, bool with_residuals = tr
   j["polished"] = r.polished;
   j["best_start"] = r.best_start;
   j["seconds"] = r.seconds;
+  if (!r.injection.empty()) j["injection"] = r.injection;
   if (with_residuals) j["residuals"] = std::vector<double>(r.residuals.data(), r.residuals.data() + r.residuals.size());
   return j;
 }
@@ -102,6 +115,7 @@ inline void print_fit(const law::AnyLaw& law, const law::FitResult& r, const law
   if (ci) fmt::print("intervals: {:.0f}% percentile, {} resamples ({} failed)\n", 100 * ci->level, ci->resamples, ci->failed);
   fmt::print("objective {:.9g}   R^2 {:.5f}   RMSE {:.5g}   RMSE(log) {:.5g}   max |log residual| {:.5g}\n", r.objective, r.r2,
              r.rmse, r.rmse_log, r.max_abs_residual);
+  if (!r.injection.empty()) fmt::print("injection counted in: {}\n", r.injection);
 }
 
 }  // namespace loopscale::cli

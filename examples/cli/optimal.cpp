@@ -13,6 +13,7 @@ struct OptimalArgs {
   std::vector<double> budgets;
   std::vector<int64> rs{1, 2, 4, 8};
   int64 seq_len = 2048, vocab = 32064, max_width = 16384;
+  std::string injection = "rec";
   bool json = false;
 };
 
@@ -27,9 +28,11 @@ void run(const OptimalArgs& a) {
   if (a.seq_len < 1 || a.vocab < 1 || a.max_width < 128) throw usage_error("optimal: --seq-len, --vocab must be positive and --max-width >= 128");
   law::AllocationOptions o;
   o.seq_len = a.seq_len, o.vocab = a.vocab, o.max_width = a.max_width;
+  o.injection = injection_option(a.injection);
   std::vector<int64> rs = a.rs;
   if (l.name() == "chinchilla") rs = {1};  // a dense law knows no r
-  nlohmann::json j{{"law", l.name()}, {"allocations", nlohmann::json::array()}, {"exponents", nlohmann::json::object()}};
+  nlohmann::json j{{"law", l.name()}, {"injection", a.injection}, {"allocations", nlohmann::json::array()},
+                   {"exponents", nlohmann::json::object()}};
   if (!a.json)
     fmt::print("{:>3} {:>10} {:>8} {:>12} {:>12} {:>8} {:>9}\n", "r", "budget", "d_model", "N*", "D*", "L*", "D*/N*");
   for (int64 r : rs) {
@@ -38,7 +41,7 @@ void run(const OptimalArgs& a) {
       const law::Allocation x = law::compute_optimal(l, theta, r, c, o);
       points.push_back(x);
       j["allocations"].push_back({{"r", r}, {"budget", c}, {"n_opt", x.n_opt}, {"d_opt", x.d_opt}, {"loss_opt", x.loss_opt},
-                                  {"d_model", x.best_width.d_model}, {"at_edge", x.at_edge}});
+                                  {"d_model", x.best_width.d_model}, {"width_opt", x.width_opt}, {"at_edge", x.at_edge}});
       if (!a.json)
         fmt::print("{:>3} {:>10.3g} {:>8} {:>12.4g} {:>12.4g} {:>8.4f} {:>9.1f}{}\n", r, c, x.best_width.d_model, x.n_opt, x.d_opt,
                    x.loss_opt, x.d_opt / x.n_opt, x.at_edge ? "  (at the edge of the widths)" : "");
@@ -62,6 +65,7 @@ const bool registered = add_command([](CLI::App& app) {
   sub->add_option("--seq-len", a->seq_len, "context length T of the FLOP count")->capture_default_str();
   sub->add_option("--vocab", a->vocab, "vocabulary")->capture_default_str();
   sub->add_option("--max-width", a->max_width, "largest d_model tried (widths step by 128)")->capture_default_str();
+  sub->add_option("--injection", a->injection, injection_help)->capture_default_str();
   sub->add_flag("--json", a->json, "print JSON");
   sub->callback([a] { run(*a); });
 });

@@ -97,3 +97,101 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
   expect_error("equivalent --law iso-depth --param phi=0.4 --n-once 1e8 --n-rec -1 --r 4", "--n-rec");
   expect_error("optimal --law iso-depth --param phi=0.4 --budget 1e18", "needs --param");
 }
+
+TEST_CASE("the --injection option: where the injection counts, on equivalent, optimal, fit and law", "[law][cli][injection]") {
+  auto r = run_cli("equivalent --law iso-depth --param phi=0.459 --d-model 2048 --r 4 --injection excluded --json");
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["injection"] == "excluded");
+  CHECK(j["params"].get<double>() == 411080704.0);
+  CHECK(j["dense_equivalent_params"].get<double>() == Approx(581.8e6).epsilon(1e-3));
+  CHECK(j["unrolled_params"].get<double>() == Approx(1.0067e9).epsilon(1e-3));
+  r = run_cli("equivalent --law iso-depth --param phi=0.459 --d-model 2048 --r 4 --json");
+  REQUIRE(r.rc == 0);
+  CHECK(nlohmann::json::parse(r.out)["injection"] == "rec");
+  r = run_cli("optimal --law iso-depth --param E=1.56773 --param A=28.027 --param B=915.82 --param alpha=0.19924 --param beta=0.36863 "
+              "--param phi=0.459 --budget 1e19 --r 4 --injection once --json");
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["injection"] == "once");
+  CHECK(j["allocations"][0]["width_opt"].get<double>() > 0);
+  // A runs file with the sweep's columns: the fit records and converts the convention.
+  const std::string runs = temp_file("inject.csv",
+                                     "N_once,N_rec,N_inject,injection,r,C,F,loss\n"
+                                     "1.0e7,1.2e7,2e6,rec,4,1e18,6e8,3.1\n2.0e7,2.2e7,2e6,rec,4,2e18,9e8,2.9\n"
+                                     "3.0e7,3.2e7,2e6,rec,2,4e18,1.2e9,2.8\n4.0e7,4.2e7,2e6,rec,2,8e18,1.5e9,2.7\n"
+                                     "5.0e7,5.2e7,0,rec,1,1.6e19,1.8e9,2.6\n6.0e7,6.2e7,0,rec,1,3.2e19,2.1e9,2.5\n"
+                                     "7.0e7,7.2e7,2e6,rec,8,6.4e19,2.4e9,2.45\n8.0e7,8.2e7,2e6,rec,8,1.28e20,2.7e9,2.4\n");
+  const std::string pars = " --param E=1.56773 --param A=28.027 --param B=915.82 --param alpha=0.19924 --param beta=0.36863 --param phi=0.459";
+  r = run_cli("law --law iso-depth" + pars + " --data " + runs + " --json");
+  REQUIRE(r.rc == 0);
+  const double as_rec = nlohmann::json::parse(r.out)["predictions"][0].get<double>();
+  CHECK(nlohmann::json::parse(r.out)["injection"] == "rec");
+  r = run_cli("law --law iso-depth" + pars + " --data " + runs + " --injection excluded --json");
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["injection"] == "excluded");
+  CHECK(j["predictions"][0].get<double>() > as_rec);  // fewer counted parameters, higher predicted loss
+  r = run_cli("fit --law iso-depth --data " + runs + " --injection once --starts random:8 --freeze E=1.56773 --json");
+  REQUIRE(r.rc == 0);
+  CHECK(nlohmann::json::parse(r.out)["injection"] == "once");
+  r = run_cli("fit --law iso-depth --data " + runs + " --injection nowhere --starts random:8");
+  CHECK(r.rc == 2);
+  CHECK(count_lines(r.out) == 1);
+  CHECK(r.out.find("rec, once or excluded") != std::string::npos);
+  r = run_cli("fit --law chinchilla --data " + epoch + epoch_map + " --injection excluded --starts random:4");
+  CHECK(r.rc == 2);
+  CHECK(count_lines(r.out) == 1);
+  CHECK(r.out.find("'injection' column") != std::string::npos);
+  // A held-out range on a derived column: D = C / F in (2e10, 5e10] holds out the last two runs.
+  r = run_cli("fit --law iso-depth --data " + runs + " --starts random:8 --freeze E=1.56773 --freeze phi=0.459 --holdout \"D=(2e10,5e10]\" --json");
+  REQUIRE(r.rc == 0);
+  CHECK(nlohmann::json::parse(r.out)["holdout"]["points"] == 2);
+}
+
+TEST_CASE("loopscale design: the smallest (R, E) within the fit's RMSE of the best", "[law][cli][design]") {
+  // A fit file as `loopscale fit --json` writes one (law, params, rmse); constants under which
+  // experts and, less, recurrences pay.
+  const std::string fit = temp_file("design_fit.json", R"({"law": "looped-moe", "rmse": 0.02, "params": {
+      "c": 1.6, "A": 300, "B": 800, "alpha": 0.30, "beta": 0.28, "delta": -0.2, "gamma": 0.01, "omega": -0.05, "zeta": 0.0,
+      "E_start": 2, "E_max": 300, "kappa1": 0.3682, "kappa2": 1.4037, "theta": 0.3286}})");
+  const std::string space = " --n-act 6e8 --n-loop 2e8 --expert-params 4e8 --budget 1e23";
+  auto r = run_cli("design --fit " + fit + space + " --json");
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["epsilon"] == 0.02);
+  CHECK(j["table"].size() == 30);
+  const auto& chosen = j["chosen"];
+  const double best = j["optimum"]["loss"].get<double>();
+  CHECK(chosen["loss"].get<double>() <= best + 0.02);
+  for (const auto& p : j["table"])  // nothing smaller is within epsilon
+    if (p["R"] < chosen["R"] || (p["R"] == chosen["R"] && p["E"] < chosen["E"])) CHECK(p["loss"].get<double>() > best + 0.02);
+  // Epsilon 0 takes the optimum itself; a memory limit removes the large E.
+  r = run_cli("design --fit " + fit + space + " --epsilon 0 --json");
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["chosen"] == j["optimum"]);
+  r = run_cli("design --fit " + fit + space + " --epsilon 0 --memory-gib 2 --bytes-per-weight 2 --json");
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["chosen"]["N_total"].get<double>() * 2 <= 2.0 * 1024 * 1024 * 1024);
+  r = run_cli("design --fit " + fit + space);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("<- chosen") != std::string::npos);
+  // Bad input: one line, exit 2.
+  const auto expect_error = [](const std::string& args, const std::string& text) {
+    const auto e = run_cli(args);
+    INFO(args << "\n-> " << e.out);
+    CHECK(e.rc == 2);
+    CHECK(count_lines(e.out) == 1);
+    CHECK(e.out.find(text) != std::string::npos);
+  };
+  expect_error("design" + space, "needs --fit");
+  expect_error("design --param c=1" + space, "--epsilon");
+  expect_error("design --fit /nonexistent.json" + space, "cannot open");
+  expect_error("design --fit " + temp_file("design_bad.json", "{\"law\": 1}") + space, "lacks law, params or rmse");
+  expect_error("design --fit " + fit + space + " --memory-gib 0.5", "no (R, E) fits");
+  expect_error("design --fit " + fit + " --n-act 6e8 --n-loop 7e8 --expert-params 4e8 --budget 1e23", "N_loop <= N_act");
+  expect_error("design --fit " + fit + space + " --E 1,0.5", "every E must be >= top_k");
+  expect_error("design --fit " + fit + space + " --law iso-depth", "the fit in");
+}

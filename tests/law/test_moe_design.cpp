@@ -1,5 +1,4 @@
-// Looped-MoE: recovery of the bounded-recurrence constants, the baselines ranked on a held-out R
-// slice, and the design rule.
+// Looped-MoE: the baselines ranked on a held-out R slice of synthetic runs, and the design rule.
 #include <catch2/catch.hpp>
 
 #include "law_fixtures.hpp"
@@ -27,7 +26,7 @@ TEST_CASE("held-out R slice: the bounded law extrapolates better than linear", "
   CHECK(rmse["looped-moe"] < rmse["looped-moe-linear"]);
 }
 
-TEST_CASE("design: one more step of R or E only if it buys epsilon", "[law][moe][design]") {
+TEST_CASE("design: the smallest (R, E) within epsilon of the best feasible design", "[law][moe][design]") {
   const AnyLaw law = LoopedMoE{};
   // Constants under which experts pay (omega < 0: more experts also lower the data term); at this
   // budget the predicted loss falls from E = 1 to 16 by about 0.3 while looping does not pay.
@@ -40,12 +39,33 @@ TEST_CASE("design: one more step of R or E only if it buys epsilon", "[law][moe]
   s.n_loop = 2e8;
   s.n_expert_active = 4e8;
   s.budget = 1e23;
+  CHECK_THROWS_WITH(design_looped_moe(law, th, s), Catch::Contains("epsilon is not set"));
   s.epsilon = 0.0;
-  const MoEDesign free = design_looped_moe(law, th, s);
-  CHECK(free.table.size() == s.R.size() * s.E.size());
-  CHECK(free.path.size() >= 2);
-  // Each accepted step lowered the predicted loss.
-  for (std::size_t i = 1; i < free.path.size(); ++i) CHECK(free.path[i].loss < free.path[i - 1].loss);
+  const MoEDesign exact = design_looped_moe(law, th, s);
+  CHECK(exact.table.size() == s.R.size() * s.E.size());
+  // epsilon 0: the global optimum (the lowest loss of the whole table), here the most experts.
+  double lowest = INFINITY;
+  for (const auto& p : exact.table) lowest = std::min(lowest, p.loss);
+  CHECK(exact.optimum.loss == lowest);
+  CHECK(exact.chosen.loss == lowest);
+  CHECK(exact.chosen.E == 16);
+  // A larger epsilon: every design within it is listed, fewest R then fewest E first, and the
+  // first is chosen; nothing outside it is.
+  for (const double eps : {0.01, 0.05, 0.1, 0.3, 1.0}) {
+    s.epsilon = eps;
+    const MoEDesign d = design_looped_moe(law, th, s);
+    INFO("epsilon " << eps << ": chosen R " << d.chosen.R << " E " << d.chosen.E);
+    CHECK(d.optimum.loss == lowest);
+    CHECK(d.chosen.loss <= lowest + eps);
+    std::size_t within = 0;
+    for (const auto& p : d.table) {
+      within += p.loss <= lowest + eps;
+      if (p.R < d.chosen.R || (p.R == d.chosen.R && p.E < d.chosen.E)) CHECK(p.loss > lowest + eps);
+    }
+    CHECK(d.near.size() == within);
+    CHECK(d.near.front().R == d.chosen.R);
+    CHECK(d.near.front().E == d.chosen.E);
+  }
   // A large epsilon keeps the cheapest design.
   s.epsilon = 1.0;
   const MoEDesign stay = design_looped_moe(law, th, s);
@@ -55,7 +75,30 @@ TEST_CASE("design: one more step of R or E only if it buys epsilon", "[law][moe]
   s.epsilon = 0.0;
   s.memory_bytes = 2 * 1.4e9;
   const MoEDesign capped = design_looped_moe(law, th, s);
-  CHECK(free.chosen.E == 16);
   CHECK(capped.chosen.n_total * 2 <= s.memory_bytes);
   CHECK(capped.chosen.E == 2);  // N_total 1.0e9 at E = 2, 1.8e9 at E = 4
+  // An inference limit caps the recurrences: 2 N_unroll <= 2 (6e8 + 2e8).
+  s.memory_bytes = 0;
+  s.max_inference_flops = 2 * (6e8 + 2e8);
+  for (const auto& p : design_looped_moe(law, th, s).near) CHECK(p.R <= 2);
+  s.max_inference_flops = 1;
+  CHECK_THROWS_WITH(design_looped_moe(law, th, s), Catch::Contains("no (R, E) fits"));
+}
+
+TEST_CASE("design from a fit: epsilon defaults to its RMSE", "[law][moe][design]") {
+  const AnyLaw law = LoopedMoE{};
+  const Runs grid = test::variable_grid();
+  const Runs runs = with_synthetic_loss(law, grid, theta_of(law, test::test_constants("looped-moe")), 0.01, 2);
+  FitOptions o;
+  o.frozen = {{"E_start", 2}, {"E_max", 300}};
+  o.starts = random_starts(law.parameters(), 16, 3);
+  const FitResult f = fit(law, runs, o);
+  MoEDesignSpace s;
+  s.n_act = 6e8, s.n_loop = 2e8, s.n_expert_active = 4e8, s.budget = 1e22;
+  const MoEDesign d = design_looped_moe(law, f, s);
+  CHECK(d.epsilon == f.rmse);
+  CHECK(d.epsilon > 0);
+  s.epsilon = 0.5;
+  CHECK(design_looped_moe(law, f, s).epsilon == 0.5);
+  CHECK_THROWS_WITH(design_looped_moe(LoopedMoEPower{}, f, s), Catch::Contains("the fit is of law looped-moe"));
 }

@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "loopscale/law/resample.hpp"
 #include "loopscale/law/runs_io.hpp"
 
 using namespace loopscale::law;
@@ -78,4 +79,102 @@ TEST_CASE("dropping the highest losses keeps the order of the rest", "[law][io]"
   CHECK(kept["N"][0] == 1);
   CHECK(kept["N"][1] == 4);
   CHECK_THROWS_AS(drop_highest_loss(r, 4), data_error);
+}
+
+TEST_CASE("tokens from compute: D = C / F, and C / 6N only for dense runs", "[law][io]") {
+  // Looped rows with their training FLOPs per token.
+  const RunTable t = csv("C,F,N_once,N_rec,r,loss\n1e18,4.7598e8,7082112,7375872,4,2.9\n1e18,4.8e8,7082112,3835392,8,3.0\n");
+  const Runs r = RunReader(t, {}).read({"N_once", "N_rec", "r", "D", "loss"});
+  CHECK(r["D"][0] == 1e18 / 4.7598e8);
+  CHECK(r["D"][1] == 1e18 / 4.8e8);
+  // The same rows without F: refused (C / 6 (N_once + r N_rec) would leave out attention and the lm_head).
+  const std::string e = error_of(csv("C,N_once,N_rec,N,r,loss\n1e18,7082112,7375872,14457984,4,2.9\n"), {}, {"N_once", "N_rec", "r", "D", "loss"});
+  CHECK(e.find("runs.csv line 2") != std::string::npos);
+  CHECK(e.find("r = 4") != std::string::npos);
+  CHECK(e.find("needs the F column") != std::string::npos);
+  CHECK(e.find('\n') == std::string::npos);
+  CHECK(error_of(csv("C,N,R,loss\n1e18,1e8,2,2.9\n"), {}, {"N", "D", "loss"}).find("R = 2") != std::string::npos);
+  // Dense rows: Chinchilla's and Epoch's C / 6N, with or without an r column of ones.
+  CHECK(RunReader(csv("C,N,r,loss\n6e18,1e8,1,2.9\n"), {}).read({"N", "D", "loss"})["D"][0] == Approx(1e10));
+  CHECK(RunReader(csv("C,N,loss\n6e18,1e8,2.9\n"), {}).read({"N", "D", "loss"})["D"][0] == Approx(1e10));
+  // F wins over 6N when both could apply; F must be positive.
+  CHECK(RunReader(csv("C,N,F,loss\n6e18,1e8,1e9,2.9\n"), {}).read({"N", "D", "loss"})["D"][0] == Approx(6e9));
+  CHECK(error_of(csv("C,N,F,loss\n6e18,1e8,0,2.9\n"), {}, {"N", "D", "loss"}).find("F = 0 must be > 0") != std::string::npos);
+}
+
+TEST_CASE("where the injection counts: read from the file, converted on request, recorded", "[law][io][injection]") {
+  // Two runs as a sweep's runs.csv has them: counts with the injection in N_rec, its own count beside.
+  const RunTable t = csv("N_once,N_rec,N_inject,injection,r,D,loss\n1000,500,100,rec,4,1e9,3\n1000,400,0,rec,1,1e9,3\n");
+  RunReader as_is(t, {});
+  const Runs a = as_is.read({"N_once", "N_rec", "r", "D", "loss"});
+  CHECK(a.injection == "rec");
+  CHECK(a["N_rec"][0] == 500);
+  RunReader excluded(t, {});
+  excluded.count_injection(loopscale::InjectionCount::excluded);
+  const Runs x = excluded.read({"N_once", "N_rec", "N_act", "N_loop", "r", "D", "loss"});
+  CHECK(x.injection == "excluded");
+  CHECK(x["N_once"][0] == 1000);
+  CHECK(x["N_rec"][0] == 400);
+  CHECK(x["N_loop"][0] == 400);
+  CHECK(x["N_act"][0] == 1400);
+  CHECK(x["N_rec"][1] == 400);  // no injection at r = 1
+  RunReader once(t, {});
+  once.count_injection(loopscale::InjectionCount::once);
+  const Runs o = once.read({"N_once", "N_rec", "N_act", "r", "D", "loss"});
+  CHECK(o["N_once"][0] == 1100);
+  CHECK(o["N_rec"][0] == 400);
+  CHECK(o["N_act"][0] == 1500);
+  CHECK(o.subset({0}).injection == "once");
+  // From a file counted another way, back to rec.
+  const RunTable u = csv("N_act,N_loop,N_inject,injection,R,D,loss\n1400,400,100,excluded,4,1e9,3\n1500,400,100,once,4,1e9,3\n");
+  RunReader back(u, {});
+  back.count_injection(loopscale::InjectionCount::rec);
+  const Runs b = back.read({"N_once", "N_rec", "N_act", "N_loop", "r", "D", "loss"});
+  CHECK(b["N_once"][0] == 1000);
+  CHECK(b["N_rec"][0] == 500);
+  CHECK(b["N_act"][1] == 1500);
+  CHECK(b["N_loop"][1] == 500);
+  CHECK(b["N_once"][1] == 1000);
+  // A file of mixed conventions read as it is says nothing; converted, it says the target.
+  CHECK(RunReader(u, {}).read({"N_act", "N_loop", "R", "D", "loss"}).injection.empty());
+  // Without the columns: refused in one line; a bad word: named.
+  const RunTable plain_table = csv("N_once,N_rec,r,D,loss\n1,1,2,1,3\n");  // a reader keeps a reference to its table
+  RunReader plain(plain_table, {});
+  try {
+    plain.count_injection(loopscale::InjectionCount::excluded);
+    FAIL("no error");
+  } catch (const data_error& e) {
+    CHECK(std::string(e.what()).find("'injection' column") != std::string::npos);
+  }
+  CHECK(plain.read({"N_once", "N_rec", "r", "D", "loss"}).injection.empty());
+  const RunTable bad_table = csv("N_once,N_rec,N_inject,injection,r,D,loss\n1,1,0,shared,2,1,3\n");
+  RunReader bad(bad_table, {});
+  bad.count_injection(loopscale::InjectionCount::excluded);
+  CHECK_THROWS_WITH(bad.read({"N_once", "N_rec", "r", "D", "loss"}), Catch::Contains("'shared' is not rec, once or excluded"));
+  // A conversion that leaves nothing in the block is an error, not a zero.
+  const RunTable empty_table = csv("N_once,N_rec,N_inject,injection,r,D,loss\n10,5,5,rec,2,1,3\n");
+  RunReader empty(empty_table, {});
+  empty.count_injection(loopscale::InjectionCount::excluded);
+  CHECK_THROWS_WITH(empty.read({"N_once", "N_rec", "r", "D", "loss"}), Catch::Contains("must be > 0"));
+}
+
+TEST_CASE("held-out slices by value, extreme and range", "[law][io][holdout]") {
+  const std::vector<std::string> d{"1e11", "2e11", "4e11", "4.5e11", "5e11", "6e11"};
+  const auto picked = [&](const std::string& v) {
+    std::string s;
+    for (const bool b : slice_rows(d, v, "D")) s += b ? '1' : '0';
+    return s;
+  };
+  CHECK(picked("(4e11,5e11]") == "000110");
+  CHECK(picked("[4e11,5e11)") == "001100");
+  CHECK(picked("[4e11,5e11]") == "001110");
+  CHECK(picked("(4e11,5e11)") == "000100");
+  CHECK(picked("(5e11,]") == "000001");
+  CHECK(picked("(,2e11]") == "110000");
+  CHECK(picked("max") == "000001");
+  CHECK(picked("2e11") == "010000");
+  CHECK_THROWS_WITH(slice_rows(d, "(5e11,4e11]", "D"), Catch::Contains("is empty"));
+  CHECK_THROWS_WITH(slice_rows(d, "(1,2,3]", "D"), Catch::Contains("one comma"));
+  CHECK_THROWS_WITH(slice_rows(d, "(a,2]", "D"), Catch::Contains("'a' in '(a,2]' is not a number"));
+  CHECK_THROWS_WITH(slice_rows({"x", "1"}, "(0,2]", "cell"), Catch::Contains("column 'cell' is not numeric"));
 }

@@ -3,12 +3,15 @@
 // (not 6N: attention and the r-fold shared block are counted). Widths step by the head dim (128);
 // the minimum is refined by a parabola in log N through the best width and its neighbours, the
 // way the iso-depth paper reads its iso-FLOP minima. Across budgets, N* ~ C^a and D* ~ C^b.
+// N_once and N_rec follow AllocationOptions::injection (account/injection_convention.hpp); N, N*
+// are stored non-embedding parameters whatever it is.
 #pragma once
 
 #include <cmath>
 #include <vector>
 
 #include "loopscale/account/flops.hpp"
+#include "loopscale/account/injection_convention.hpp"
 #include "loopscale/law/constants.hpp"
 #include "loopscale/law/iso_depth_grid.hpp"
 #include "loopscale/spec/paper_grid.hpp"
@@ -19,6 +22,7 @@ struct AllocationOptions {
   int64 seq_len = 2048;
   int64 vocab = paper::vocab;
   int64 max_width = 16384;  // widths 128, 256, ..., max_width
+  InjectionCount injection = InjectionCount::rec;  // where the injection counts in N_once, N_rec
 };
 
 struct WidthPoint {
@@ -31,6 +35,7 @@ struct Allocation {
   int64 r = 1;
   double budget = 0;
   double n_opt = 0, d_opt = 0, loss_opt = 0;  // refined minimum (non-embedding N*, tokens D*)
+  double width_opt = 0;                       // d_model at the refined minimum (interpolated like log F)
   WidthPoint best_width;                      // best width of the grid
   bool at_edge = false;                       // the minimum is at the smallest or largest width
   std::vector<WidthPoint> widths;
@@ -59,10 +64,11 @@ inline Allocation compute_optimal(const AnyLaw& law, const Eigen::VectorXd& thet
   for (int64 d = 128; d <= opt.max_width; d += 128) {
     const ModelSpec m = paper_member(d, r, opt.vocab);
     const ParamCounts p = count_params(m);
+    const LoopedSplit split = split_params(p, opt.injection);
     WidthPoint w;
     w.d_model = d;
-    w.n_once = static_cast<double>(p.once);
-    w.n_rec = static_cast<double>(p.rec);
+    w.n_once = static_cast<double>(split.once);
+    w.n_rec = static_cast<double>(split.rec);
     w.n = static_cast<double>(p.non_embedding);
     w.flops_per_token = static_cast<double>(count_flops(m, opt.seq_len).train);
     w.tokens = budget / w.flops_per_token;
@@ -77,7 +83,7 @@ inline Allocation compute_optimal(const AnyLaw& law, const Eigen::VectorXd& thet
     runs.set("N_rec")[i] = w.n_rec;
     runs.set("r")[i] = static_cast<double>(r);
     runs.set("D")[i] = w.tokens;
-    runs.set("N_act")[i] = w.n;
+    runs.set("N_act")[i] = w.n_once + w.n_rec;
     runs.set("N_loop")[i] = w.n_rec;
     runs.set("R")[i] = static_cast<double>(r);
     runs.lines.push_back(static_cast<long>(i));
@@ -90,6 +96,7 @@ inline Allocation compute_optimal(const AnyLaw& law, const Eigen::VectorXd& thet
   }
   a.best_width = a.widths[static_cast<std::size_t>(best)];
   a.n_opt = a.best_width.n, a.d_opt = a.best_width.tokens, a.loss_opt = a.best_width.loss;
+  a.width_opt = static_cast<double>(a.best_width.d_model);
   a.at_edge = best == 0 || best == k - 1;
   if (!a.at_edge) {
     // Parabola through (log N, L) at the three widths; log F interpolated the same way.
@@ -111,6 +118,9 @@ inline Allocation compute_optimal(const AnyLaw& law, const Eigen::VectorXd& thet
       a.n_opt = std::exp(x1 + dx);
       a.loss_opt = L[0] + L[1] * dx + L[2] * dx * dx;
       a.d_opt = budget / std::exp(F[0] + F[1] * dx + F[2] * dx * dx);
+      const auto W = quad(std::log(static_cast<double>(w0.d_model)), std::log(static_cast<double>(w1.d_model)),
+                          std::log(static_cast<double>(w2.d_model)));
+      a.width_opt = std::exp(W[0] + W[1] * dx + W[2] * dx * dx);
     }
   }
   return a;

@@ -1,5 +1,6 @@
-// Held-out error: fit on all points but a slice (the largest budget, r = 8, ...) and report the
-// RMSE of the loss on the slice, the test the looped-MoE paper ranks its baselines by.
+// Held-out error: fit on all points but a slice (the largest budget, r = 8, D in (4e11, 5e11], ...;
+// resample.hpp's slice_rows) and report the RMSE of the loss on the slice, the test the looped-MoE
+// paper ranks its baselines by.
 #pragma once
 
 #include <cmath>
@@ -24,8 +25,8 @@ inline HoldoutResult holdout(const AnyLaw& law, const Runs& runs, const std::vec
   const std::vector<bool> in = slice_rows(labels, value, column);
   std::vector<Eigen::Index> train, test;
   for (std::size_t i = 0; i < in.size(); ++i) (in[i] ? test : train).push_back(static_cast<Eigen::Index>(i));
-  if (test.empty()) throw data_error("--holdout " + column + "=" + value + ": no point has that value");
-  if (train.empty()) throw data_error("--holdout " + column + "=" + value + ": every point has that value; nothing left to fit");
+  if (test.empty()) throw data_error("--holdout " + column + "=" + value + ": no point is in that slice");
+  if (train.empty()) throw data_error("--holdout " + column + "=" + value + ": every point is in that slice; nothing left to fit");
   HoldoutResult h;
   h.column = column;
   h.value = value;

@@ -75,6 +75,9 @@ struct FitResult {
   int best_start = -1;
   double seconds = 0;
   Eigen::Index points = 0;
+  // Where the injection counts in the N_once / N_rec (N_act / N_loop) the law read (Runs::injection:
+  // rec, once, excluded); empty for a law that reads none of them, or data that do not say.
+  std::string injection;
 
   double value(const std::string& name) const {
     const int i = index_of(parameters, name);
@@ -311,6 +314,14 @@ inline std::map<int, double> frozen_coordinates(const Parameters& ps, const std:
 }
 
 // Reads what the law needs, fits from the options' starts (or the law's default plan).
+// Whether a law reads counts whose value depends on where the injection counts (N_once, N_rec,
+// N_act, N_loop; account/injection_convention.hpp).
+inline bool reads_looped_counts(const AnyLaw& law) {
+  for (const std::string& c : law.columns())
+    if (c == "N_once" || c == "N_rec" || c == "N_act" || c == "N_loop") return true;
+  return false;
+}
+
 inline FitResult fit(const AnyLaw& law, const Runs& runs, const FitOptions& opt = {}) {
   const Parameters ps = law.parameters();
   const auto prepared = law.prepare(runs);
@@ -321,6 +332,7 @@ inline FitResult fit(const AnyLaw& law, const Runs& runs, const FitOptions& opt 
                        std::to_string(ps.size()) + " parameters");
   FitResult r = fit_prepared(*prepared, ps, runs["loss"], starts, frozen_coordinates(ps, opt.frozen, law.name()), opt);
   r.law = law.name();
+  if (reads_looped_counts(law)) r.injection = runs.injection;
   return r;
 }
 

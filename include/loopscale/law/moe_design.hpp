@@ -1,17 +1,25 @@
-// Choosing R (recurrences) and E (routed experts) of a looped MoE under a compute budget and a
-// memory limit, the design rule of Chen et al.: start from the cheapest design and take one more
-// step of R or of E only while it lowers the predicted loss by at least epsilon (default: the fit's
-// RMSE), since smaller differences are within the law's error.
+// Choosing R (recurrences) and E (routed experts) of a looped MoE, the design rule of Chen et al.
+// (arXiv 2609.40316): among the designs that fit the compute and memory limits, find the one of
+// lowest predicted loss; every design within epsilon of it is as good as far as the law can tell
+// (epsilon defaults to the fit's RMSE), and of those take the smallest: the fewest recurrences, then
+// the fewest experts. Recurrences come first because each one costs 2 N_loop FLOPs per token at
+// inference and, at a fixed training budget, tokens; an expert costs memory only.
 //
 // Model: N_act active params (the looped block's N_loop among them), of which n_expert_active sit
-// in routed experts with top_k active; E routed experts store n_expert_active * E / top_k.
-// Training FLOPs 6 N_unroll D with N_unroll = N_act + (R - 1) N_loop, so D = C / (6 N_unroll).
+// in routed experts with top_k active; E routed experts store n_expert_active * E / top_k, so
+// N_total = N_act + n_expert_active (E / top_k - 1) and m = N_act / N_total. Compute as the paper
+// counts it: N_unroll = N_act + (R - 1) N_loop, training FLOPs 6 N_unroll D, so D = C / (6 N_unroll);
+// inference 2 N_unroll FLOPs per token. Memory: N_total * bytes_per_weight.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "loopscale/law/constants.hpp"
+#include "loopscale/law/huber_fit.hpp"
 
 namespace loopscale::law {
 
@@ -20,30 +28,45 @@ struct MoEDesignSpace {
   double top_k = 1;
   std::vector<double> R{1, 2, 3, 4, 6, 8};
   std::vector<double> E{1, 2, 4, 8, 16};
-  double budget = 0;             // training FLOPs
-  double memory_bytes = 0;       // 0: no limit
+  double budget = 0;               // training FLOPs C
+  double memory_bytes = 0;         // 0: no limit
   double bytes_per_weight = 2;
-  double epsilon = 0;            // minimum loss drop for one more step
+  double max_inference_flops = 0;  // per token, 2 N_unroll; 0: no limit
+  std::optional<double> epsilon;   // loss within which designs count as equal; default: the fit's RMSE
 };
 
 struct MoEDesignPoint {
   double R = 1, E = 1;
-  double n_total = 0, m = 1, tokens = 0, loss = 0;
-  bool fits_memory = true;
+  double n_total = 0, m = 1, n_unroll = 0, tokens = 0, loss = 0;
+  bool fits_memory = true, fits_compute = true;
+  bool feasible() const { return fits_memory && fits_compute; }
 };
 
 struct MoEDesign {
-  MoEDesignPoint chosen;
-  std::vector<MoEDesignPoint> path;   // the accepted steps, from the start
-  std::vector<MoEDesignPoint> table;  // every (R, E), R-major
+  MoEDesignPoint chosen;               // the smallest (R, E) within epsilon of the optimum
+  MoEDesignPoint optimum;              // the feasible design of lowest predicted loss
+  double epsilon = 0;
+  std::vector<MoEDesignPoint> near;    // every feasible design within epsilon, fewest R then fewest E first
+  std::vector<MoEDesignPoint> table;   // every (R, E), R-major, in the order the candidates were given
 };
 
 inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& theta, const MoEDesignSpace& s) {
-  if (!(s.n_act > 0) || !(s.n_loop > 0) || s.n_loop > s.n_act || s.n_expert_active < 0 || s.n_expert_active > s.n_act)
+  if (!(s.n_act > 0) || !(s.n_loop > 0) || s.n_loop > s.n_act || !(s.n_expert_active >= 0) || s.n_expert_active > s.n_act)
     throw data_error("design: need 0 < N_loop <= N_act and 0 <= expert params <= N_act");
-  if (!(s.budget > 0) || s.R.empty() || s.E.empty() || !(s.top_k >= 1)) throw data_error("design: need a budget, R and E candidates, top_k >= 1");
+  if (!(s.budget > 0) || !std::isfinite(s.budget)) throw data_error("design: the budget must be a positive number of FLOPs");
+  if (s.R.empty() || s.E.empty()) throw data_error("design: need R and E candidates");
+  if (!(s.top_k >= 1)) throw data_error("design: top_k must be >= 1");
+  if (!s.epsilon) throw data_error("design: epsilon is not set (design from a fit uses its RMSE)");
+  if (!(*s.epsilon >= 0) || !std::isfinite(*s.epsilon)) throw data_error("design: epsilon must be a finite number >= 0");
+  if (!(s.memory_bytes >= 0) || !(s.bytes_per_weight > 0) || !(s.max_inference_flops >= 0))
+    throw data_error("design: the memory limit and the inference limit must be >= 0, bytes per weight > 0");
+  for (const double r : s.R)
+    if (!(r >= 1) || !std::isfinite(r)) throw data_error("design: every R must be >= 1");
+  for (const double e : s.E)
+    if (!(e >= s.top_k) || !std::isfinite(e)) throw data_error("design: every E must be >= top_k");
   const std::size_t nr = s.R.size(), ne = s.E.size();
   MoEDesign d;
+  d.epsilon = *s.epsilon;
   Runs runs;
   const auto k = static_cast<Eigen::Index>(nr * ne);
   for (const char* c : {"N_act", "N_loop", "R", "m", "E", "K", "D", "N_once", "N_rec", "r", "N"}) runs.set(c).resize(k);
@@ -51,11 +74,12 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
     for (std::size_t j = 0; j < ne; ++j) {
       MoEDesignPoint p;
       p.R = s.R[i], p.E = s.E[j];
-      if (p.E < s.top_k) throw data_error("design: every E must be >= top_k");
       p.n_total = s.n_act + s.n_expert_active * (p.E / s.top_k - 1);
       p.m = s.n_act / p.n_total;
-      p.tokens = s.budget / (6 * (s.n_act + (p.R - 1) * s.n_loop));
+      p.n_unroll = s.n_act + (p.R - 1) * s.n_loop;
+      p.tokens = s.budget / (6 * p.n_unroll);
       p.fits_memory = s.memory_bytes <= 0 || p.n_total * s.bytes_per_weight <= s.memory_bytes;
+      p.fits_compute = s.max_inference_flops <= 0 || 2 * p.n_unroll <= s.max_inference_flops;
       const auto q = static_cast<Eigen::Index>(i * ne + j);
       runs.set("N_act")[q] = s.n_act, runs.set("N_loop")[q] = s.n_loop, runs.set("R")[q] = p.R, runs.set("m")[q] = p.m;
       runs.set("E")[q] = p.E, runs.set("K")[q] = s.top_k, runs.set("D")[q] = p.tokens;
@@ -63,25 +87,30 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
       runs.lines.push_back(static_cast<long>(q));
       d.table.push_back(p);
     }
+  for (const std::string& c : law.columns())
+    if (!runs.has(c)) throw data_error("design: law " + law.name() + " reads " + c + ", which a design point does not have");
   const Eigen::ArrayXd loss = predict_loss(*law.prepare(runs), theta);
   for (Eigen::Index q = 0; q < k; ++q) d.table[static_cast<std::size_t>(q)].loss = loss[q];
-  const auto at = [&](std::size_t i, std::size_t j) -> const MoEDesignPoint& { return d.table[i * ne + j]; };
-  if (!at(0, 0).fits_memory) throw data_error("design: even the smallest design does not fit the memory limit");
-  std::size_t i = 0, j = 0;
-  d.path.push_back(at(0, 0));
-  while (true) {
-    double best_drop = -INFINITY;
-    std::size_t bi = i, bj = j;
-    if (i + 1 < nr && at(i + 1, j).fits_memory && at(i, j).loss - at(i + 1, j).loss > best_drop)
-      best_drop = at(i, j).loss - at(i + 1, j).loss, bi = i + 1, bj = j;
-    if (j + 1 < ne && at(i, j + 1).fits_memory && at(i, j).loss - at(i, j + 1).loss > best_drop)
-      best_drop = at(i, j).loss - at(i, j + 1).loss, bi = i, bj = j + 1;
-    if ((bi == i && bj == j) || best_drop < s.epsilon) break;
-    i = bi, j = bj;
-    d.path.push_back(at(i, j));
-  }
-  d.chosen = at(i, j);
+
+  const MoEDesignPoint* best = nullptr;
+  for (const MoEDesignPoint& p : d.table)
+    if (p.feasible() && (!best || p.loss < best->loss)) best = &p;
+  if (!best) throw data_error("design: no (R, E) fits the memory and inference limits");
+  d.optimum = *best;
+  for (const MoEDesignPoint& p : d.table)
+    if (p.feasible() && p.loss <= best->loss + d.epsilon) d.near.push_back(p);
+  std::stable_sort(d.near.begin(), d.near.end(), [](const MoEDesignPoint& a, const MoEDesignPoint& b) {
+    return a.R != b.R ? a.R < b.R : a.E < b.E;
+  });
+  d.chosen = d.near.front();
   return d;
+}
+
+// From a fit: its parameters, and its RMSE as epsilon unless the space sets one.
+inline MoEDesign design_looped_moe(const AnyLaw& law, const FitResult& fit, MoEDesignSpace s) {
+  if (fit.law != law.name()) throw data_error("design: the fit is of law " + fit.law + ", not " + law.name());
+  if (!s.epsilon) s.epsilon = fit.rmse;
+  return design_looped_moe(law, fit.theta, s);
 }
 
 }  // namespace loopscale::law

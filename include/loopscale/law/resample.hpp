@@ -3,7 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <optional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,17 +41,57 @@ inline std::vector<Eigen::Index> resample_rows(Eigen::Index n, const std::vector
   return rows;
 }
 
+// A numeric interval such as "(4e11,5e11]": '(' or ']' exclude the bound, '[' or ']' include it;
+// an empty bound is unbounded ("(4e11,]"). Not an interval: nullopt.
+struct SliceRange {
+  double lo = -INFINITY, hi = INFINITY;
+  bool lo_closed = false, hi_closed = false;
+  bool contains(double x) const { return (lo_closed ? x >= lo : x > lo) && (hi_closed ? x <= hi : x < hi); }
+};
+
+inline std::optional<SliceRange> parse_range(const std::string& text, const std::string& what) {
+  if (text.size() < 3 || (text.front() != '(' && text.front() != '[') || (text.back() != ')' && text.back() != ']')) return std::nullopt;
+  const std::string inner = text.substr(1, text.size() - 2);
+  const auto comma = inner.find(',');
+  if (comma == std::string::npos || inner.find(',', comma + 1) != std::string::npos)
+    throw data_error(what + ": an interval is (a,b], [a,b), (a,b) or [a,b] with one comma, not '" + text + "'");
+  SliceRange iv;
+  iv.lo_closed = text.front() == '[';
+  iv.hi_closed = text.back() == ']';
+  const auto bound = [&](const std::string& b, double& out) {
+    if (b.find_first_not_of(" \t") == std::string::npos) return;
+    if (!detail::parse_number(b, out) || std::isnan(out)) throw data_error(what + ": '" + b + "' in '" + text + "' is not a number");
+  };
+  bound(inner.substr(0, comma), iv.lo);
+  bound(inner.substr(comma + 1), iv.hi);
+  if (!(iv.lo < iv.hi) && !(iv.lo == iv.hi && iv.lo_closed && iv.hi_closed))
+    throw data_error(what + ": the interval '" + text + "' is empty");
+  return iv;
+}
+
 // Rows whose label equals `value`; `max` and `min` name the largest and smallest numeric value of
-// the column (e.g. the largest budget). Numbers compare as numbers ("8" matches "8.0").
+// the column (e.g. the largest budget); an interval "(a,b]" (parse_range) the rows whose numeric
+// value lies in it, as the looped-MoE paper holds out D in (400, 500]B. Numbers compare as numbers
+// ("8" matches "8.0").
 inline std::vector<bool> slice_rows(const std::vector<std::string>& labels, const std::string& value, const std::string& column) {
   std::vector<bool> in(labels.size(), false);
-  double v = 0;
-  const bool numeric_value = detail::parse_number(value, v);
-  if (value == "max" || value == "min") {
+  const std::string what = "--holdout " + column + "=" + value;
+  const auto numbers = [&] {
     std::vector<double> xs(labels.size());
     for (std::size_t i = 0; i < labels.size(); ++i)
       if (!detail::parse_number(labels[i], xs[i]))
-        throw data_error("--holdout " + column + "=" + value + ": column '" + column + "' is not numeric ('" + labels[i] + "')");
+        throw data_error(what + ": column '" + column + "' is not numeric ('" + labels[i] + "')");
+    return xs;
+  };
+  if (const std::optional<SliceRange> iv = parse_range(value, what)) {
+    const std::vector<double> xs = numbers();
+    for (std::size_t i = 0; i < xs.size(); ++i) in[i] = iv->contains(xs[i]);
+    return in;
+  }
+  double v = 0;
+  const bool numeric_value = detail::parse_number(value, v);
+  if (value == "max" || value == "min") {
+    const std::vector<double> xs = numbers();
     v = value == "max" ? *std::max_element(xs.begin(), xs.end()) : *std::min_element(xs.begin(), xs.end());
     for (std::size_t i = 0; i < xs.size(); ++i) in[i] = xs[i] == v;
     return in;

@@ -1,7 +1,10 @@
 // Training runs as a law sees them: named numeric columns of equal length (N, D, loss, r, ...).
 // A raw table (runs_io.hpp reads one from CSV or JSONL) becomes Runs through a column map, so a
 // foreign file is read as it is; missing variables are derived where the papers derive them
-// (D = C / 6N), and every bad value is reported as one line that names the file, line and column.
+// (D = C / F), and every bad value is reported as one line that names the file, line and column.
+// N_once / N_rec (N_act / N_loop) carry a convention, where the injection counts
+// (account/injection_convention.hpp): read from the file's `injection` column, or converted to a
+// chosen one with the file's N_inject column, and recorded in Runs::injection.
 #pragma once
 
 #include <algorithm>
@@ -10,11 +13,14 @@
 #include <cstdlib>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <Eigen/Core>
+
+#include "loopscale/account/injection_convention.hpp"
 
 namespace loopscale::law {
 
@@ -44,6 +50,9 @@ using ColumnMap = std::map<std::string, std::string>;
 struct Runs {
   std::map<std::string, Eigen::ArrayXd> columns;
   std::vector<long> lines;  // file line of each row, for messages about single points
+  // Where the injection counts in N_once / N_rec (N_act / N_loop): a name of InjectionCount, or
+  // empty when the data do not say (a file without an `injection` column, read as it is).
+  std::string injection;
 
   Eigen::Index size() const { return static_cast<Eigen::Index>(lines.size()); }
   bool has(const std::string& name) const { return columns.count(name) != 0; }
@@ -56,6 +65,7 @@ struct Runs {
 
   Runs subset(const std::vector<Eigen::Index>& rows) const {
     Runs s;
+    s.injection = injection;
     s.lines.reserve(rows.size());
     for (auto i : rows) s.lines.push_back(lines[static_cast<std::size_t>(i)]);
     for (const auto& [name, col] : columns) {
@@ -99,7 +109,7 @@ inline bool parse_number(const std::string& text, double& out) {
 }
 
 // What each variable must satisfy, checked where it is read.
-enum class Domain { any, positive, at_least_one, unit_interval };
+enum class Domain { any, positive, non_negative, at_least_one, unit_interval };
 
 inline Domain domain_of(const std::string& name) {
   static const std::map<std::string, Domain> d{
@@ -107,7 +117,8 @@ inline Domain domain_of(const std::string& name) {
       {"loss", Domain::positive},     {"N_once", Domain::positive}, {"N_rec", Domain::positive},
       {"N_act", Domain::positive},    {"N_loop", Domain::positive}, {"N_total", Domain::positive},
       {"r", Domain::at_least_one},    {"R", Domain::at_least_one},  {"E", Domain::at_least_one},
-      {"K", Domain::at_least_one},    {"G", Domain::positive},      {"m", Domain::unit_interval}};
+      {"K", Domain::at_least_one},    {"G", Domain::positive},      {"m", Domain::unit_interval},
+      {"F", Domain::positive},        {"N_inject", Domain::non_negative}};
   auto it = d.find(name);
   return it == d.end() ? Domain::any : it->second;
 }
@@ -115,6 +126,7 @@ inline Domain domain_of(const std::string& name) {
 inline const char* domain_text(Domain d) {
   switch (d) {
     case Domain::positive: return "must be > 0";
+    case Domain::non_negative: return "must be >= 0";
     case Domain::at_least_one: return "must be >= 1";
     case Domain::unit_interval: return "must be in (0, 1]";
     default: return "";
@@ -124,6 +136,7 @@ inline const char* domain_text(Domain d) {
 inline bool in_domain(Domain d, double v) {
   switch (d) {
     case Domain::positive: return v > 0;
+    case Domain::non_negative: return v >= 0;
     case Domain::at_least_one: return v >= 1;
     case Domain::unit_interval: return v > 0 && v <= 1;
     default: return true;
@@ -134,15 +147,31 @@ inline bool in_domain(Domain d, double v) {
 
 // Reads the variables a law needs (and any `optional` ones present) from a table. Derivations,
 // used only when the variable has no column of its own:
-//   D = C / (6 N)  (N the unrolled N_once + r N_rec, or N_act + (R - 1) N_loop, for looped runs);
+//   D = C / F, F the training FLOPs per token (the iso-depth paper's tokens, and a sweep's: its
+//     runs.csv has F). Without an F column, D = C / (6 N) for dense runs only (Chinchilla's and
+//     Epoch's convention; a file whose r or R column says every run is r = 1, or that has none):
+//     for a looped run F is 1.2-7.5 times 6 N (the r-fold block, attention, the lm_head), so a
+//     looped run without D or F is an error;
 //   N_once = N_act - N_loop, N_rec = N_loop, r = R and the reverse; m = N_act / N_total;
 //   K = 1 (E is then the routed experts per token, E_route / k).
+// Where the injection counts: with count_injection(c), N_once, N_rec, N_act and N_loop are
+// converted from the convention in the file's `injection` column to c, using its N_inject column
+// (a sweep's runs.csv has both); Runs::injection records the convention of what was read.
 class RunReader {
  public:
   RunReader(const RunTable& table, ColumnMap map) : t_(table), map_(std::move(map)) {
     for (const auto& [name, col] : map_)
       if (t_.column(col) < 0)
         throw data_error("data: --map " + name + "=\"" + col + "\": " + t_.source + " has no column '" + col + "'");
+  }
+
+  // Read N_once, N_rec, N_act, N_loop under convention `c` (converted from the file's).
+  void count_injection(InjectionCount c) {
+    for (const char* need : {"injection", "N_inject"})
+      if (!available_raw(need))
+        throw data_error("data: --injection " + std::string(name_of(c)) + " converts N_once / N_rec with the file's '" + need +
+                         "' column, which " + t_.source + " lacks (a sweep's runs.csv has injection and N_inject)");
+    to_ = c;
   }
 
   Runs read(const std::vector<std::string>& needed, const std::vector<std::string>& optional = {}) {
@@ -152,7 +181,21 @@ class RunReader {
     for (const auto& name : needed) runs.columns[name] = get(name, true, needed);
     for (const auto& name : optional)
       if (!runs.has(name) && available(name)) runs.columns[name] = get(name, true, needed);
+    runs.injection = injection_label();
     return runs;
+  }
+
+  // The convention of the counts read: the chosen one, else the file's (when its `injection`
+  // column names one convention for every row), else empty. Read as it is, a file whose
+  // `injection` column holds other words is not an error: it just does not say.
+  std::string injection_label() const {
+    if (to_) return std::string(name_of(*to_));
+    if (!available_raw("injection") || t_.rows() == 0) return "";
+    const auto& col = t_.cells[static_cast<std::size_t>(source_column("injection"))];
+    const auto first = parse_name<InjectionCount>(col.front());
+    for (const std::string& w : col)
+      if (!first || parse_name<InjectionCount>(w) != first) return "";
+    return std::string(name_of(*first));
   }
 
   // A column as group labels (any text): equal text, equal id. Used for block bootstrap and
@@ -165,7 +208,7 @@ class RunReader {
 
   bool available(const std::string& name) const {
     if (source_column(name) >= 0) return true;
-    if (name == "D") return available("C") && (available("N") || available("N_once") || available("N_act"));
+    if (name == "D") return available_raw("C") && (available_raw("F") || available_raw("N"));
     if (name == "N_once") return available_raw("N_act") && available_raw("N_loop");
     if (name == "N_rec") return available_raw("N_loop");
     if (name == "r") return available_raw("R");
@@ -180,6 +223,7 @@ class RunReader {
  private:
   const RunTable& t_;
   ColumnMap map_;
+  std::optional<InjectionCount> to_;
 
   std::string source_name(const std::string& name) const {
     auto it = map_.find(name);
@@ -187,6 +231,7 @@ class RunReader {
   }
   int source_column(const std::string& name) const { return t_.column(source_name(name)); }
   bool available_raw(const std::string& name) const { return source_column(name) >= 0; }
+  std::string where(std::size_t row) const { return t_.source + " line " + std::to_string(t_.lines[row]); }
 
   Eigen::ArrayXd raw(const std::string& name) const {
     const int c = source_column(name);
@@ -194,47 +239,103 @@ class RunReader {
     const detail::Domain dom = detail::domain_of(name);
     Eigen::ArrayXd v(static_cast<Eigen::Index>(col.size()));
     for (std::size_t i = 0; i < col.size(); ++i) {
-      const std::string where = t_.source + " line " + std::to_string(t_.lines[i]) + ", column '" + source_name(name) + "'";
+      const std::string at = where(i) + ", column '" + source_name(name) + "'";
       double x;
-      if (!detail::parse_number(col[i], x)) throw data_error("data: " + where + ": '" + col[i] + "' is not a number");
-      if (!std::isfinite(x)) throw data_error("data: " + where + ": " + col[i] + " is not finite");
+      if (!detail::parse_number(col[i], x)) throw data_error("data: " + at + ": '" + col[i] + "' is not a number");
+      if (!std::isfinite(x)) throw data_error("data: " + at + ": " + col[i] + " is not finite");
       if (!detail::in_domain(dom, x))
-        throw data_error("data: " + where + ": " + name + " = " + col[i] + " " + detail::domain_text(dom));
+        throw data_error("data: " + at + ": " + name + " = " + col[i] + " " + detail::domain_text(dom));
       v[static_cast<Eigen::Index>(i)] = x;
     }
     return v;
   }
 
-  Eigen::ArrayXd get(const std::string& name, bool required, const std::vector<std::string>& needed) const {
-    if (available_raw(name)) return raw(name);
-    if (name == "D" && available("D")) {
-      const Eigen::ArrayXd c = raw("C");
-      if (available_raw("N")) return c / (6 * raw("N"));
-      if (available("N_once") && available("N_rec") && available("r"))
-        return c / (6 * (get("N_once", true, needed) + get("r", true, needed) * get("N_rec", true, needed)));
+  // The convention of each row's counts, from the file's `injection` column.
+  std::vector<InjectionCount> file_conventions() const {
+    const auto& col = t_.cells[static_cast<std::size_t>(source_column("injection"))];
+    std::vector<InjectionCount> out;
+    for (std::size_t i = 0; i < col.size(); ++i) {
+      const auto c = parse_name<InjectionCount>(col[i]);
+      if (!c)
+        throw data_error("data: " + where(i) + ", column '" + source_name("injection") + "': '" + col[i] + "' is not " +
+                         name_choices<InjectionCount>());
+      out.push_back(*c);
     }
+    return out;
+  }
+
+  // What converting `name` from the file's convention to to_ adds to each row: the injection moves
+  // into or out of N_once (once), N_rec and N_loop (rec), N_act (every convention but excluded).
+  Eigen::ArrayXd injection_shift(const std::string& name) const {
+    const Eigen::ArrayXd inj = raw("N_inject");
+    const std::vector<InjectionCount> from = file_conventions();
+    Eigen::ArrayXd shift(inj.size());
+    const auto in = [&](InjectionCount c) {
+      if (name == "N_once") return c == InjectionCount::once ? 1.0 : 0.0;
+      if (name == "N_act") return c == InjectionCount::excluded ? 0.0 : 1.0;
+      return c == InjectionCount::rec ? 1.0 : 0.0;  // N_rec, N_loop
+    };
+    for (Eigen::Index i = 0; i < inj.size(); ++i) shift[i] = inj[i] * (in(*to_) - in(from[static_cast<std::size_t>(i)]));
+    return shift;
+  }
+
+  // A count in the file's convention, then in the chosen one.
+  Eigen::ArrayXd count(const std::string& name, Eigen::ArrayXd v) const {
+    if (!to_) return v;
+    v += injection_shift(name);
+    check_positive(name, name + " with the injection counted as '" + std::string(name_of(*to_)) + "'", v);
+    return v;
+  }
+
+  // D = C / F, or C / (6 N) for dense runs (see the class comment).
+  Eigen::ArrayXd tokens() const {
+    const Eigen::ArrayXd c = raw("C");
+    if (available_raw("F")) return c / raw("F");
+    for (const char* rc : {"r", "R"})
+      if (available_raw(rc)) {
+        const Eigen::ArrayXd r = raw(rc);
+        for (Eigen::Index i = 0; i < r.size(); ++i)
+          if (r[i] != 1)
+            throw data_error("data: " + where(static_cast<std::size_t>(i)) + ": a looped run (" + rc + " = " + fmt_number(r[i]) +
+                             ") without a D column: D = C / F needs the F column (training FLOPs per token); 6 N would leave "
+                             "out the repeated block, attention and the lm_head");
+      }
+    return c / (6 * raw("N"));
+  }
+
+  static std::string fmt_number(double x) {
+    std::string s = std::to_string(x);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+  }
+
+  Eigen::ArrayXd get(const std::string& name, bool required, const std::vector<std::string>& needed) const {
+    const bool looped_count = name == "N_once" || name == "N_rec" || name == "N_act" || name == "N_loop";
+    if (available_raw(name)) return looped_count ? count(name, raw(name)) : raw(name);
+    if (name == "D" && available("D")) return tokens();
     if (name == "N_once" && available(name)) {
       Eigen::ArrayXd v = raw("N_act") - raw("N_loop");
       check_positive("N_once", "N_act - N_loop", v);
-      return v;
+      return count(name, v);
     }
-    if (name == "N_rec" && available(name)) return raw("N_loop");
+    if (name == "N_rec" && available(name)) return count(name, raw("N_loop"));
     if (name == "r" && available(name)) return raw("R");
-    if (name == "N_act" && available(name)) return raw("N_once") + raw("N_rec");
-    if (name == "N_loop" && available(name)) return raw("N_rec");
+    if (name == "N_act" && available(name)) return count(name, raw("N_once") + raw("N_rec"));
+    if (name == "N_loop" && available(name)) return count(name, raw("N_rec"));
     if (name == "R" && available(name)) return raw("r");
     if (name == "m" && available(name)) {
       Eigen::ArrayXd v = get("N_act", true, needed) / raw("N_total");
       for (Eigen::Index i = 0; i < v.size(); ++i)
         if (!(v[i] > 0 && v[i] <= 1))
-          throw data_error("data: " + t_.source + " line " + std::to_string(t_.lines[static_cast<std::size_t>(i)]) +
-                           ": m = N_act / N_total = " + std::to_string(v[i]) + " must be in (0, 1]");
+          throw data_error("data: " + where(static_cast<std::size_t>(i)) + ": m = N_act / N_total = " + std::to_string(v[i]) +
+                           " must be in (0, 1]");
       return v;
     }
     if (name == "K") return Eigen::ArrayXd::Ones(static_cast<Eigen::Index>(t_.rows()));
     if (!required) return {};
     std::string hint;
-    if (name == "D") hint = " (or C with N, to derive D = C / 6N)";
+    if (name == "D") hint = " (or C with F, to derive D = C / F; for dense runs C with N, D = C / 6N)";
     throw data_error("data: " + t_.source + " has no column '" + source_name(name) + "' for " + name + hint +
                      "; name the file's column with --map " + name + "=\"...\"");
   }
@@ -242,8 +343,8 @@ class RunReader {
   void check_positive(const std::string& name, const std::string& how, const Eigen::ArrayXd& v) const {
     for (Eigen::Index i = 0; i < v.size(); ++i)
       if (!(v[i] > 0))
-        throw data_error("data: " + t_.source + " line " + std::to_string(t_.lines[static_cast<std::size_t>(i)]) + ": " +
-                         name + " = " + how + " = " + std::to_string(v[i]) + " must be > 0");
+        throw data_error("data: " + where(static_cast<std::size_t>(i)) + ": " + name + " = " + how + " = " + std::to_string(v[i]) +
+                         " must be > 0");
   }
 };
 

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loopscale/account/account.hpp"
+#include "loopscale/account/injection_convention.hpp"
 #include "loopscale/account/memory.hpp"
 #include "loopscale/spec/family.hpp"
 #include "loopscale/spec/spec.hpp"
@@ -419,7 +420,9 @@ inline nlohmann::json moe_columns(const ParamCounts& p, int64 r, int64 experts, 
 }
 
 // What identifies a run and its size: the columns both the plan (run_json) and a finished run's
-// results line (results.hpp) carry.
+// results line (results.hpp) carry. N_once and N_rec (and an MoE run's N_act, N_loop) count the
+// injection with the shared block, which `injection` records; N_inject is the injection's own count,
+// so a reader can move it (law/runs.hpp, `loopscale fit --injection once|excluded`).
 inline nlohmann::json run_columns(const PlannedRun& r) {
   const ParamCounts& p = r.acct.params;
   return {{"id", r.id},
@@ -432,6 +435,8 @@ inline nlohmann::json run_columns(const PlannedRun& r) {
           {"N_rec", p.rec},
           {"N", p.non_embedding},
           {"N_unrolled", p.unrolled},
+          {"N_inject", p.inject},
+          {"injection", std::string(name_of(InjectionCount::rec))},
           {"F", r.flops_per_token}};
 }
 

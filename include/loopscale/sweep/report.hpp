@@ -159,16 +159,32 @@ inline std::vector<fs::path> write_plots(const fs::path& dir, const PlotData& p,
   return pngs;
 }
 
-inline std::string runs_csv(const Analysis& a) {
-  std::string s = "id,C,r,s,d_model,N_once,N_rec,N,N_unrolled,F,D,loss\n";
-  for (const auto& r : a.runs)
-    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, r.budget, r.r, r.s, r.d_model, r.n_once, r.n_rec, r.n, r.n_unrolled,
-                     r.flops_per_token, r.tokens, r.loss);
+// A dense sweep's runs.csv. N_inject and injection say where N_once and N_rec count the injection
+// (plan.hpp, run_columns), so `loopscale fit --injection once|excluded` can move it; results lines
+// written before those columns existed take them from the plan (the same accounting).
+inline std::string runs_csv(const Analysis& a, const Plan& plan) {
+  std::string s = "id,C,r,s,d_model,N_once,N_rec,N,N_unrolled,F,D,loss,N_inject,injection\n";
+  for (const auto& r : a.runs) {
+    double n_inject = 0;
+    std::string injection = std::string(name_of(InjectionCount::rec));
+    if (r.line.contains("N_inject")) {
+      n_inject = r.line.at("N_inject").get<double>();
+      injection = r.line.value("injection", injection);
+    } else {
+      const auto planned = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const PlannedRun& p) { return p.id == r.id; });
+      if (planned == plan.runs.end()) throw sweep_error(fmt::format("runs.csv: run {} is not in the plan", r.id));
+      n_inject = static_cast<double>(planned->acct.params.inject);
+    }
+    s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, r.budget, r.r, r.s, r.d_model, r.n_once, r.n_rec, r.n,
+                     r.n_unrolled, r.flops_per_token, r.tokens, r.loss, n_inject, injection);
+  }
   return s;
 }
 
 // An MoE sweep's runs.csv: every run (all E), with the looped-MoE law's columns (plan.hpp,
-// moe_columns), ordered by C, E, r, N.
+// moe_columns), ordered by C, E, r, N. Its N_once, N_rec, N_act and N_loop count the injection with
+// the shared block ('rec'); its header, pinned by tests/sweep/test_moe.cpp, has no N_inject or
+// injection column yet, so `loopscale fit --injection` refuses it (the results lines have both).
 inline std::string moe_runs_csv(std::vector<RunResult> runs) {
   std::sort(runs.begin(), runs.end(), [](const RunResult& x, const RunResult& y) {
     return std::tie(x.budget, x.experts, x.r, x.n) < std::tie(y.budget, y.experts, y.r, y.n);
@@ -313,7 +329,7 @@ inline ReportFiles write_report(const fs::path& dir, const ReportOptions& opt) {
   out.json = dir / "analysis.json";
   write_file_atomic(out.json, j.dump(2) + "\n");
   out.csv = dir / "runs.csv";
-  write_file_atomic(out.csv, spec.moe() ? moe_runs_csv(results) : runs_csv(out.analysis));
+  write_file_atomic(out.csv, spec.moe() ? moe_runs_csv(results) : runs_csv(out.analysis, plan));
   if (opt.plots) out.plots = write_plots(dir, plot_data(spec, out.analysis), opt.gnuplot, out.plot_problem);
   else out.plot_problem = "not rendered (--no-plots)";
   out.markdown = dir / "report.md";
