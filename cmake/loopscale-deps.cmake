@@ -22,3 +22,22 @@ if(NOT TARGET loopscale_thrust_omp)
   # Host code: the OMP device system, compiled by the host compiler.
   thrust_create_target(loopscale_thrust_omp HOST CPP DEVICE OMP)
 endif()
+
+# The data layer (include/loopscale/data/): SentencePiece for the subword tokenizers (its encoder
+# and its trainer, two libraries) and xxHash's header for the checksums (compiled inline, nothing
+# to link). Debian's libsentencepiece-dev and libxxhash-dev (scripts/setup.sh).
+if(NOT TARGET loopscale_data_deps)
+  find_path(LOOPSCALE_SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h)
+  find_library(LOOPSCALE_SENTENCEPIECE_LIBRARY sentencepiece)
+  find_library(LOOPSCALE_SENTENCEPIECE_TRAIN_LIBRARY sentencepiece_train)
+  find_path(LOOPSCALE_XXHASH_INCLUDE_DIR xxhash.h)
+  if(NOT LOOPSCALE_SENTENCEPIECE_INCLUDE_DIR OR NOT LOOPSCALE_SENTENCEPIECE_LIBRARY OR NOT LOOPSCALE_SENTENCEPIECE_TRAIN_LIBRARY)
+    message(FATAL_ERROR "loopscale: SentencePiece not found; install Debian's libsentencepiece-dev (scripts/setup.sh)")
+  endif()
+  if(NOT LOOPSCALE_XXHASH_INCLUDE_DIR)
+    message(FATAL_ERROR "loopscale: xxhash.h not found; install Debian's libxxhash-dev (scripts/setup.sh)")
+  endif()
+  add_library(loopscale_data_deps INTERFACE IMPORTED)
+  target_include_directories(loopscale_data_deps INTERFACE ${LOOPSCALE_SENTENCEPIECE_INCLUDE_DIR} ${LOOPSCALE_XXHASH_INCLUDE_DIR})
+  target_link_libraries(loopscale_data_deps INTERFACE ${LOOPSCALE_SENTENCEPIECE_TRAIN_LIBRARY} ${LOOPSCALE_SENTENCEPIECE_LIBRARY})
+endif()

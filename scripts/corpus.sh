@@ -4,20 +4,32 @@
 # fortune cookies, the Python 3.11 documentation sources (.rst.txt) and the Perl documentation
 # (.pod). The text is cleaned (markup stripped, whitespace normalised), split into documents
 # (a Bible book, a fortune, a documentation file), and the documents are divided into training and
-# validation sets by a hash of their names, so no document is in both. Written as byte-level token
-# files (vocab 256) with a 40-byte header:
-#   "LSTOKENS" | u32 version 1 | u32 bytes per token 1 | u32 vocab 256 | u32 0 | u64 tokens | u64 text bytes
-# into data/corpus/ (or the folder given as the first argument): train.bin, val.bin, meta.json.
-# Prints the unigram entropy of the training bytes in bits per byte. Idempotent: an existing,
+# validation sets by a hash of their names, so no document is in both.
+#
+# The documents are written as JSON Lines (docs/train.jsonl, docs/val.jsonl in the corpus folder)
+# and encoded by `loopscale data prepare --tokenizer byte --shard-tokens 0` into byte-level
+# LSTOKENS files (vocab 256; docs/data.md): train.bin, val.bin and manifest.json, in data/corpus/
+# (or the folder given as the first argument); meta.json adds the sources and the unigram entropy
+# of the training bytes (printed, in bits per byte). The tokens are those the script wrote before
+# `data prepare` existed (tests/corpus/corpus_sh_equivalence.sh compares). Idempotent: an existing,
 # valid corpus is kept as it is.
+#
+# Needs the `loopscale` program: $LOOPSCALE, else build/loopscale (built here when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-data/corpus}"
 mkdir -p "$out"
-exec /usr/bin/python3 - "$out" <<'PY'
+bin="${LOOPSCALE:-build/loopscale}"
+if [ ! -x "$bin" ]; then
+  echo "corpus: building $bin (needed by data prepare)"
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
+  cmake --build build -j "$(nproc)" --target loopscale_cli > /dev/null
+  bin=build/loopscale
+fi
+exec /usr/bin/python3 - "$out" "$bin" <<'PY'
 import hashlib, json, math, os, re, struct, subprocess, sys, glob
 
-out = sys.argv[1]
+out, loopscale = sys.argv[1], sys.argv[2]
 MAGIC, VERSION, HEADER = b"LSTOKENS", 1, 40
 MIN_TOTAL, MIN_VAL = 20_000_000, 1_000_000
 VAL_TARGET = 1_250_000
@@ -38,7 +50,8 @@ if os.path.exists(meta_path):
     try:
         meta = json.load(open(meta_path))
         if (valid(os.path.join(out, "train.bin"), meta["train_tokens"]) and
-                valid(os.path.join(out, "val.bin"), meta["val_tokens"])):
+                valid(os.path.join(out, "val.bin"), meta["val_tokens"]) and
+                os.path.exists(os.path.join(out, "manifest.json"))):
             print(f"corpus: {out} is up to date ({meta['train_tokens']} train, {meta['val_tokens']} validation bytes)")
             print(f"corpus: unigram entropy {meta['unigram_entropy_bits_per_byte']:.4f} bits per byte")
             sys.exit(0)
@@ -134,15 +147,23 @@ for b in train:
     counts[b] += 1
 H = -sum(c / len(train) * math.log2(c / len(train)) for c in counts if c)
 
-def write(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(header(len(data)))
-        f.write(data)
-    os.replace(tmp, path)
+# The documents as JSON Lines, in the order the splits are written: each split is its documents
+# joined by one newline, which is how `data prepare` separates documents.
+os.makedirs(os.path.join(out, "docs"), exist_ok=True)
+for split, ids in (("train", [i for i in range(len(docs)) if i not in val_ids]), ("val", sorted(val_ids))):
+    tmp = os.path.join(out, "docs", split + ".jsonl.tmp")
+    with open(tmp, "w") as f:
+        for i in ids:
+            f.write(json.dumps({"name": docs[i][0], "text": docs[i][1]}) + "\n")
+    os.replace(tmp, os.path.join(out, "docs", split + ".jsonl"))
+if os.path.exists(meta_path):
+    os.remove(meta_path)
+subprocess.run([loopscale, "data", "prepare", "--quiet", "--force", "--tokenizer", "byte", "--shard-tokens", "0",
+                "--input", os.path.join(out, "docs", "train.jsonl"), "--val-input", os.path.join(out, "docs", "val.jsonl"),
+                "--text-field", "text", "--out", out], check=True, stdout=subprocess.DEVNULL)
+if not (valid(os.path.join(out, "train.bin"), len(train)) and valid(os.path.join(out, "val.bin"), len(val))):
+    sys.exit("corpus: data prepare did not write the expected train.bin and val.bin")
 
-write(os.path.join(out, "train.bin"), train)
-write(os.path.join(out, "val.bin"), val)
 meta = {"train_tokens": len(train), "val_tokens": len(val), "documents": len(docs), "val_documents": len(val_ids),
         "vocab": 256, "unigram_entropy_bits_per_byte": H,
         "sources": ["bible-kjv", "fortunes", "fortunes-min", "python3.11-doc", "perl-doc"]}

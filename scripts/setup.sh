@@ -13,6 +13,8 @@ pkgs=(
   libfmt-dev             # formatting of tables and messages
   libcli11-dev           # the `loopscale` command line
   liblbfgspp-dev         # L-BFGS-B for the scaling-law fits
+  libsentencepiece-dev   # SentencePiece: training and running the subword tokenizers of `loopscale data` (data/)
+  libxxhash-dev          # xxHash (XXH3-64, header-only): the checksum of every corpus shard and tokenizer (data/)
   python3-scipy          # bench/law: the SciPy side of the law-fitting benchmark
   gnuplot-nox            # plots of sweep reports
   bible-kjv bible-kjv-text fortunes fortunes-min python3.11-doc perl-doc  # text corpus sources (scripts/corpus.sh)

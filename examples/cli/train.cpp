@@ -1,6 +1,7 @@
 // `loopscale train`: one training run on the CPU. A thin layer over train::train() (trainer.hpp):
 // flags (or a JSON config, flags overriding it) become a TrainConfig, progress goes to stderr as a
-// bar on a terminal and as plain lines otherwise, and the result is summary.json in --out.
+// bar on a terminal and as plain lines otherwise, and the result is summary.json in --out. The
+// recipe (--recipe, or the config's) gives every optimiser setting that neither names.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -48,15 +49,24 @@ const bool registered = add_command([](CLI::App& app) {
   sub->add_option("--seq-len", c.seq_len, "tokens per sequence")->capture_default_str();
   sub->add_option("--tokens", a->tokens, "training tokens (or give --flops)");
   sub->add_option("--flops", c.flops, "training FLOPs, paper convention; tokens = flops / train FLOPs per token");
-  sub->add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
-  sub->add_option("--lr-embedding", c.lr_embedding, "learning-rate multiplier of the embedding")->capture_default_str();
-  sub->add_option("--lr-lm-head", c.lr_lm_head, "learning-rate multiplier of the lm_head")->capture_default_str();
-  sub->add_option("--lr-norm", c.lr_norm, "learning-rate multiplier of norms and injection")->capture_default_str();
-  sub->add_option("--weight-decay", c.weight_decay, "decoupled weight decay of the matrices")->capture_default_str();
-  sub->add_option("--grad-clip", c.grad_clip, "global gradient-norm clip (0: off)")->capture_default_str();
-  sub->add_option("--warmup", c.warmup, "fraction of the steps in warmup")->capture_default_str();
-  sub->add_option("--decay", a->decay, "cosine | linear | constant")->capture_default_str();
-  sub->add_option("--final-lr-frac", c.final_lr_frac, "learning-rate floor as a fraction of --lr")->capture_default_str();
+  // Defaults of the optimiser flags are the recipe's (adamw / paper), so they are not captured.
+  sub->add_option("--recipe", c.recipe,
+                  "adamw (AdamW everywhere, the default) or paper (the iso-depth paper's MuonH + AdamW and its "
+                  "initialisation); the optimiser flags below default to the recipe's values");
+  sub->add_option("--init", c.init, "initialisation: scaled-normal (adamw) or paper (paper)");
+  sub->add_option("--lr", c.lr, "peak learning rate of the matrices (adamw 3e-3, paper 0.02)");
+  sub->add_option("--lr-embedding", c.lr_embedding, "learning-rate multiplier of the embedding (adamw 1, paper 10)");
+  sub->add_option("--lr-lm-head", c.lr_lm_head, "learning-rate multiplier of the lm_head (adamw 1, paper 0.2)");
+  sub->add_option("--lr-norm", c.lr_norm, "learning-rate multiplier of norms (adamw: and the injection; 1, paper 0.25)");
+  sub->add_option("--lr-lanes", c.lr_lanes, "paper recipe: learning-rate multiplier of hyperconnection lanes (0.5)");
+  sub->add_option("--lr-width-ref", c.lr_width_ref,
+                  "AdamW multipliers outside the matrices times (d_model / this)^-0.5; 0: off (adamw 0, paper 512)");
+  sub->add_option("--weight-decay", c.weight_decay, "adamw recipe: decoupled weight decay of the matrices (0.1; paper: none)");
+  sub->add_option("--muon-momentum", c.muon_momentum, "paper recipe: MuonH's Nesterov momentum (0.95)");
+  sub->add_option("--grad-clip", c.grad_clip, "global gradient-norm clip, 0: off (adamw 1, paper 0)");
+  sub->add_option("--warmup", c.warmup, "fraction of the steps in warmup (adamw 0.02, paper 0)");
+  sub->add_option("--decay", a->decay, "cosine | linear | constant (adamw cosine, paper linear)");
+  sub->add_option("--final-lr-frac", c.final_lr_frac, "learning-rate floor as a fraction of --lr (0.1)");
   sub->add_option("--softcap", c.softcap, "logit softcap (0: off)")->capture_default_str();
   sub->add_option("--data", c.data, "corpus folder with train.bin and val.bin")->capture_default_str();
   sub->add_option("--out", c.out, "run folder: log.jsonl, checkpoint.bin, summary.json");
@@ -84,37 +94,40 @@ const bool registered = add_command([](CLI::App& app) {
                                            "--activation", "--mlp-mult", "--experts", "--top-k", "--expert-ff", "--shared-expert"};
         for (const char* n : spec_names) spec_flags |= o->get_name() == n;
       }
+    // The config: the file's keys (if any), then the flags given, read as one JSON config so that
+    // every key neither gives takes the recipe's default.
+    nlohmann::json j = nlohmann::json::object();
     if (!a->config_file.empty()) {
       std::ifstream f(a->config_file);
       if (!f) throw usage_error("--config: cannot open " + a->config_file);
-      nlohmann::json j;
       try {
         j = nlohmann::json::parse(f);
       } catch (const nlohmann::json::exception& e) {
         throw usage_error("--config: " + a->config_file + " is not valid JSON: " + e.what());
       }
-      train::TrainConfig base = train::config_from_json(j);
-      // Flags given on the command line override the file; the rest comes from it.
-      const nlohmann::json flags = cfg;
-      nlohmann::json merged = base;
-      const std::pair<const char*, const char*> map[] = {
-          {"--batch", "batch"}, {"--seq-len", "seq_len"}, {"--tokens", "tokens"}, {"--flops", "flops"}, {"--lr", "lr"},
-          {"--lr-embedding", "lr_embedding"}, {"--lr-lm-head", "lr_lm_head"}, {"--lr-norm", "lr_norm"},
-          {"--weight-decay", "weight_decay"}, {"--grad-clip", "grad_clip"}, {"--warmup", "warmup"}, {"--decay", "decay"},
-          {"--final-lr-frac", "final_lr_frac"}, {"--softcap", "softcap"}, {"--data", "data"}, {"--out", "out"},
-          {"--seed", "seed"}, {"--threads", "threads"}, {"--eval-every", "eval_every"}, {"--eval-tokens", "eval_tokens"},
-          {"--checkpoint-every", "checkpoint_every"}, {"--peak-flops", "peak_flops"}, {"--resume", "resume"}};
-      for (const auto& [flag, key] : map)
-        if (sub->get_option(flag)->count() > 0) merged[key] = flags[key];
-      if (sub->get_option("--tokens")->count() > 0) merged["flops"] = 0.0;
-      if (sub->get_option("--flops")->count() > 0) merged["tokens"] = 0;
-      if (!j.contains("data") && sub->get_option("--data")->count() == 0) merged["data"] = flags["data"];
-      cfg = merged.get<train::TrainConfig>();
-      if (spec_flags) cfg.spec = a->spec.build();
-    } else {
-      if (!spec_flags || sub->get_option("--d-model")->count() == 0) throw usage_error("--d-model is required (or give --config)");
-      cfg.spec = a->spec.build();
+      if (!j.is_object()) throw usage_error("--config: " + a->config_file + " does not hold a JSON object");
     }
+    const nlohmann::json flags = cfg;
+    const std::pair<const char*, const char*> map[] = {
+        {"--recipe", "recipe"}, {"--init", "init"}, {"--batch", "batch"}, {"--seq-len", "seq_len"}, {"--tokens", "tokens"},
+        {"--flops", "flops"}, {"--lr", "lr"}, {"--lr-embedding", "lr_embedding"}, {"--lr-lm-head", "lr_lm_head"},
+        {"--lr-norm", "lr_norm"}, {"--lr-lanes", "lr_lanes"}, {"--lr-width-ref", "lr_width_ref"},
+        {"--weight-decay", "weight_decay"}, {"--muon-momentum", "muon_momentum"}, {"--grad-clip", "grad_clip"},
+        {"--warmup", "warmup"}, {"--decay", "decay"}, {"--final-lr-frac", "final_lr_frac"}, {"--softcap", "softcap"},
+        {"--data", "data"}, {"--out", "out"}, {"--seed", "seed"}, {"--threads", "threads"}, {"--eval-every", "eval_every"},
+        {"--eval-tokens", "eval_tokens"}, {"--checkpoint-every", "checkpoint_every"}, {"--peak-flops", "peak_flops"},
+        {"--resume", "resume"}};
+    for (const auto& [flag, key] : map)
+      if (sub->get_option(flag)->count() > 0) j[key] = flags[key];
+    // One budget flag replaces the file's other budget; both flags given are checked as both.
+    const bool tokens_flag = sub->get_option("--tokens")->count() > 0, flops_flag = sub->get_option("--flops")->count() > 0;
+    if (tokens_flag && !flops_flag) j["flops"] = 0.0;
+    if (flops_flag && !tokens_flag) j["tokens"] = 0;
+    if (!j.contains("data")) j["data"] = flags["data"];
+    if (spec_flags && (!a->config_file.empty() || sub->get_option("--d-model")->count() > 0)) j["spec"] = a->spec.build();
+    const bool has_spec = j.contains("spec");
+    cfg = train::config_from_json(j);
+    if (!has_spec) throw usage_error("--d-model is required (or give --config with a spec)");
     if (a->moe.any()) {  // routing flags override the config's
       a->moe.routing(cfg.spec);
       if (a->moe.router) cfg.moe_router = *a->moe.router;

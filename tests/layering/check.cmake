@@ -1,14 +1,16 @@
 # The layering of include/loopscale/: a header may include headers of its own folder and of the
 # folders below it, never above or beside:
 #
-#   util  <  spec  <  account  <  arch, train, law  <  sweep  <  loopscale.hpp (the umbrella)
+#   util  <  spec  <  account, data  <  arch, train, law  <  sweep  <  loopscale.hpp (the umbrella)
 #
 # arch (the compile-time algebra), train (the engine) and law (the fits) are independent of each
-# other. Any include that breaks the order is reported with its file and line; so no cycle between
+# other; data (token files, corpora, tokenizers) sits beside account and below train, which reads
+# it. Any include that breaks the order is reported with its file and line; so no cycle between
 # folders can form.
 set(rank_util 0)
 set(rank_spec 1)
 set(rank_account 2)
+set(rank_data 2)
 set(rank_arch 3)
 set(rank_train 3)
 set(rank_law 3)

@@ -1,7 +1,8 @@
 // The whole looped model: parameter count against the static accounting, activation buffers
 // against the memory estimate, and gradients against finite differences in double for r = 1, 2, 4,
-// every injection mode, truncated BPTT, each activation and grouped KV heads; the same for models
-// whose FFNs are mixtures of experts (looped MoE: the shared block's MoE layer runs r times).
+// every injection mode (both forms of hyperconnections), both placements of the recurrence's norm,
+// truncated BPTT, each activation and grouped KV heads; the same for models whose FFNs are mixtures
+// of experts (looped MoE: the shared block's MoE layer runs r times) and for mixed stacks.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -35,6 +36,26 @@ ModelSpec small_spec(int64 r, Inject inj, int64 lanes = 0, int64 bptt = full_bpt
   m.recur.inject = {inj, lanes};
   m.recur.bptt = bptt;
   return m;
+}
+
+constexpr StateNorm placements[] = {StateNorm::per_recurrence, StateNorm::after_loop};
+constexpr Inject injections[] = {Inject::linear, Inject::additive, Inject::passthrough, Inject::hyper, Inject::hyper_shared};
+
+ModelSpec with_norm(ModelSpec m, StateNorm n) {
+  m.recur.state_norm = n;
+  return m;
+}
+// Lanes for an injection: `lanes` for either form of hyperconnections, else 0.
+int64 lanes_of(Inject inj, int64 lanes) { return is_hyper(inj) ? lanes : 0; }
+// The combinations the spec accepts: the paper's hyperconnections need full BPTT and the
+// per-recurrence state norm.
+bool accepted(Inject inj, StateNorm n, int64 bptt, int64 r) {
+  ModelSpec m;
+  m.recur.r = r;
+  m.recur.bptt = bptt;
+  m.recur.inject = {inj, 1};
+  m.recur.state_norm = n;
+  return !(inj == Inject::hyper && (bptt_recurrences(m.recur) < r || n != StateNorm::per_recurrence));
 }
 
 std::vector<std::int32_t> tokens(int64 n, int64 vocab, std::uint64_t seed) {
@@ -92,16 +113,27 @@ void grad_check(const ModelSpec& spec, const train::kernels::MoeRouting& routing
 }  // namespace
 
 TEST_CASE("model: parameter count equals the static accounting", "[train][model]") {
-  for (Inject inj : {Inject::linear, Inject::additive, Inject::passthrough, Inject::hyper}) {
+  for (Inject inj : injections) {
     for (Activation a : {Activation::relu2, Activation::swiglu}) {
-      const ModelSpec m = small_spec(2, inj, inj == Inject::hyper ? 3 : 0, full_bptt, a, 1);
-      Transformer<float> model(m, 2, 4);
-      REQUIRE(model.num_params() == count_params(m).total);
-      int64 sum = 0;
-      for (const auto& t : model.tensors()) sum += t.size;
-      REQUIRE(sum == model.num_params());
+      for (StateNorm n : placements) {
+        if (!accepted(inj, n, full_bptt, 4)) continue;
+        const ModelSpec m = with_norm(small_spec(4, inj, lanes_of(inj, 3), full_bptt, a, 1), n);
+        Transformer<float> model(m, 2, 4);
+        REQUIRE(model.num_params() == count_params(m).total);
+        int64 sum = 0;
+        for (const auto& t : model.tensors()) sum += t.size;
+        REQUIRE(sum == model.num_params());
+      }
     }
   }
+  // The paper's hyperconnections keep a set of 3^2 + 2 * 3 lane parameters per recurrence, the
+  // shared form one.
+  Transformer<float> paper(small_spec(4, Inject::hyper, 3), 1, 4), shared(small_spec(4, Inject::hyper_shared, 3), 1, 4);
+  for (const auto& t : paper.tensors())
+    if (t.name == "inject.hyper") CHECK(t.size == 4 * 15);
+  for (const auto& t : shared.tensors())
+    if (t.name == "inject.hyper") CHECK(t.size == 15);
+  CHECK(paper.num_params() - shared.num_params() == 3 * 15);
   // The benchmark shape of the paper family: d 256, 2 heads, depth 20, r 4.
   ModelSpec m = small_spec(4, Inject::linear);
   m.d_model = 256;
@@ -116,15 +148,26 @@ TEST_CASE("model: parameter count equals the static accounting", "[train][model]
 
 TEST_CASE("model: activation buffers equal the accounting's memory plan", "[train][model]") {
   for (int64 bptt : {full_bptt, half_bptt, int64{1}}) {
-    for (Inject inj : {Inject::linear, Inject::hyper}) {
-      const ModelSpec m = small_spec(4, inj, inj == Inject::hyper ? 2 : 0, bptt);
-      const int64 B = 3, T = 7;
-      Transformer<float> model(m, B, T);
-      const ActivationPlan plan = activation_plan(m, T);
-      REQUIRE(model.activation_values() == plan.per_token() * B * T + plan.per_thread * train::HostBackend::threads());
-      const MemoryEstimate e = count_memory(m, B, T, train::HostBackend::threads());
-      REQUIRE(e.activations == model.activation_values() * 4);
+    for (Inject inj : injections) {
+      for (StateNorm n : placements) {
+        if (!accepted(inj, n, bptt, 4)) continue;
+        INFO("inject " << to_string(inj) << " norm " << to_string(n) << " bptt " << bptt);
+        const ModelSpec m = with_norm(small_spec(4, inj, lanes_of(inj, 2), bptt), n);
+        const int64 B = 3, T = 7;
+        Transformer<float> model(m, B, T);
+        const ActivationPlan plan = activation_plan(m, T);
+        REQUIRE(model.activation_values() == plan.per_token() * B * T + plan.per_thread * train::HostBackend::threads());
+        const MemoryEstimate e = count_memory(m, B, T, train::HostBackend::threads());
+        REQUIRE(e.activations == model.activation_values() * 4);
+      }
     }
+  }
+  // The per-recurrence state norm keeps its output and 1/rms per kept recurrence (and one pair of
+  // scratch for the forward-only ones) instead of one pair after the loop.
+  for (int64 bptt : {full_bptt, int64{1}}) {
+    const ModelSpec per = small_spec(4, Inject::linear, 0, bptt), after = with_norm(per, StateNorm::after_loop);
+    const int64 kept = bptt == full_bptt ? 4 : 1, scratch = bptt == full_bptt ? 0 : 1;
+    CHECK(activation_plan(per, 16).per_token() - activation_plan(after, 16).per_token() == (kept + scratch - 1) * (8 + 1));
   }
   // Truncated BPTT keeps fewer layers.
   const ModelSpec full = small_spec(4, Inject::linear), half = small_spec(4, Inject::linear, 0, half_bptt);
@@ -241,21 +284,41 @@ TEST_CASE("model: MoE selection bias moves towards the underloaded experts", "[t
 
 TEST_CASE("model gradients: r = 1 (no recurrence)", "[train][model][gradcheck]") { grad_check(small_spec(1, Inject::none)); }
 
-TEST_CASE("model gradients: r = 2 and r = 4, every injection mode", "[train][model][gradcheck]") {
+TEST_CASE("model gradients: r = 1 under either placement of the recurrence's norm", "[train][model][gradcheck]") {
+  grad_check(with_norm(small_spec(1, Inject::none), StateNorm::after_loop));
+  ModelSpec empty = small_spec(1, Inject::none);  // no shared block: the norm acts on the prelude's output
+  empty.recur.block = {};
+  for (StateNorm n : placements) grad_check(with_norm(empty, n));
+}
+
+TEST_CASE("model gradients: r = 2 and r = 4, every injection mode, both norm placements", "[train][model][gradcheck]") {
   for (int64 r : {2, 4}) {
-    for (Inject inj : {Inject::linear, Inject::additive, Inject::passthrough, Inject::hyper}) {
-      INFO("r " << r << " inject " << to_string(inj));
-      grad_check(small_spec(r, inj, inj == Inject::hyper ? 2 : 0));
+    for (Inject inj : injections) {
+      for (StateNorm n : placements) {
+        if (!accepted(inj, n, full_bptt, r)) continue;
+        INFO("r " << r << " inject " << to_string(inj) << " norm " << to_string(n));
+        grad_check(with_norm(small_spec(r, inj, lanes_of(inj, 2)), n));
+      }
     }
   }
 }
 
-TEST_CASE("model gradients: truncated BPTT", "[train][model][gradcheck]") {
-  for (Inject inj : {Inject::linear, Inject::additive, Inject::passthrough, Inject::hyper}) {
-    INFO("inject " << to_string(inj));
-    grad_check(small_spec(4, inj, inj == Inject::hyper ? 3 : 0, half_bptt));
-    grad_check(small_spec(4, inj, inj == Inject::hyper ? 3 : 0, 1));
+TEST_CASE("model gradients: truncated BPTT, both norm placements", "[train][model][gradcheck]") {
+  for (Inject inj : injections) {
+    for (StateNorm n : placements) {
+      for (int64 bptt : {half_bptt, int64{1}}) {
+        if (!accepted(inj, n, bptt, 4)) continue;
+        INFO("inject " << to_string(inj) << " norm " << to_string(n) << " bptt " << bptt);
+        grad_check(with_norm(small_spec(4, inj, lanes_of(inj, 3), bptt), n));
+      }
+    }
   }
+  // The paper's hyperconnections refuse truncated BPTT (their forward-only recurrences' lane
+  // parameters would never learn) and the norm after the loop (their update adds beta_r norm(y)).
+  REQUIRE_THROWS_WITH((Transformer<float>(small_spec(4, Inject::hyper, 2, half_bptt), 1, 4)),
+                      std::string(LOOPSCALE_MSG_HYPER_TRUNCATED));
+  REQUIRE_THROWS_WITH((Transformer<float>(with_norm(small_spec(4, Inject::hyper, 2), StateNorm::after_loop), 1, 4)),
+                      std::string(LOOPSCALE_MSG_HYPER_AFTER_LOOP));
 }
 
 TEST_CASE("model gradients: gelu, swiglu and grouped KV heads", "[train][model][gradcheck]") {
@@ -288,7 +351,7 @@ TEST_CASE("model: truncated gradients differ from full ones, and frozen state is
 }
 
 TEST_CASE("model: same seed and thread count give identical losses and gradients", "[train][model]") {
- for (const ModelSpec& m : {small_spec(2, Inject::hyper, 2), moe_spec(2, 4, 2, true)}) {
+ for (const ModelSpec& m : {small_spec(2, Inject::hyper, 2), moe_spec(2, 4, 2, true), small_spec(4, Inject::hyper_shared, 2, 1)}) {
   const auto in = tokens(4 * 16, m.vocab, 9), tgt = tokens(4 * 16, m.vocab, 10);
   std::vector<float> g1;
   double l1 = 0;
@@ -348,7 +411,14 @@ TEST_CASE("model gradients: mixed dense and MoE layers in the shared block", "[t
     grad_check(mixed_spec(r, full_bptt, r == 1 ? Inject::none : Inject::linear));
   }
   grad_check(mixed_spec(3, 1));                              // truncated: one scratch set per distinct layer
-  grad_check(mixed_spec(2, full_bptt, Inject::hyper, 2));    // hyperconnections around a mixed block
+  grad_check(with_norm(mixed_spec(3, 1), StateNorm::after_loop));
+  // Hyperconnections around a mixed block: both forms, both placements, full and (shared form) truncated.
+  for (StateNorm n : placements) {
+    INFO("norm " << to_string(n));
+    if (n == StateNorm::per_recurrence) grad_check(mixed_spec(2, full_bptt, Inject::hyper, 2));
+    grad_check(with_norm(mixed_spec(2, full_bptt, Inject::hyper_shared, 2), n));
+    grad_check(with_norm(mixed_spec(3, 1, Inject::hyper_shared, 2), n));
+  }
 }
 
 TEST_CASE("model: the paper's initialisation draws each tensor at its documented scale", "[train][model][init]") {
@@ -405,4 +475,90 @@ TEST_CASE("model: the paper's initialisation draws each tensor at its documented
   Transformer<double> other(m, 1, 4);
   other.init(21);
   REQUIRE(!std::equal(p.begin(), p.end(), other.params().begin()));
+}
+
+TEST_CASE("hyperconnection kernels: both updates against finite differences, and the cyclic start", "[train][kernels][hyper]") {
+  // L = <w, x> + <wl, update(H, x, z)>, x = aggregate(H): the shared form's update uses z - x, the
+  // paper's (x null) beta z.
+  namespace k = train::kernels;
+  using HB = train::HostBackend;
+  const int64 K = 3, nd = 12;
+  for (const bool paper : {true, false}) {
+    INFO((paper ? "paper" : "shared"));
+    vecd H = randn(K * nd, 24), p = randn(k::HyperParams::count(K), 25), z = randn(nd, 26), wl = randn(K * nd, 27),
+         w = randn(nd, 28);
+    const auto f = [&] {
+      vecd x(nd), Ho(K * nd);
+      k::hyper_aggregate<HB>(H.data(), p.data() + k::HyperParams::alpha(K), x.data(), K, nd);
+      k::hyper_update<HB>(H.data(), p.data(), p.data() + k::HyperParams::beta(K), paper ? nullptr : x.data(), z.data(),
+                          Ho.data(), K, nd);
+      double v = 0;
+      for (int64 i = 0; i < nd; ++i) v += w[i] * x[i];
+      for (int64 i = 0; i < K * nd; ++i) v += wl[i] * Ho[i];
+      return v;
+    };
+    vecd x(nd), dH(K * nd), dz(nd), dp(p.size(), 0.0);
+    k::hyper_aggregate<HB>(H.data(), p.data() + k::HyperParams::alpha(K), x.data(), K, nd);
+    k::hyper_update_backward<HB>(H.data(), p.data(), p.data() + k::HyperParams::beta(K), paper ? nullptr : x.data(),
+                                 z.data(), wl.data(), dH.data(), dz.data(), dp.data(), dp.data() + k::HyperParams::beta(K), K, nd);
+    vecd dx = w;
+    if (!paper)
+      for (int64 i = 0; i < nd; ++i) dx[i] -= dz[i];  // x enters z - x
+    k::hyper_aggregate_backward<HB>(H.data(), p.data() + k::HyperParams::alpha(K), dx.data(), dH.data(),
+                                    dp.data() + k::HyperParams::alpha(K), K, nd);
+    const auto check = [&](vecd& v, const vecd& g, const char* what) {
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        INFO(what << "[" << i << "]");
+        REQUIRE(close(g[i], finite_diff(f, v[i]), 1e-6, 1e-8));
+      }
+    };
+    check(H, dH, "dH");
+    check(p, dp, "d(M, alpha, beta)");
+    check(z, dz, "dz");
+  }
+  // The cyclic start of 5 sets of 2 lanes: M = I, alpha = e_{i mod 2}, beta = 1.
+  vecd q(5 * k::HyperParams::count(2), -7.0);
+  k::hyper_init(q.data(), 2, 5);
+  for (int64 i = 0; i < 5; ++i) {
+    const double* s = q.data() + i * k::HyperParams::count(2);
+    CHECK((s[0] == 1 && s[1] == 0 && s[2] == 0 && s[3] == 1));
+    CHECK(s[k::HyperParams::alpha(2) + i % 2] == 1);
+    CHECK(s[k::HyperParams::alpha(2) + (i + 1) % 2] == 0);
+    CHECK((s[k::HyperParams::beta(2)] == 1 && s[k::HyperParams::beta(2) + 1] == 1));
+  }
+}
+
+TEST_CASE("model: r = 1 is one model under either norm placement; one shared lane is the plain loop", "[train][model]") {
+  const int64 B = 2, T = 5;
+  const auto in = tokens(B * T, 11, 3), tgt = tokens(B * T, 11, 4);
+  // Loss (and gradients) after init and a perturbation of every tensor but the lane parameters,
+  // keyed by the tensor's name, so two models with the same tensors get the same weights.
+  const auto run = [&](const ModelSpec& m, std::vector<double>* grads = nullptr) {
+    Transformer<double> model(m, B, T);
+    model.init(13);
+    auto p = model.params();
+    for (const auto& t : model.tensors()) {
+      if (t.name == "inject.hyper") continue;
+      const vecd noise = randn(static_cast<std::size_t>(t.size), std::hash<std::string>{}(t.name), 0.3);
+      for (int64 i = 0; i < t.size; ++i) p[t.offset + i] += noise[i];
+    }
+    const double loss = model.forward_backward(in.data(), tgt.data());
+    if (grads) grads->assign(model.grads().begin(), model.grads().end());
+    return loss;
+  };
+  // r = 1: the norm at the end of the one recurrence is the norm after the loop.
+  std::vector<double> ga, gb;
+  const double la = run(small_spec(1, Inject::none), &ga), lb = run(with_norm(small_spec(1, Inject::none), StateNorm::after_loop), &gb);
+  REQUIRE(la == lb);
+  REQUIRE(ga == gb);
+  // The placements differ once the block runs twice.
+  CHECK(std::abs(run(small_spec(2, Inject::linear)) - run(with_norm(small_spec(2, Inject::linear), StateNorm::after_loop))) > 1e-6);
+  // hyper-shared with one lane at its start (alpha = M = beta = 1) is H' = H + (z - x) = z: the plain
+  // loop (passthrough), under either placement.
+  for (StateNorm n : placements) {
+    const double l1 = run(with_norm(small_spec(4, Inject::hyper_shared, 1), n)), l2 = run(with_norm(small_spec(4, Inject::passthrough), n));
+    INFO("norm " << to_string(n) << " " << l1 << " vs " << l2);
+    REQUIRE(std::abs(l1 - l2) < 1e-12);
+    REQUIRE(std::abs(l1 - std::log(11.0)) > 1e-3);  // the perturbed model is far from uniform
+  }
 }

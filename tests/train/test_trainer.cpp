@@ -1,5 +1,7 @@
 // The training loop around the model: token files, the sampler, AdamW and its schedule,
-// checkpoints, determinism, resume (in process and after a SIGKILL), divergence, bad input.
+// checkpoints, determinism, resume (in process and after a SIGKILL), divergence, bad input; the
+// paper recipe (MuonH + AdamW) repeated and resumed bit for bit, a checkpoint of the other recipe
+// refused, version 1 checkpoints still resumed.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -60,8 +62,8 @@ ModelSpec tiny_spec() {
   return m;
 }
 
-TrainConfig tiny_config(const fs::path& data, const fs::path& out) {
-  TrainConfig c;
+TrainConfig tiny_config(const fs::path& data, const fs::path& out, Recipe recipe = Recipe::adamw) {
+  TrainConfig c = recipe_defaults(recipe);  // adamw: TrainConfig{}
   c.spec = tiny_spec();
   c.batch = 4;
   c.seq_len = 16;
@@ -318,6 +320,103 @@ TEST_CASE("trainer: a NaN loss stops the run and keeps the last good checkpoint"
   fs::remove_all(data);
 }
 
+// The norm of each MuonH matrix of a checkpoint's parameters.
+std::vector<double> matrix_norms(const TrainConfig& c, const std::vector<float>& params) {
+  Transformer<float> model(c.spec, 1, 2);
+  const auto opt = optimizer_of<float, HostBackend>(c, model.tensors(), model.num_params());
+  std::vector<double> n;
+  for (const MuonMatrix& m : opt.matrices()) {
+    double ss = 0;
+    for (int64 i = 0; i < m.size(); ++i) ss += static_cast<double>(params[static_cast<std::size_t>(m.offset + i)]) * params[static_cast<std::size_t>(m.offset + i)];
+    n.push_back(std::sqrt(ss));
+  }
+  return n;
+}
+
+TEST_CASE("trainer: the paper recipe learns, repeats bit for bit, keeps its matrices' norms and resumes bit for bit",
+          "[train][trainer][recipe]") {
+  const fs::path data = make_corpus("paper");
+  const fs::path a = temp_dir("paper_a"), b = temp_dir("paper_b"), part = temp_dir("paper_part");
+  for (const auto& p : {a, b, part}) fs::remove_all(p);
+  TrainConfig c = tiny_config(data, a, Recipe::paper);
+  c.checkpoint_every = 3;
+  const TrainResult ra = train::train(c);
+  REQUIRE(ra.status == "done");
+  REQUIRE(std::isfinite(ra.val_loss));
+  const auto la = losses(a / "log.jsonl");
+  REQUIRE(la.size() == 12);
+  REQUIRE(la.back().first < la.front().first - 0.5);  // it learns (from about ln 256 = 5.5)
+  // The same seed and threads: the same losses and the same parameters.
+  c.out = b.string();
+  const TrainResult rb = train::train(c);
+  REQUIRE(losses(b / "log.jsonl") == la);
+  REQUIRE(rb.val_loss == ra.val_loss);
+  const auto ca = load_checkpoint<float>(a / "checkpoint.bin"), cb = load_checkpoint<float>(b / "checkpoint.bin");
+  REQUIRE(ca.params == cb.params);
+  // The checkpoint carries the recipe and the optimiser: every matrix still has its initial norm.
+  REQUIRE(ca.meta.at("recipe") == "paper");
+  REQUIRE(ca.meta.at("config").at("recipe") == "paper");
+  REQUIRE(ca.meta.at("optimizer_steps") == 12);
+  const auto norms = ca.meta.at("muon_norms").get<std::vector<double>>();
+  const auto now = matrix_norms(c, ca.params);
+  REQUIRE(norms.size() == now.size());
+  REQUIRE(norms.size() == 3 * 6 + 1);
+  for (std::size_t j = 0; j < norms.size(); ++j) REQUIRE(now[j] == Approx(norms[j]).epsilon(1e-5));
+  // Different from the adamw recipe on the same model, seed and data.
+  const fs::path w = temp_dir("paper_adamw");
+  fs::remove_all(w);
+  REQUIRE(train::train(tiny_config(data, w)).val_loss != ra.val_loss);
+  // Stopped after step 7 and resumed: the uninterrupted losses and parameters.
+  c.out = part.string();
+  REQUIRE(train::train(c, [](const TrainProgress& p) { return p.step < 7; }).status == "stopped");
+  c.resume = true;
+  const TrainResult resumed = train::train(c);
+  REQUIRE(resumed.resumed_from == 7);
+  REQUIRE(losses(part / "log.jsonl") == la);
+  REQUIRE(resumed.val_loss == ra.val_loss);
+  REQUIRE(load_checkpoint<float>(part / "checkpoint.bin").params == ca.params);
+  // A config of the other recipe is refused with one line, before training.
+  TrainConfig other = tiny_config(data, part);
+  other.resume = true;
+  REQUIRE_THROWS_WITH(train::train(other), Catch::Equals("config: cannot resume " + part.string() +
+                                                         ": it was trained with the paper recipe, not adamw; pass --recipe paper or choose another --out"));
+  TrainConfig back = tiny_config(data, w);
+  back.recipe = "paper";
+  back.weight_decay = 0;
+  back.resume = true;
+  REQUIRE_THROWS_WITH(train::train(back), Catch::Contains("trained with the adamw recipe, not paper"));
+  for (const auto& p : {a, b, part, w, data}) fs::remove_all(p);
+}
+
+TEST_CASE("trainer: a version 1 checkpoint (before recipes) resumes as the adamw recipe, bit for bit", "[train][trainer][recipe]") {
+  const fs::path data = make_corpus("v1");
+  const fs::path full = temp_dir("v1_full"), part = temp_dir("v1_part");
+  for (const auto& p : {full, part}) fs::remove_all(p);
+  TrainConfig c = tiny_config(data, full);
+  c.checkpoint_every = 3;
+  train::train(c);
+  c.out = part.string();
+  REQUIRE(train::train(c, [](const TrainProgress& p) { return p.step < 7; }).status == "stopped");
+  // Rewrite the checkpoint as the code before recipes wrote it: version 1, no recipe keys.
+  auto ck = load_checkpoint<float>(part / "checkpoint.bin");
+  nlohmann::json meta = ck.meta;
+  meta["adam_steps"] = meta.at("optimizer_steps");
+  for (const char* k : {"recipe", "optimizer_steps", "muon_matrices", "muon_norms"}) meta.erase(k);
+  for (const char* k : {"recipe", "init", "lr_lanes", "lr_width_ref", "muon_momentum"}) meta["config"].erase(k);
+  save_checkpoint<float>(part / "checkpoint.bin", meta, ck.params, ck.m, ck.v);
+  {
+    std::fstream f(part / "checkpoint.bin", std::ios::in | std::ios::out | std::ios::binary);
+    const std::uint32_t one = 1;
+    f.seekp(8);
+    f.write(reinterpret_cast<const char*>(&one), 4);
+  }
+  c.resume = true;
+  const TrainResult resumed = train::train(c);
+  REQUIRE(resumed.resumed_from == 7);
+  REQUIRE(losses(part / "log.jsonl") == losses(full / "log.jsonl"));
+  for (const auto& p : {full, part, data}) fs::remove_all(p);
+}
+
 TEST_CASE("loopscale train: bad input is one line and exit 2, before training", "[train][cli]") {
   const fs::path data = make_corpus("cli_bad");
   const fs::path out = temp_dir("cli_bad_out");
@@ -331,7 +430,7 @@ TEST_CASE("loopscale train: bad input is one line and exit 2, before training", 
     REQUIRE(test::count_lines(r.out) == 1);
     REQUIRE_THAT(r.out, Catch::Contains(what));
   };
-  bad(base + "--tokens 1000 --data /nonexistent --out " + out.string(), "cannot open");
+  bad(base + "--tokens 1000 --data /nonexistent --out " + out.string(), "/nonexistent does not exist");
   bad(base + "--tokens 1000 --data " + data.string(), "--out");
   bad(base + "--data " + data.string() + " --out " + out.string(), "budget");
   bad(base + "--tokens 1000 --flops 1e9 --data " + data.string() + " --out " + out.string(), "exactly one budget");
@@ -351,6 +450,13 @@ TEST_CASE("loopscale train: bad input is one line and exit 2, before training", 
   bad(moe + "--experts 4 --balance bias:-1", "non-negative");
   bad(moe + "--experts 4 --z-loss -0.1", "--z-loss");
   bad(moe + "--router sigmoid", "need --experts");
+  // Recipes.
+  bad(moe + "--recipe muon", "recipe must be adamw or paper, not 'muon'");
+  bad(moe + "--recipe paper --weight-decay 0.1", "weight_decay must be 0");
+  bad(moe + "--recipe paper --muon-momentum 1", "muon_momentum must be in [0, 1)");
+  bad(moe + "--muon-momentum 0.9", "settings of the paper recipe");
+  bad(moe + "--init xavier", "init must be scaled-normal or paper");
+  bad(moe + "--recipe paper --lr-width-ref -1", "lr_width_ref");
   // Truncated data.
   const fs::path trunc = temp_dir("cli_trunc");
   fs::copy(data / "train.bin", trunc / "train.bin");
@@ -360,6 +466,8 @@ TEST_CASE("loopscale train: bad input is one line and exit 2, before training", 
   // A config file with a typo.
   std::ofstream(out.string() + ".json") << R"({"batch": 2, "lrr": 0.1})";
   bad("train --config " + out.string() + ".json --out " + out.string(), "unknown key 'lrr'");
+  std::ofstream(out.string() + ".json") << R"({"batch": 2, "recipe": "adam"})";
+  bad("train --config " + out.string() + ".json --out " + out.string(), "recipe must be adamw or paper");
   REQUIRE_FALSE(fs::exists(out / "log.jsonl"));  // nothing trained
   for (const auto& p : {data, trunc, out}) fs::remove_all(p);
   fs::remove(out.string() + ".json");
@@ -407,4 +515,55 @@ TEST_CASE("loopscale train: killed with SIGKILL and resumed, the losses equal an
   std::ifstream fa(full / "summary.json"), fb(part / "summary.json");
   REQUIRE(nlohmann::json::parse(fa).at("val_loss") == nlohmann::json::parse(fb).at("val_loss"));
   for (const auto& p : {full, part, data}) fs::remove_all(p);
+}
+
+TEST_CASE("loopscale train --recipe: the recipe's defaults, flags and files over them; the other recipe cannot resume",
+          "[train][cli][recipe]") {
+  const fs::path data = make_corpus("cli_recipe");
+  const fs::path out = temp_dir("cli_recipe_out");
+  fs::remove_all(out);
+  const std::string base = "train --d-model 32 --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --seq-len 16 --batch 2 --threads 2 "
+                           "--peak-flops 1e11 --tokens 320 --data " + data.string() + " --out " + out.string() + " ";
+  const auto config = [](const std::string& args) {
+    const auto r = test::run_cli(args + " --dry-run");
+    INFO(args << "\n" << r.out);
+    REQUIRE(r.rc == 0);
+    return nlohmann::json::parse(r.out).at("config");
+  };
+  const nlohmann::json paper = config(base + "--recipe paper");
+  REQUIRE(paper.at("recipe") == "paper");
+  REQUIRE(paper.at("init") == "paper");
+  REQUIRE(paper.at("lr") == 0.02);
+  REQUIRE(paper.at("beta1") == 0.8);
+  REQUIRE(paper.at("decay") == "linear");
+  const nlohmann::json over = config(base + "--recipe paper --lr 0.01 --decay cosine");
+  REQUIRE(over.at("lr") == 0.01);
+  REQUIRE(over.at("decay") == "cosine");
+  REQUIRE(over.at("lr_embedding") == 10);
+  const nlohmann::json plain = config(base);
+  REQUIRE(plain.at("recipe") == "adamw");
+  REQUIRE(plain.at("lr") == 0.003);
+  REQUIRE(plain.at("weight_decay") == 0.1);
+  // A config file's recipe, and a flag over it.
+  const std::string file = out.string() + ".json";
+  std::ofstream(file) << R"({"recipe": "paper", "lr": 0.05})";
+  REQUIRE(config(base + "--config " + file).at("lr") == 0.05);
+  REQUIRE(config(base + "--config " + file + " --lr 0.04").at("lr") == 0.04);
+  const nlohmann::json swapped = config(base + "--config " + file + " --recipe adamw");
+  REQUIRE(swapped.at("recipe") == "adamw");
+  REQUIRE(swapped.at("beta1") == 0.9);  // the adamw defaults, the file's lr kept
+  REQUIRE(swapped.at("lr") == 0.05);
+  // Trained with the paper recipe; resuming it as adamw is one line and exit 2.
+  const auto r = test::run_cli(base + "--recipe paper");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  const auto again = test::run_cli(base + "--resume");
+  INFO(again.out);
+  REQUIRE(again.rc == 2);
+  REQUIRE(test::count_lines(again.out) == 1);
+  REQUIRE_THAT(again.out, Catch::Contains("trained with the paper recipe, not adamw"));
+  REQUIRE(test::run_cli(base + "--recipe paper --resume").rc == 0);
+  fs::remove_all(out);
+  fs::remove_all(data);
+  fs::remove(file);
 }

@@ -7,6 +7,13 @@
 // elapsed time, RNG and data position, the run's config) | u64 n | params[n] | m[n] | v[n] | "LSCKPTOK"
 // The data position and the RNG are the step number and the seed (data.hpp samples windows as a
 // pure function of both), recorded in the JSON.
+//
+// The optimiser's state (optim.hpp's Optimizer) is m, v and the JSON's optimizer_steps, and with
+// the paper recipe muon_matrices and muon_norms: m holds the AdamW first moments and the MuonH
+// momentum (each value belongs to one tensor), v the AdamW second moments (zero over MuonH
+// matrices), muon_norms the initial Frobenius norm of each MuonH matrix, as doubles (exact in
+// JSON). Version 2 adds the recipe to the JSON; a version 1 checkpoint (AdamW only, its step count
+// named adam_steps) is read as the adamw recipe's.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +37,7 @@ struct checkpoint_error : std::runtime_error {
 
 inline constexpr char checkpoint_magic[8] = {'L', 'S', 'C', 'K', 'P', 'T', '0', '1'};
 inline constexpr char checkpoint_trailer[8] = {'L', 'S', 'C', 'K', 'P', 'T', 'O', 'K'};
-inline constexpr std::uint32_t checkpoint_version = 1;
+inline constexpr std::uint32_t checkpoint_version = 2;  // written; 1 and 2 are read
 
 template <class T>
 struct Checkpoint {
@@ -72,9 +79,9 @@ Checkpoint<T> load_checkpoint(const std::filesystem::path& path) {
   std::uint64_t jl = 0, n = 0;
   get(&ver, 4);
   get(&vb, 4);
-  if (ver != checkpoint_version || vb != sizeof(T))
+  if (ver < 1 || ver > checkpoint_version || vb != sizeof(T))
     throw checkpoint_error("checkpoint " + path.string() + " has version " + std::to_string(ver) + " and " +
-                           std::to_string(vb) + "-byte values; expected version 1 and " + std::to_string(sizeof(T)));
+                           std::to_string(vb) + "-byte values; expected version 1 or 2 and " + std::to_string(sizeof(T)));
   get(&jl, 8);
   if (jl > (std::uint64_t{1} << 30)) throw checkpoint_error("checkpoint " + path.string() + " is corrupt");
   std::string js(jl, '\0');

@@ -1,5 +1,8 @@
 // The looped transformer as flat buffers: prelude -> recur (a block of k layers run r times, with
 // input injection) -> coda, then the final norm, the lm_head, the logit softcap and cross-entropy.
+// The recurrence's RMSNorm (one scale for all recurrences) normalises the block's output at the end
+// of every recurrence, so each state the next one reads is normed (StateNorm::per_recurrence, the
+// paper's), or once after the loop (after_loop); RecurSpec::state_norm says which.
 // Parameters, their gradients and every activation live in buffers allocated once in the
 // constructor, laid out from the spec (account/params.hpp for the parameters, account/memory.hpp
 // for the activations); forward_backward() allocates nothing.
@@ -97,7 +100,8 @@ class Transformer {
     k_ = spec.recur.block.size();
     kb_ = bptt_recurrences(spec.recur);
     inject_ = spec.recur.inject.kind;
-    lanes_ = inject_ == Inject::hyper ? spec.recur.inject.lanes : 0;
+    lanes_ = is_hyper(inject_) ? spec.recur.inject.lanes : 0;
+    per_rec_ = spec.recur.state_norm == StateNorm::per_recurrence;
     layout_params();
     params_.assign(static_cast<std::size_t>(n_params_), T(0));
     grads_.assign(static_cast<std::size_t>(n_params_), T(0));
@@ -186,7 +190,7 @@ class Transformer {
       } else if (nm == "inject.W") {
         kernels::inject_linear_init(p, d_);
       } else if (nm == "inject.hyper") {
-        kernels::hyper_init(p, lanes_);
+        kernels::hyper_init(p, lanes_, t.size / kernels::HyperParams::count(lanes_));
       } else {
         for (int64 i = 0; i < t.size; ++i) p[i] = T(1);  // norm scales
       }
@@ -215,8 +219,10 @@ class Transformer {
     }
     e_ = x;
     final_state_ = recur_forward();
-    kernels::rmsnorm_forward<B>(final_state_, P + norm1_, c0_, rstd_r_, n_, d_);
-    x = c0_;
+    // The recurrence's norm after the loop; with the per-recurrence state norm the state is normed.
+    if (!per_rec_) kernels::rmsnorm_forward<B>(final_state_, P + norm1_, c0_, rstd_r_, n_, d_);
+    coda_in_ = per_rec_ ? final_state_ : c0_;
+    x = coda_in_;
     for (int64 i = 0; i < spec_.coda.size(); ++i) {
       layer_forward(coda_w_[i], coda_shape(i), x, coda_a_[i]);
       x = coda_a_[i].out;
@@ -240,9 +246,11 @@ class Transformer {
     kernels::linear_backward<B>(xf_, P + head_, logits_, dxn_, G + head_, n_, d_, vp_);
     kernels::rmsnorm_backward<B>(coda_out_, P + norm2_, rstd_f_, dxn_, g_, G + norm2_, n_, d_, false);
     for (int64 i = spec_.coda.size() - 1; i >= 0; --i)
-      layer_backward(coda_w_[i], coda_shape(i), i == 0 ? c0_ : coda_a_[i - 1].out, coda_a_[i], g_);
-    // g_ is now d c0; through the norm after the recurrence into the gradient of the final state.
-    kernels::rmsnorm_backward<B>(final_state_, P + norm1_, rstd_r_, g_, ds_, G + norm1_, n_, d_, false);
+      layer_backward(coda_w_[i], coda_shape(i), i == 0 ? coda_in_ : coda_a_[i - 1].out, coda_a_[i], g_);
+    // g_ is now the gradient of the coda's input: the final state's (per-recurrence state norm) or,
+    // through the norm after the loop, into it.
+    if (per_rec_) kernels::copy<B>(ds_, g_, n_ * d_);
+    else kernels::rmsnorm_backward<B>(final_state_, P + norm1_, rstd_r_, g_, ds_, G + norm1_, n_, d_, false);
     recur_backward();  // leaves the gradient of the prelude output e in de_
     T* g = de_;
     for (int64 i = spec_.prelude.size() - 1; i >= 0; --i)
@@ -329,7 +337,10 @@ class Transformer {
     for (int64 i = 0; i < spec_.prelude.size(); ++i) pre_w_.push_back(add_layer("prelude." + std::to_string(i), pre_shape(i)));
     for (int64 i = 0; i < k_; ++i) blk_w_.push_back(add_layer("recur." + std::to_string(i), blk_shape(i)));
     if (inject_ == Inject::linear) inj_ = add_tensor("inject.W", 2 * d_ * d_, ParamGroup::norm_inject);
-    if (inject_ == Inject::hyper) inj_ = add_tensor("inject.hyper", kernels::HyperParams::count(lanes_), ParamGroup::norm_inject);
+    // Hyperconnections: one parameter set per recurrence (the paper's) or one for all (hyper-shared).
+    if (is_hyper(inject_))
+      inj_ = add_tensor("inject.hyper", (inject_ == Inject::hyper ? r_ : 1) * kernels::HyperParams::count(lanes_),
+                        ParamGroup::norm_inject);
     for (int64 i = 0; i < spec_.coda.size(); ++i) coda_w_.push_back(add_layer("coda." + std::to_string(i), coda_shape(i)));
     max_q_ = 2;
     for (const LayerShape& s : shapes_) max_q_ = std::max(max_q_, s.q);
@@ -386,13 +397,13 @@ class Transformer {
 
   void carve(Carver& c, IndexCarver& ic) {
     const int64 N = n_, d = d_, L = lanes_;  // L: hyperconnection lanes
-    const bool hyper = inject_ == Inject::hyper;
+    const bool hyper = is_hyper(inject_);
     x0_ = c.take(d * N);
     rstd0_ = c.take(N);
     st0_ = c.take(d * N);
     s_start_ = c.take((hyper ? L : 1) * d * N);
-    rstd_r_ = c.take(N);
-    c0_ = c.take(d * N);
+    rstd_r_ = per_rec_ ? nullptr : c.take(N);  // the norm after the loop
+    c0_ = per_rec_ ? nullptr : c.take(d * N);
     xf_ = c.take(d * N);
     rstd_f_ = c.take(N);
     logits_ = c.take(vp_ * N);
@@ -410,9 +421,13 @@ class Transformer {
     for (int64 i = 0; i < kb_ * k_; ++i) blk_a_.push_back(carve_layer(c, ic, blk_shape(i % k_), spec_.recur.block[i % k_]));
     rec_u_.clear();
     rec_lanes_.clear();
+    rec_z_.clear();
+    rec_rstd_.clear();
     for (int64 i = 0; i < kb_; ++i) {
       rec_u_.push_back(c.take(d * N));
       rec_lanes_.push_back(hyper ? c.take(L * d * N) : nullptr);
+      rec_z_.push_back(per_rec_ ? c.take(d * N) : nullptr);  // the per-recurrence state norm's output and 1/rms
+      rec_rstd_.push_back(per_rec_ ? c.take(N) : nullptr);
     }
     if (r_ > kb_ && k_ > 0) {
       scratch_a_.clear();
@@ -423,6 +438,10 @@ class Transformer {
       if (hyper) {
         scratch_lanes_[0] = c.take(L * d * N);
         scratch_lanes_[1] = c.take(L * d * N);
+      }
+      if (per_rec_) {
+        scratch_z_ = c.take(d * N);
+        scratch_rstd_ = c.take(N);
       }
     }
     int64 C = 0, hq = 0, H = 0, H1 = 0;
@@ -546,17 +565,36 @@ class Transformer {
     return x;
   }
 
+  // The parameter set of recurrence i: its own for the paper's hyperconnections, the one shared set
+  // for hyper-shared.
+  struct HyperSet {
+    const T *M, *alpha, *beta;
+  };
+  HyperSet hyper_set(int64 i) const {
+    const int64 L = lanes_;
+    const T* p = params_.data() + inj_ + (inject_ == Inject::hyper ? i * kernels::HyperParams::count(L) : 0);
+    return {p + kernels::HyperParams::M(L), p + kernels::HyperParams::alpha(L), p + kernels::HyperParams::beta(L)};
+  }
+  T* hyper_grad(int64 i) { return grads_.data() + inj_ + (inject_ == Inject::hyper ? i * kernels::HyperParams::count(lanes_) : 0); }
+
+  // The recurrence's new state from the block output y: the per-recurrence state norm writes
+  // norm(y) into kept recurrence ki's buffer (ki < 0: the forward-only scratch); after the loop, y.
+  const T* new_state(const T* y, int64 ki) {
+    if (!per_rec_) return y;
+    T* z = ki >= 0 ? rec_z_[ki] : scratch_z_;
+    kernels::rmsnorm_forward<B>(y, params_.data() + norm1_, z, ki >= 0 ? rec_rstd_[ki] : scratch_rstd_, n_, d_);
+    return z;
+  }
+
   const T* recur_forward() {
     const int64 nd = n_ * d_;
     const T* P = params_.data();
     const T* e = e_;
-    if (k_ == 0) return e;  // no block: the recurrence is the identity
+    if (k_ == 0) return new_state(e, 0);  // no block: the recurrence is the identity (r = 1)
     const int64 first_kept = r_ - kb_;
-    if (inject_ == Inject::hyper) {
+    if (is_hyper(inject_)) {
       const int64 L = lanes_;  // hyperconnection lanes
-      const T* M = P + inj_ + kernels::HyperParams::M(L);
-      const T* alpha = P + inj_ + kernels::HyperParams::alpha(L);
-      const T* beta = P + inj_ + kernels::HyperParams::beta(L);
+      const bool shared = inject_ == Inject::hyper_shared;
       const bool skip = frozen_ && first_kept > 0;
       if (!skip)
         for (int64 l = 0; l < L; ++l) kernels::copy<B>(s_start_ + l * nd, e, nd);
@@ -565,16 +603,17 @@ class Transformer {
       for (int64 i = skip ? first_kept : 0; i < r_; ++i) {
         const int64 ki = i - first_kept;
         if (i == first_kept && !skip) forward_only_stats(1);
+        const HyperSet h = hyper_set(i);
         T* x = ki >= 0 ? rec_u_[ki] : scratch_u_;
         if (ki >= 0 && lanes != rec_lanes_[ki]) {  // the lanes this recurrence reads are kept for its backward
           kernels::copy<B>(rec_lanes_[ki], lanes, L * nd);
           lanes = rec_lanes_[ki];
         }
-        kernels::hyper_aggregate<B>(lanes, alpha, x, L, nd);
-        const T* y = block_forward(x, ki);
+        kernels::hyper_aggregate<B>(lanes, h.alpha, x, L, nd);
+        const T* z = new_state(block_forward(x, ki), ki);
         T* out = i == r_ - 1 ? lanes_final_ : (ki >= 0 ? (ki + 1 < kb_ ? rec_lanes_[ki + 1] : lanes_final_)
                                                        : scratch_lanes_[i % 2]);
-        kernels::hyper_update<B>(lanes, M, beta, x, y, out, L, nd);
+        kernels::hyper_update<B>(lanes, h.M, h.beta, shared ? x : nullptr, z, out, L, nd);
         lanes = out;
       }
       // Sum-pool the lanes into the state the coda reads.
@@ -603,7 +642,7 @@ class Transformer {
         case Inject::additive: kernels::sum2<B>(u, s, e, nd); break;
         default: kernels::copy<B>(u, s, nd); break;
       }
-      s = block_forward(u, ki);
+      s = new_state(block_forward(u, ki), ki);
     }
     return s;
   }
@@ -623,14 +662,25 @@ class Transformer {
     }
   }
 
+  // The block output of kept recurrence ki.
+  const T* kept_output(int64 ki) const { return blk_a_[ki * k_ + (k_ - 1)].out; }
   // The state entering kept recurrence ki (what its injection read as s).
-  const T* kept_state(int64 ki) const { return ki == 0 ? s_start_ : blk_a_[(ki - 1) * k_ + (k_ - 1)].out; }
+  const T* kept_state(int64 ki) const {
+    if (ki == 0) return s_start_;
+    return per_rec_ ? rec_z_[ki - 1] : kept_output(ki - 1);
+  }
 
   void block_backward(int64 ki, T* g) {
     for (int64 j = k_ - 1; j >= 0; --j) {
       const T* x_in = j == 0 ? rec_u_[ki] : blk_a_[ki * k_ + j - 1].out;
       layer_backward(blk_w_[j], blk_shape(j), x_in, blk_a_[ki * k_ + j], g);
     }
+  }
+
+  // dy from dz through kept recurrence ki's state norm (dz and dy distinct); the norm's scale
+  // gradient accumulates over the recurrences.
+  void new_state_backward(int64 ki, const T* y, const T* dz, T* dy) {
+    kernels::rmsnorm_backward<B>(y, params_.data() + norm1_, rec_rstd_[ki], dz, dy, grads_.data() + norm1_, n_, d_, false);
   }
 
   // On entry ds_ holds the gradient of the recurrence's output state; on return de_ holds the
@@ -640,29 +690,31 @@ class Transformer {
     const T* P = params_.data();
     T* G = grads_.data();
     if (k_ == 0) {
-      kernels::copy<B>(de_, ds_, nd);
+      if (per_rec_) new_state_backward(0, e_, ds_, de_);
+      else kernels::copy<B>(de_, ds_, nd);
       return;
     }
     kernels::fill<B>(de_, T(0), nd);
-    if (inject_ == Inject::hyper) {
+    const int64 first_kept = r_ - kb_;
+    if (is_hyper(inject_)) {
       const int64 L = lanes_;  // hyperconnection lanes
-      const T* M = P + inj_ + kernels::HyperParams::M(L);
-      const T* alpha = P + inj_ + kernels::HyperParams::alpha(L);
-      const T* beta = P + inj_ + kernels::HyperParams::beta(L);
-      T* dM = G + inj_ + kernels::HyperParams::M(L);
-      T* dalpha = G + inj_ + kernels::HyperParams::alpha(L);
-      T* dbeta = G + inj_ + kernels::HyperParams::beta(L);
+      const bool shared = inject_ == Inject::hyper_shared;
       T* dout = dlanes_[0];
       T* din = dlanes_[1];
       for (int64 l = 0; l < L; ++l) kernels::copy<B>(dout + l * nd, ds_, nd);  // pooling
       for (int64 ki = kb_ - 1; ki >= 0; --ki) {
+        const HyperSet h = hyper_set(first_kept + ki);
+        T* dp = hyper_grad(first_kept + ki);
         const T* x = rec_u_[ki];
-        const T* y = blk_a_[ki * k_ + k_ - 1].out;
-        kernels::hyper_update_backward<B>(rec_lanes_[ki], M, beta, x, y, dout, din, ddelta_, dM, dbeta, L, nd);
-        kernels::copy<B>(g_, ddelta_, nd);  // dy
-        block_backward(ki, g_);            // d x through the block
-        kernels::add_scaled<B>(g_, ddelta_, T(-1), nd);  // x also enters delta = y - x
-        kernels::hyper_aggregate_backward<B>(rec_lanes_[ki], alpha, g_, din, dalpha, L, nd);
+        const T* y = kept_output(ki);
+        const T* z = per_rec_ ? rec_z_[ki] : y;
+        kernels::hyper_update_backward<B>(rec_lanes_[ki], h.M, h.beta, shared ? x : nullptr, z, dout, din, ddelta_,
+                                          dp + kernels::HyperParams::M(L), dp + kernels::HyperParams::beta(L), L, nd);
+        if (per_rec_) new_state_backward(ki, y, ddelta_, g_);  // dy
+        else kernels::copy<B>(g_, ddelta_, nd);
+        block_backward(ki, g_);                                   // d x through the block
+        if (shared) kernels::add_scaled<B>(g_, ddelta_, T(-1), nd);  // x also enters z - x
+        kernels::hyper_aggregate_backward<B>(rec_lanes_[ki], h.alpha, g_, din, dp + kernels::HyperParams::alpha(L), L, nd);
         std::swap(dout, din);
       }
       if (kb_ == r_)  // full BPTT: the lanes started as copies of e
@@ -672,6 +724,10 @@ class Transformer {
     T* g = ds_;
     T* other = g_;
     for (int64 ki = kb_ - 1; ki >= 0; --ki) {
+      if (per_rec_) {  // g: d z -> d y
+        new_state_backward(ki, kept_output(ki), g, other);
+        std::swap(g, other);
+      }
       block_backward(ki, g);  // g: d u
       const T* s = kept_state(ki);
       switch (inject_) {
@@ -702,22 +758,24 @@ class Transformer {
   std::vector<ParamTensor> tensors_;
   std::vector<T> params_, grads_, arena_, rope_cos_, rope_sin_;
   bool tables_ready_ = false, frozen_ = false;
+  bool per_rec_ = true;  // the recurrence's norm at the end of every recurrence (else once after the loop)
   int64 emb_ = 0, head_ = 0, norm0_ = 0, norm1_ = 0, norm2_ = 0, inj_ = 0;
   std::vector<LayerShape> shapes_;     // per unique layer: prelude, block, coda
   std::vector<int64> blk_distinct_;    // block layer j -> its distinct layer (scratch_a_ index)
   std::vector<LayerOffsets> pre_w_, blk_w_, coda_w_;
   std::vector<Acts> pre_a_, blk_a_, coda_a_;
   std::vector<Acts> scratch_a_;
-  std::vector<T*> rec_u_, rec_lanes_;
+  std::vector<T*> rec_u_, rec_lanes_, rec_z_, rec_rstd_;
   T *x0_ = nullptr, *rstd0_ = nullptr, *st0_ = nullptr, *s_start_ = nullptr, *rstd_r_ = nullptr, *c0_ = nullptr;
   T *xf_ = nullptr, *rstd_f_ = nullptr, *logits_ = nullptr, *losses_ = nullptr, *lse_ = nullptr;
-  T *lanes_final_ = nullptr, *pooled_ = nullptr, *scratch_u_ = nullptr;
+  T *lanes_final_ = nullptr, *pooled_ = nullptr, *scratch_u_ = nullptr, *scratch_z_ = nullptr, *scratch_rstd_ = nullptr;
   T* scratch_lanes_[2] = {nullptr, nullptr};
   T *g_ = nullptr, *dxn_ = nullptr, *de_ = nullptr, *ds_ = nullptr, *dqkv_ = nullptr, *datt_ = nullptr;
   T *dhact_ = nullptr, *dhpre_ = nullptr, *ddelta_ = nullptr, *dP_ = nullptr;
   T* dlanes_[2] = {nullptr, nullptr};
   const T* e_ = nullptr;
   const T* final_state_ = nullptr;
+  const T* coda_in_ = nullptr;  // the coda's input: the final state, or its norm after the loop
   const T* coda_out_ = nullptr;
 };
 

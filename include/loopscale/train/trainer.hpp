@@ -2,15 +2,28 @@
 // `loopscale train` command, a sweep runner and a user's own program all call.
 //
 // A run lives in its folder (config.out):
-//   config.json      the TrainConfig of the run (written at the start)
+//   config.json      the TrainConfig of the run and its corpus's tokenizer ("tokenizer", written at the start)
 //   log.jsonl        one JSON line per step: step, tokens, loss, lr, grad_norm, tokens_per_s, mfu,
 //                    seconds (and val_loss, val_bpb on evaluation steps; with MoE layers a "moe"
 //                    object: balance_loss, z_loss, drop_rate, max_min_load and each layer's
 //                    per-expert load over all calls of the step)
-//   checkpoint.bin   parameters, AdamW state, step (= data position), seed; atomic (checkpoint.hpp)
+//   checkpoint.bin   parameters, optimiser state (moments or momentum, MuonH's initial norms, step
+//                    count), the recipe, step (= data position), seed; atomic (checkpoint.hpp)
 //   summary.json     the result (TrainResult::json()), written atomically at the end
 // Resuming reloads checkpoint.bin, cuts log.jsonl back to the checkpoint's step and continues; the
 // losses are then bit-identical to an uninterrupted run with the same thread count.
+//
+// A run follows a recipe (TrainConfig::recipe), which chooses the optimiser, the initialisation and
+// the defaults of every optimiser setting the config does not give (recipe_defaults):
+//   adamw  AdamW on every tensor, normal initialisation with scaled-down output projections
+//          (InitScheme::scaled_normal), cosine decay; loopscale's recipe before the paper's, and the
+//          default, so existing configs, sweeps and checkpoints train and resume as they did
+//   paper  the iso-depth paper's (its nanochat fork): MuonH (muon.hpp) on the block, prelude, coda
+//          and injection matrices at lr 0.02; AdamW (betas 0.8, 0.95, eps 1e-10, no weight decay)
+//          on the embedding (0.2), lm_head (0.004), norms (0.005) and hyperconnection lanes (0.01),
+//          those four times (d_model / 512)^-0.5; no gradient clipping, no warmup, linear decay
+//          to 0.1; InitScheme::paper
+// docs/training.md lists where the paper recipe differs from the paper's code.
 //
 // Everything that can be wrong with the input (spec, numbers, data files, memory) is checked and
 // reported as a config_error (or corpus_error / spec_error, all std::invalid_argument) before the
@@ -51,7 +64,14 @@ struct config_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// The training recipes (see the top of this file).
+enum class Recipe : std::uint8_t { adamw, paper };
+
+constexpr auto names_of(Recipe) { return make_names<Recipe>({{Recipe::adamw, "adamw"}, {Recipe::paper, "paper"}}); }
+
 struct TrainConfig {
+  std::string recipe = "adamw";  // adamw | paper: the optimiser, the initialisation and the defaults below
+  std::string init = "scaled-normal";  // scaled-normal | paper (model.hpp's InitScheme)
   ModelSpec spec{};
   int64 batch = 16;       // sequences per step
   int64 seq_len = 256;    // tokens per sequence (T)
@@ -59,8 +79,11 @@ struct TrainConfig {
   double flops = 0;       // training FLOPs, paper convention (account/flops.hpp): tokens = flops / F_train
   double lr = 3e-3;       // peak learning rate (matrices; the other groups scale it)
   double lr_embedding = 1.0, lr_lm_head = 1.0, lr_norm = 1.0;  // multipliers per group
-  double weight_decay = 0.1;  // matrices only (decoupled); embeddings, lm_head, norms, injection: none
-  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double lr_lanes = 1.0;      // paper recipe: multiplier of the hyperconnection lanes (adamw: they follow lr_norm)
+  double lr_width_ref = 0;    // > 0: the AdamW multipliers outside the matrices times (d_model / lr_width_ref)^-0.5
+  double weight_decay = 0.1;  // adamw recipe: matrices only (decoupled); the paper recipe has none
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;  // AdamW
+  double muon_momentum = 0.95;  // paper recipe: MuonH's Nesterov momentum
   double grad_clip = 1.0;     // global gradient-norm clipping; 0: off
   double warmup = 0.02;       // fraction of the steps spent in linear warmup
   std::string decay = "cosine";  // cosine | linear | constant
@@ -83,21 +106,65 @@ struct TrainConfig {
   double moe_capacity = 0;               // capacity factor; 0: dropless
 };
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, spec, batch, seq_len, tokens, flops, lr, lr_embedding,
-                                                lr_lm_head, lr_norm, weight_decay, beta1, beta2, eps, grad_clip, warmup,
-                                                decay, final_lr_frac, softcap, data, out, seed, threads, eval_every,
-                                                eval_tokens, checkpoint_every, resume, peak_flops, moe_router,
-                                                moe_renormalize, moe_balance, moe_z_loss, moe_capacity)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, recipe, init, spec, batch, seq_len, tokens, flops, lr,
+                                                lr_embedding, lr_lm_head, lr_norm, lr_lanes, lr_width_ref, weight_decay,
+                                                beta1, beta2, eps, muon_momentum, grad_clip, warmup, decay, final_lr_frac,
+                                                softcap, data, out, seed, threads, eval_every, eval_tokens,
+                                                checkpoint_every, resume, peak_flops, moe_router, moe_renormalize,
+                                                moe_balance, moe_z_loss, moe_capacity)
 
-// Strict reading of a config: an unknown key is an error (a typo must not train the default).
+inline Recipe parse_recipe(const std::string& s) {
+  if (const std::optional<Recipe> r = parse_name<Recipe>(s)) return *r;
+  throw config_error("config: recipe must be " + name_choices<Recipe>() + ", not '" + s + "'");
+}
+
+// A config with the recipe's defaults: what a config naming the recipe gets for every key it does
+// not give. The adamw recipe's are TrainConfig{}'s.
+inline TrainConfig recipe_defaults(Recipe r) {
+  TrainConfig c;
+  c.recipe = std::string(name_of(r));
+  if (r == Recipe::paper) {
+    // The paper's learning rates (nanochat's setup_optimizer defaults) as multipliers of the
+    // matrices' 0.02: embedding 0.2, lm_head 0.004, norms 0.005, hyperconnection lanes 0.01.
+    c.init = std::string(name_of(InitScheme::paper));
+    c.lr = 0.02;
+    c.lr_embedding = 10;
+    c.lr_lm_head = 0.2;
+    c.lr_norm = 0.25;
+    c.lr_lanes = 0.5;
+    c.lr_width_ref = 512;
+    c.weight_decay = 0;
+    c.beta1 = 0.8;
+    c.beta2 = 0.95;
+    c.eps = 1e-10;
+    c.muon_momentum = 0.95;
+    c.grad_clip = 0;
+    c.warmup = 0;
+    c.decay = "linear";
+    c.final_lr_frac = 0.1;
+  }
+  return c;
+}
+inline TrainConfig recipe_defaults(const std::string& recipe) { return recipe_defaults(parse_recipe(recipe)); }
+
+// Strict reading of a config: an unknown key is an error (a typo must not train the default). The
+// recipe is read first; every key not given takes the recipe's default.
 inline TrainConfig config_from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw config_error("config: expected a JSON object");
-  TrainConfig c;  // the defaults: their keys are the known ones, and what a missing key keeps
-  const nlohmann::json known = c;
-  for (const auto& [k, v] : j.items())
-    if (!known.contains(k)) throw config_error("config: unknown key '" + k + "'");
+  Recipe r = Recipe::adamw;
+  if (const auto it = j.find("recipe"); it != j.end()) {
+    if (!it->is_string()) throw config_error("config: recipe must be " + name_choices<Recipe>());
+    r = parse_recipe(it->get<std::string>());
+  }
+  nlohmann::json full = recipe_defaults(r);  // its keys are the known ones
+  for (const auto& [k, v] : j.items()) {
+    if (k == "tokenizer") continue;  // config.json's record of the corpus's tokenizer, not a setting
+    if (!full.contains(k)) throw config_error("config: unknown key '" + k + "'");
+    full[k] = v;
+  }
   try {
-    from_json(j, c);
+    TrainConfig c;
+    from_json(full, c);
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw config_error(std::string("config: ") + e.what());
@@ -176,6 +243,11 @@ inline Decay parse_decay(const std::string& s) {
   throw config_error("config: decay must be " + name_choices<Decay>() + ", not '" + s + "'");
 }
 
+inline InitScheme parse_init(const std::string& s) {
+  if (const std::optional<InitScheme> i = parse_name<InitScheme>(s)) return *i;
+  throw config_error("config: init must be " + name_choices<InitScheme>() + ", not '" + s + "'");
+}
+
 inline void check(bool ok, const std::string& msg) {
   if (!ok) throw config_error("config: " + msg);
 }
@@ -194,6 +266,8 @@ inline kernels::MoeRouting routing_of(const TrainConfig& c) {
 
 // Every check that needs no data: numbers, spec, budget.
 inline void check_config(const TrainConfig& c) {
+  const Recipe recipe = parse_recipe(c.recipe);
+  parse_init(c.init);
   validate(c.spec);
   routing_of(c);
   check(c.batch >= 1, "batch must be at least 1");
@@ -203,6 +277,16 @@ inline void check_config(const TrainConfig& c) {
   check(c.lr > 0 && std::isfinite(c.lr), "lr must be positive");
   check(c.lr_embedding >= 0 && c.lr_lm_head >= 0 && c.lr_norm >= 0, "learning-rate multipliers must not be negative");
   check(c.weight_decay >= 0, "weight_decay must not be negative");
+  check(c.lr_lanes >= 0 && std::isfinite(c.lr_lanes), "lr_lanes must not be negative");
+  check(c.lr_width_ref >= 0 && std::isfinite(c.lr_width_ref), "lr_width_ref must not be negative (0: no width scaling)");
+  check(c.muon_momentum >= 0 && c.muon_momentum < 1, "muon_momentum must be in [0, 1)");
+  if (recipe == Recipe::paper) {
+    check(c.weight_decay == 0, "the paper recipe has no weight decay (MuonH keeps each matrix at its initial norm); weight_decay must be 0");
+  } else {
+    const TrainConfig d = recipe_defaults(Recipe::adamw);
+    check(c.muon_momentum == d.muon_momentum && c.lr_lanes == d.lr_lanes,
+          "muon_momentum and lr_lanes are settings of the paper recipe; the adamw recipe does not read them");
+  }
   check(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1, "beta1 and beta2 must be in [0, 1)");
   check(c.eps > 0, "eps must be positive");
   check(c.grad_clip >= 0, "grad_clip must not be negative");
@@ -297,7 +381,8 @@ struct RunFiles {
 
 // Everything a run reads before it writes anything; reading it checks all of the input.
 struct RunInputs {
-  TokenFile train_file, val_file;
+  Corpus train, val;       // the corpus folder's splits (data/corpus.hpp: one file each, or shards)
+  nlohmann::json tokenizer;  // what the run records of the corpus's tokenizer (data::tokenizer_record)
   TrainingLength length;
   MemoryEstimate memory;
   std::optional<Checkpoint<float>> checkpoint;  // the checkpoint a resumed run continues from
@@ -310,7 +395,17 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
   if (!cfg.resume)
     throw config_error("config: " + files.out.string() + " already holds a run; pass --resume to continue it or choose another --out");
   Checkpoint<float> ckpt = load_checkpoint<float>(files.checkpoint);
-  const nlohmann::json was = ckpt.meta.at("config"), now = identity(cfg);
+  nlohmann::json was = ckpt.meta.at("config");
+  const nlohmann::json now = identity(cfg);
+  // A checkpoint written before a key existed trained as that key's adamw default says.
+  const TrainConfig adamw_defaults;
+  const nlohmann::json before = identity(adamw_defaults);
+  for (const auto& [k, v] : before.items())
+    if (!was.contains(k)) was[k] = v;
+  const std::string recipe = was.at("recipe").get<std::string>();
+  if (recipe != cfg.recipe)
+    throw config_error("config: cannot resume " + files.out.string() + ": it was trained with the " + recipe + " recipe, not " +
+                       cfg.recipe + "; pass --recipe " + recipe + " or choose another --out");
   if (was != now) {
     std::string field = "?";
     for (const auto& [k, v] : now.items())
@@ -330,10 +425,13 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files) {
   check_config(cfg);
   const std::filesystem::path data(cfg.data);
   RunInputs in;
-  in.train_file = read_token_file((data / "train.bin").string());
-  in.val_file = read_token_file((data / "val.bin").string());
-  check_fits(in.train_file, cfg.spec.vocab, cfg.seq_len);
-  check_fits(in.val_file, cfg.spec.vocab, cfg.seq_len);
+  in.train = data::open_corpus(data, data::Split::train);
+  in.val = data::open_corpus(data, data::Split::val);
+  for (const Corpus* c : {&in.train, &in.val}) {
+    data::check_vocab(*c, cfg.spec, c->name());
+    data::check_fits(*c, cfg.seq_len);
+  }
+  in.tokenizer = data::tokenizer_record(data);
 
   B::set_threads(cfg.threads);
   in.length = training_length(cfg);
@@ -344,6 +442,9 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files) {
                        std::to_string(in.memory.total >> 20) + " MiB but only " + std::to_string(avail >> 20) +
                        " MiB are available; lower --batch or --seq-len, or use truncated BPTT");
   in.checkpoint = checkpoint_to_resume(cfg, files);
+  // The same token ids must mean the same text: a resumed run keeps its tokenizer.
+  if (in.checkpoint)
+    data::check_same_tokenizer(in.checkpoint->meta.value("tokenizer", nlohmann::json()), in.tokenizer, files.checkpoint.string());
   return in;
 }
 
@@ -359,6 +460,58 @@ inline AdamWConfig adamw_config(const TrainConfig& cfg) {
   o.groups[static_cast<int>(ParamGroup::norm_inject)] = {cfg.lr_norm, 0.0};
   return o;
 }
+
+}  // namespace detail
+
+// The update rule of each tensor under the config's recipe (see the top of this file):
+//   adamw  AdamW everywhere with adamw_config's groups (bit-identical to the AdamW class)
+//   paper  MuonH for the matrix group and the linear injection (lr x 1); AdamW without weight
+//          decay for the embedding (lr x lr_embedding), lm_head (lr_lm_head), norms (lr_norm) and
+//          hyperconnection lanes, tensors inject.hyper* (lr_lanes)
+// With lr_width_ref > 0 the multipliers of the AdamW tensors outside the matrix group are scaled
+// by (d_model / lr_width_ref)^-0.5 (the paper: 512).
+inline std::vector<TensorRule> tensor_rules(const TrainConfig& cfg, const std::vector<ParamTensor>& tensors) {
+  std::vector<TensorRule> rules;
+  if (parse_recipe(cfg.recipe) == Recipe::adamw) {
+    rules = adamw_rules(tensors, detail::adamw_config(cfg));
+  } else {
+    for (const ParamTensor& t : tensors) {
+      TensorRule r;
+      if (t.group == ParamGroup::matrix || t.name == "inject.W") r = {Update::muonh, 1.0, 0.0};
+      else if (t.group == ParamGroup::embedding) r.lr_mult = cfg.lr_embedding;
+      else if (t.group == ParamGroup::lm_head) r.lr_mult = cfg.lr_lm_head;
+      else if (t.name.rfind("inject.hyper", 0) == 0) r.lr_mult = cfg.lr_lanes;
+      else r.lr_mult = cfg.lr_norm;
+      rules.push_back(r);
+    }
+  }
+  if (cfg.lr_width_ref > 0) {
+    const double s = std::pow(static_cast<double>(cfg.spec.d_model) / cfg.lr_width_ref, -0.5);
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      if (rules[i].update == Update::adamw && tensors[i].group != ParamGroup::matrix) rules[i].lr_mult *= s;
+  }
+  return rules;
+}
+
+// The recipe's optimiser over a model's tensors (n: the size of the parameter buffer); what the
+// trainer steps with, and what a custom loop can use (docs/training.md).
+template <class T, class B>
+Optimizer<T, B> optimizer_of(const TrainConfig& cfg, const std::vector<ParamTensor>& tensors, int64 n) {
+  std::vector<TensorRule> rules = tensor_rules(cfg, tensors);
+  std::vector<MuonMatrix> matrices;
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    if (rules[i].update == Update::muonh)
+      for (MuonMatrix& m : muon_matrices(tensors[i], cfg.spec)) matrices.push_back(std::move(m));
+  OptimizerConfig o;
+  o.beta1 = cfg.beta1;
+  o.beta2 = cfg.beta2;
+  o.eps = cfg.eps;
+  o.grad_clip = cfg.grad_clip;
+  o.momentum = cfg.muon_momentum;
+  return Optimizer<T, B>(tensors, std::move(rules), std::move(matrices), o, n);
+}
+
+namespace detail {
 
 inline Schedule schedule_of(const TrainConfig& cfg, const TrainingLength& length) {
   Schedule s;
@@ -395,17 +548,16 @@ class Trainer {
         files_(files),
         progress_(progress),
         wall0_(wall0),
-        train_file_(std::move(in.train_file)),
-        val_file_(std::move(in.val_file)),
+        tokenizer_(std::move(in.tokenizer)),
         length_(in.length),
         memory_(in.memory),
         per_step_(cfg.batch * cfg.seq_len),
         eval_batches_(std::max<int64>(1, cfg.eval_tokens / per_step_)),
         model_(cfg.spec, cfg.batch, cfg.seq_len, cfg.softcap, routing_of(cfg)),
-        opt_(model_.num_params(), adamw_config(cfg)),
+        opt_(optimizer_of<float, B>(cfg, model_.tensors(), model_.num_params())),
         sched_(schedule_of(cfg, length_)),
-        sampler_(train_file_, cfg.seed, cfg.seq_len),
-        valset_(val_file_, cfg.seq_len, eval_batches_ * cfg.batch),
+        sampler_(in.train, cfg.seed, cfg.seq_len),
+        valset_(in.val, cfg.seq_len, eval_batches_ * cfg.batch),
         inputs_(static_cast<std::size_t>(per_step_)),
         targets_(inputs_.size()) {
     res_.params = model_.num_params();
@@ -415,7 +567,7 @@ class Trainer {
       restore(*in.checkpoint);
       in.checkpoint.reset();  // the copies are in place; free the checkpoint's buffers
     } else {
-      model_.init(cfg.seed);
+      model_.init(cfg.seed, parse_init(cfg.init));
       write_file_atomic(files_.log, std::string());
     }
   }
@@ -447,7 +599,7 @@ class Trainer {
     }
     if (!std::isfinite(res_.val_loss)) {  // resumed after the last step: evaluate the final model
       res_.val_loss = evaluate();
-      res_.val_bpb = val_file_.bits_per_byte(res_.val_loss);
+      res_.val_bpb = valset_.corpus().bits_per_byte(res_.val_loss);
     }
     return finish("done", "trained " + std::to_string(res_.steps) + " steps, " + std::to_string(res_.tokens) + " tokens");
   }
@@ -461,7 +613,18 @@ class Trainer {
     std::copy(ckpt.m.begin(), ckpt.m.end(), opt_.first_moment().begin());
     std::copy(ckpt.v.begin(), ckpt.v.end(), opt_.second_moment().begin());
     step0_ = ckpt.meta.at("step").get<int64>();
-    opt_.set_steps_taken(ckpt.meta.at("adam_steps").get<int64>());
+    // Version 1 checkpoints (adamw only) name the step count adam_steps and hold no norms.
+    opt_.set_steps_taken(ckpt.meta.contains("optimizer_steps") ? ckpt.meta.at("optimizer_steps").get<int64>()
+                                                               : ckpt.meta.at("adam_steps").get<int64>());
+    const std::vector<std::string> names = ckpt.meta.value("muon_matrices", std::vector<std::string>{});
+    std::vector<std::string> expected;
+    for (const MuonMatrix& m : opt_.matrices()) expected.push_back(m.name);
+    const std::vector<double> norms = ckpt.meta.value("muon_norms", std::vector<double>{});
+    if (!norms.empty() && names != expected)
+      throw checkpoint_error("checkpoint " + files_.checkpoint.string() + ": its MuonH matrices are not the model's");
+    if (norms.empty() && step0_ > 0 && !expected.empty())
+      throw checkpoint_error("checkpoint " + files_.checkpoint.string() + " lacks the initial norms of its MuonH matrices");
+    opt_.set_initial_norms(norms);
     if (model_.moe_layers() > 0) set_moe_bias(model_, ckpt.meta.at("moe_bias"));
     prior_seconds_ = ckpt.meta.at("seconds").get<double>();
     step_seconds_ = ckpt.meta.at("step_seconds").get<double>();
@@ -486,7 +649,7 @@ class Trainer {
     const double loss = model_.forward_backward(inputs_.data(), targets_.data());
     if (model_.moe_layers() > 0) s.moe = moe_step(model_);
     const auto g = model_.grads();
-    const double norm = AdamW<float, B>::grad_norm(std::span<const float>(g.data(), g.size()));
+    const double norm = Optimizer<float, B>::grad_norm(std::span<const float>(g.data(), g.size()));
     p.step = step + 1;
     p.loss = loss;
     p.grad_norm = norm;
@@ -495,7 +658,7 @@ class Trainer {
       return s;
     }
     const double lr = sched_.at(step);
-    opt_.step(model_.params(), std::span<const float>(g.data(), g.size()), model_.tensors(), lr, norm);
+    opt_.step(model_.params(), std::span<const float>(g.data(), g.size()), lr, norm);
     model_.update_moe_bias();
     const double dt = std::chrono::duration<double>(clock::now() - t0).count();
     step_seconds_ += dt;
@@ -529,7 +692,7 @@ class Trainer {
 
   void evaluate_into(TrainProgress& p) {
     p.val_loss = evaluate();
-    p.val_bpb = val_file_.bits_per_byte(*p.val_loss);
+    p.val_bpb = valset_.corpus().bits_per_byte(*p.val_loss);
     res_.val_loss = *p.val_loss;
     res_.val_bpb = *p.val_bpb;
   }
@@ -551,14 +714,20 @@ class Trainer {
 
   // Saves the state after `step` steps to checkpoint.bin.
   void checkpoint(int64 step) {
+    std::vector<std::string> matrices;
+    for (const MuonMatrix& m : opt_.matrices()) matrices.push_back(m.name);
     nlohmann::json meta = {{"step", step},
-                           {"adam_steps", opt_.steps_taken()},
+                           {"recipe", cfg_.recipe},
+                           {"optimizer_steps", opt_.steps_taken()},
+                           {"muon_matrices", matrices},
+                           {"muon_norms", opt_.initial_norms()},  // doubles: exact in JSON
                            {"tokens", step * per_step_},
                            {"seconds", elapsed()},
                            {"step_seconds", step_seconds_},
                            {"seed", cfg_.seed},
                            {"data_position", step},  // windows are a function of (seed, step)
-                           {"config", identity(cfg_)}};
+                           {"config", identity(cfg_)},
+                           {"tokenizer", tokenizer_}};
     if (model_.moe_layers() > 0) meta["moe_bias"] = moe_bias(model_);
     const auto p = model_.params();
     save_checkpoint<float>(files_.checkpoint, meta, std::span<const float>(p.data(), p.size()),
@@ -597,12 +766,12 @@ class Trainer {
   const RunFiles& files_;
   const ProgressFn& progress_;
   clock::time_point wall0_;
-  const TokenFile train_file_, val_file_;
+  const nlohmann::json tokenizer_;  // recorded in config.json and every checkpoint
   const TrainingLength length_;
   const MemoryEstimate memory_;
   const int64 per_step_, eval_batches_;
   Transformer<float, B> model_;
-  AdamW<float, B> opt_;
+  Optimizer<float, B> opt_;
   const Schedule sched_;
   const TrainSampler sampler_;
   const ValidationSet valset_;
@@ -624,7 +793,9 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
   detail::RunInputs in = detail::read_inputs<B>(cfg, files);
   // From here on the input is valid; build the run.
   std::filesystem::create_directories(files.out);
-  write_file_atomic(files.config, nlohmann::json(cfg).dump(2) + "\n");
+  nlohmann::json recorded = cfg;
+  recorded["tokenizer"] = in.tokenizer;  // a record of the corpus, not a setting (config_from_json skips it)
+  write_file_atomic(files.config, recorded.dump(2) + "\n");
   detail::Trainer<B> trainer(cfg, std::move(in), files, wall0, progress);
   return trainer.train();
 }

@@ -1,14 +1,20 @@
 // Input injection: how the prelude output e re-enters each recurrence whose running state is s.
-//   linear       u = W [e ; s], W (d x 2d) initialised [I | 0]; s starts as e
-//   additive     u = s + e; s starts at zero
-//   passthrough  u = s; s starts as e (also what r = 1 without injection means)
-//   hyper (K)    K lane states H_k, all starting as e. Per recurrence the block reads
-//                x = sum_k alpha_k H_k, computes y = block(x), and the lanes become
-//                H'_k = sum_j M_kj H_j + beta_k (y - x): M mixes the lanes and beta broadcasts the
-//                block's residual update. The lanes are sum-pooled before the coda.
-// The hyper parameters are shared by all recurrences (K^2 + 2K of them, as the accounting counts).
-// With shared parameters the paper's cyclic initialisation (alpha_r = e_{r mod K}, M = I, beta = 1)
-// becomes its first member: alpha = e_0, M = I, beta = 1, which starts out as a plain residual stream.
+// z below is the recurrence's new state: the block's output y normalised by the recurrence's norm
+// with the per-recurrence state norm (the paper's), y itself with the norm after the loop.
+//   linear        u = W [e ; s], W (d x 2d) initialised [I | 0]; s starts as e
+//   additive      u = s + e; s starts at zero
+//   passthrough   u = s; s starts as e (also what r = 1 without injection means)
+//   hyper (K)     the iso-depth paper's hyperconnections: K lane states H_k, all starting as e. In
+//                 recurrence i the block reads x = sum_k alpha_ik H_k, computes y = block(x), and the
+//                 lanes become H'_k = sum_j M_ikj H_j + beta_ik z (z = norm(y): this form needs the
+//                 per-recurrence state norm). Each recurrence has its own set (M_i, alpha_i, beta_i),
+//                 r (K^2 + 2K) parameters, initialised cyclically: alpha_i = e_{i mod K}, M_i = I,
+//                 beta_i = 1.
+//   hyper-shared  one set (M, alpha, beta) for all recurrences, K^2 + 2K parameters, and the lanes
+//   (K)           take the state's update: H'_k = sum_j M_kj H_j + beta_k (z - x). Initialised as the
+//                 first member of the cyclic start, alpha = e_0, M = I, beta = 1, so with one lane it
+//                 is the plain loop (H' = z).
+// Either form sum-pools the lanes before the coda.
 #pragma once
 
 #include "loopscale/train/kernels/linear.hpp"
@@ -86,12 +92,16 @@ struct HyperParams {
   static constexpr int64 beta(int64 K) { return K * K + K; }
 };
 
+// The cyclic start of `sets` consecutive parameter sets (one per recurrence for the paper's form, one
+// for the shared form): set i has M = I, alpha = e_{i mod K}, beta = 1.
 template <class T>
-void hyper_init(T* p, int64 K) {
-  for (int64 i = 0; i < K; ++i)
-    for (int64 j = 0; j < K; ++j) p[i * K + j] = i == j ? T(1) : T(0);
-  for (int64 k = 0; k < K; ++k) p[HyperParams::alpha(K) + k] = k == 0 ? T(1) : T(0);
-  for (int64 k = 0; k < K; ++k) p[HyperParams::beta(K) + k] = T(1);
+void hyper_init(T* p, int64 K, int64 sets = 1) {
+  for (int64 s = 0; s < sets; ++s, p += HyperParams::count(K)) {
+    for (int64 i = 0; i < K; ++i)
+      for (int64 j = 0; j < K; ++j) p[i * K + j] = i == j ? T(1) : T(0);
+    for (int64 k = 0; k < K; ++k) p[HyperParams::alpha(K) + k] = k == s % K ? T(1) : T(0);
+    for (int64 k = 0; k < K; ++k) p[HyperParams::beta(K) + k] = T(1);
+  }
 }
 
 // x = sum_k alpha_k H_k.
@@ -121,28 +131,29 @@ void hyper_aggregate_backward(const T* H, const T* alpha, const T* dx, T* dH, T*
   });
 }
 
-// Hout_k = sum_j M_kj H_j + beta_k (y - x).
+// Hout_k = sum_j M_kj H_j + beta_k (y - x); without x (null, the paper's form) beta_k y.
 template <class B, class T>
 void hyper_update(const T* H, const T* M, const T* beta, const T* x, const T* y, T* Hout, int64 K, int64 n) {
   B::parallel_for((n + 1023) / 1024, [=](int64 c) {
     const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
     for (int64 k = 0; k < K; ++k)
       for (int64 i = c * 1024; i < hi; ++i) {
-        T v = beta[k] * (y[i] - x[i]);
+        T v = beta[k] * (x ? y[i] - x[i] : y[i]);
         for (int64 j = 0; j < K; ++j) v += M[k * K + j] * H[j * n + i];
         Hout[k * n + i] = v;
       }
   });
 }
 
-// From dHout: ddelta = sum_k beta_k dHout_k (the gradient of y, and minus that of x);
-// dbeta_k += <dHout_k, y - x>; dM_kj += <dHout_k, H_j>; dH_j = sum_k M_kj dHout_k (overwritten).
+// From dHout: ddelta = sum_k beta_k dHout_k (the gradient of y, and minus that of x when x is given);
+// dbeta_k += <dHout_k, y - x> (x null: <dHout_k, y>); dM_kj += <dHout_k, H_j>;
+// dH_j = sum_k M_kj dHout_k (overwritten).
 template <class B, class T>
 void hyper_update_backward(const T* H, const T* M, const T* beta, const T* x, const T* y, const T* dHout, T* dH,
                            T* ddelta, T* dM, T* dbeta, int64 K, int64 n) {
   for (int64 k = 0; k < K; ++k) {
     const T* g = dHout + k * n;
-    dbeta[k] += static_cast<T>(B::sum(n, [=](int64 i) { return g[i] * (y[i] - x[i]); }));
+    dbeta[k] += static_cast<T>(B::sum(n, [=](int64 i) { return g[i] * (x ? y[i] - x[i] : y[i]); }));
     for (int64 j = 0; j < K; ++j) {
       const T* h = H + j * n;
       dM[k * K + j] += static_cast<T>(B::sum(n, [=](int64 i) { return g[i] * h[i]; }));

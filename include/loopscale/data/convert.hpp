@@ -1,0 +1,121 @@
+// `loopscale data import` and `data export`: a corpus folder from foreign token files
+// (foreign_formats.hpp), and foreign token files from a corpus folder.
+//
+// Import: the training files and the validation files become the two splits, each one token
+// stream in the order of its files (no separator is added: the files carry their own). With a
+// SentencePiece model (the one that made the tokens) the text bytes of every shard are counted
+// and the model is copied in; without one they are unknown (0: bits per byte is not reported) and
+// the tokenizer is recorded as external.
+// Export: each split's stream cut into files of at most `shard_tokens` (llm.c:
+// {split}_000000.bin, ...; 0: one file per split, {split}.bin, nanoGPT's layout).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loopscale/data/checksum.hpp"
+#include "loopscale/data/corpus.hpp"
+#include "loopscale/data/foreign_formats.hpp"
+#include "loopscale/data/manifest.hpp"
+#include "loopscale/data/shard_writer.hpp"
+#include "loopscale/data/tokenizer.hpp"
+
+namespace loopscale::data {
+
+struct ImportOptions {
+  ForeignFormat format = ForeignFormat::llmc;
+  std::vector<std::string> train, val;  // files
+  std::uint32_t vocab = 0;              // 0: the tokenizer's (a tokenizer or a vocab is needed)
+  std::string tokenizer;                // optional SentencePiece model
+  std::filesystem::path out;
+  std::uint64_t shard_tokens = 100'000'000;
+  bool force = false;
+};
+
+inline Manifest import_tokens(const ImportOptions& o) {
+  std::unique_ptr<Tokenizer> tok;
+  if (!o.tokenizer.empty()) tok = std::make_unique<Tokenizer>(Tokenizer::load(o.tokenizer));
+  const std::uint32_t vocab = o.vocab > 0 ? o.vocab : tok ? tok->vocab() : 0;
+  if (vocab == 0) throw corpus_error("data: give the vocabulary of the imported tokens (--vocab) or their tokenizer (--tokenizer)");
+  if (tok && tok->vocab() != vocab)
+    throw corpus_error("data: vocab mismatch: --vocab " + std::to_string(vocab) + " but the tokenizer " + o.tokenizer + " has " + std::to_string(tok->vocab()));
+  if (vocab > foreign_max_vocab(o.format)) throw corpus_error("data: vocab " + std::to_string(vocab) + " does not fit this format's tokens");
+  if (o.train.empty()) throw corpus_error("data: no training files given (--train)");
+  std::vector<ForeignFile> train, val;  // open and check every file before writing anything
+  for (const auto& p : o.train) train.emplace_back(p, o.format);
+  for (const auto& p : o.val) val.emplace_back(p, o.format);
+  prepare_output_folder(o.out, o.force);
+
+  Manifest m;
+  m.vocab = vocab;
+  m.token_bytes = token_bytes_for(vocab);
+  if (tok) {
+    const std::string model = Tokenizer::read_all(o.tokenizer);
+    write_file_atomic<corpus_error>(o.out / tokenizer_file_name, model);
+    m.tokenizer = {"sentencepiece", vocab, tokenizer_file_name, checksum_text(xxh3(model)), ""};
+  } else {
+    m.tokenizer = {"external", vocab, "", "", std::string(o.format == ForeignFormat::llmc ? "llmc" : o.format == ForeignFormat::raw16 ? "raw16" : "raw32") + ":" + o.train.front()};
+  }
+  std::vector<std::int32_t> buf;
+  for (int s = 0; s < 2; ++s) {
+    ShardWriter w(o.out, s == 0 ? "train" : "val", o.shard_tokens, vocab, tok.get());
+    for (const ForeignFile& f : s == 0 ? train : val)
+      for (std::uint64_t i = 0; i < f.count(); i += buf.size()) {
+        buf.resize(static_cast<std::size_t>(std::min<std::uint64_t>(1 << 20, f.count() - i)));
+        f.read(i, buf.size(), buf.data(), vocab);
+        w.append(buf);
+      }
+    (s == 0 ? m.train : m.val) = w.finish();
+  }
+  m.split = {{"rule", "imported: the files given as training and as validation"}, {"train", o.train}, {"val", o.val}};
+  m.inputs = o.train;
+  for (const auto& p : o.val) m.inputs.push_back(p);
+  m.created_by = "loopscale data import";
+  write_manifest(o.out, m);
+  return m;
+}
+
+struct ExportOptions {
+  ForeignFormat format = ForeignFormat::llmc;
+  std::filesystem::path data, out;
+  std::uint64_t shard_tokens = 100'000'000;  // 0: one file per split
+};
+
+// Writes the corpus's splits; returns the files written.
+inline std::vector<std::filesystem::path> export_corpus(const ExportOptions& o) {
+  std::vector<std::filesystem::path> written;
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
+  for (const Split s : {Split::train, Split::val}) {
+    if (s == Split::val && has_manifest(o.data) && read_manifest(o.data).val.shards.empty()) continue;
+    const Corpus c = open_corpus(o.data, s);
+    if (c.vocab() > foreign_max_vocab(o.format))
+      throw corpus_error("data: " + c.name() + " has vocab " + std::to_string(c.vocab()) + ", too large for 16-bit tokens; export as raw32");
+    const std::uint64_t per = o.shard_tokens > 0 ? o.shard_tokens : c.tokens();
+    for (std::uint64_t first = 0, k = 0; first < c.tokens(); first += per, ++k) {
+      const std::uint64_t n = std::min(per, c.tokens() - first);
+      char name[64];
+      if (o.shard_tokens > 0) std::snprintf(name, sizeof name, "%s_%06llu.bin", split_name(s), static_cast<unsigned long long>(k));
+      else std::snprintf(name, sizeof name, "%s.bin", split_name(s));
+      std::uint64_t pos = first;
+      write_foreign_file(o.out / name, o.format, n, [&](std::vector<std::int32_t>& buf) {
+        const std::uint64_t m = std::min<std::uint64_t>(1 << 20, first + n - pos);
+        buf.resize(static_cast<std::size_t>(m));
+        if (m > 0) {
+          c.read(pos, m, buf.data());
+          c.release(pos, m);
+        }
+        pos += m;
+        return true;
+      });
+      written.push_back(o.out / name);
+    }
+  }
+  return written;
+}
+
+}  // namespace loopscale::data

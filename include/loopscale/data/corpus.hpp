@@ -1,0 +1,194 @@
+// A corpus split as one stream of tokens: its shards, mapped, in order. Two layouts of a folder:
+//   manifest  manifest.json (manifest.hpp) lists each split's shards; `loopscale data prepare` and
+//             `data import` write it
+//   single    train.bin and val.bin, no manifest (what scripts/corpus.sh wrote before manifests,
+//             and what tests write by hand): each split is one file
+// Position p of a split is token p of the concatenation of its shards, so a reader that draws
+// positions over the whole split reads the same tokens however the split was cut into shards.
+//
+// Opening checks every shard's header and size, and that it agrees with the manifest (vocab, token
+// count, text bytes) and with the other shards; the checksums are read by verify_corpus
+// (`loopscale data verify`), which reads every byte.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "loopscale/data/checksum.hpp"
+#include "loopscale/data/error.hpp"
+#include "loopscale/data/manifest.hpp"
+#include "loopscale/data/token_file.hpp"
+#include "loopscale/spec/spec.hpp"
+
+namespace loopscale::data {
+
+enum class Split { train, val };
+inline const char* split_name(Split s) { return s == Split::train ? "train" : "val"; }
+
+class Corpus {
+ public:
+  Corpus() = default;
+  // A corpus of the given shards (all of one vocab), named `name` in errors.
+  Corpus(std::vector<TokenFile> shards, std::string name) : shards_(std::move(shards)), name_(std::move(name)) {
+    for (const TokenFile& f : shards_) {
+      if (!shards_.empty() && f.vocab != shards_.front().vocab)
+        throw corpus_error("data: " + f.path + " has vocab " + std::to_string(f.vocab) + " but " + shards_.front().path + " has " +
+                           std::to_string(shards_.front().vocab));
+      starts_.push_back(tokens_);
+      tokens_ += f.count;
+      text_bytes_ += f.text_bytes;
+      text_known_ = text_known_ && f.text_bytes > 0;
+    }
+    for (const TokenFile& f : shards_) f.map.advise_random();
+  }
+  // One token file as a corpus.
+  explicit Corpus(const TokenFile& f) : Corpus(std::vector<TokenFile>{f}, f.path) {}
+
+  const std::string& name() const { return name_; }
+  const std::vector<TokenFile>& shards() const { return shards_; }
+  std::uint64_t tokens() const { return tokens_; }
+  std::uint64_t text_bytes() const { return text_known_ ? text_bytes_ : 0; }
+  std::uint32_t vocab() const { return shards_.empty() ? 0 : shards_.front().vocab; }
+
+  // Nats per token to bits per byte of the text; NaN when a shard's text bytes are unknown.
+  double bits_per_byte(double nats_per_token) const {
+    if (!text_known_ || text_bytes_ == 0) return std::numeric_limits<double>::quiet_NaN();
+    return nats_per_token / 0.6931471805599453 * static_cast<double>(tokens_) / static_cast<double>(text_bytes_);
+  }
+
+  // Copies tokens [pos, pos + n) of the stream to out, across shard boundaries, and checks that
+  // each is below the vocabulary (a corrupt shard is an error, not an out-of-range embedding).
+  void read(std::uint64_t pos, std::uint64_t n, std::int32_t* out) const {
+    each_piece(pos, n, [&](const TokenFile& f, std::uint64_t first, std::uint64_t k, std::uint64_t done) {
+      f.read(first, k, out + done);
+      for (std::uint64_t i = 0; i < k; ++i)
+        if (static_cast<std::uint32_t>(out[done + i]) >= f.vocab)
+          throw corpus_error("data: " + f.path + ": token " + std::to_string(out[done + i]) + " at " + std::to_string(first + i) +
+                             " is outside its vocab " + std::to_string(f.vocab));
+    });
+  }
+  // Drops the pages of [pos, pos + n) from the resident set (mapped_file.hpp).
+  void release(std::uint64_t pos, std::uint64_t n) const {
+    each_piece(pos, n, [](const TokenFile& f, std::uint64_t first, std::uint64_t k, std::uint64_t) { f.release(first, k); });
+  }
+
+ private:
+  template <class F>
+  void each_piece(std::uint64_t pos, std::uint64_t n, F&& f) const {
+    if (pos + n > tokens_ || pos + n < pos)
+      throw corpus_error("data: " + name_ + ": tokens [" + std::to_string(pos) + ", " + std::to_string(pos + n) + ") are outside its " +
+                         std::to_string(tokens_));
+    std::size_t s = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), pos) - starts_.begin()) - 1;
+    std::uint64_t done = 0;
+    while (done < n) {
+      const TokenFile& sh = shards_[s];
+      const std::uint64_t first = pos + done - starts_[s];
+      const std::uint64_t k = std::min(n - done, sh.count - first);
+      if (k > 0) f(sh, first, k, done);
+      done += k;
+      ++s;
+    }
+  }
+
+  std::vector<TokenFile> shards_;
+  std::vector<std::uint64_t> starts_;
+  std::uint64_t tokens_ = 0, text_bytes_ = 0;
+  bool text_known_ = true;
+  std::string name_;
+};
+
+inline bool has_manifest(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir / manifest_name, ec);
+}
+
+// A shard of a manifest, mapped and checked against its entry.
+inline TokenFile open_shard(const std::filesystem::path& dir, const Manifest& m, const ShardInfo& s) {
+  const std::string path = (dir / s.file).string();
+  TokenFile f = read_token_file(path);
+  if (f.vocab != m.vocab)
+    throw corpus_error("data: " + path + " has vocab " + std::to_string(f.vocab) + ", its manifest says " + std::to_string(m.vocab));
+  if (f.count != s.tokens || f.text_bytes != s.text_bytes)
+    throw corpus_error("data: " + path + " holds " + std::to_string(f.count) + " tokens of " + std::to_string(f.text_bytes) +
+                       " text bytes, its manifest says " + std::to_string(s.tokens) + " of " + std::to_string(s.text_bytes));
+  return f;
+}
+
+// Opens one split of a corpus folder (either layout).
+inline Corpus open_corpus(const std::filesystem::path& dir, Split split) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw corpus_error("data: the corpus folder " + dir.string() + " does not exist (build one with scripts/corpus.sh or loopscale data prepare)");
+  if (!has_manifest(dir)) return Corpus(read_token_file((dir / (std::string(split_name(split)) + ".bin")).string()));
+  const Manifest m = read_manifest(dir);
+  const SplitInfo& s = m.of(split == Split::val);
+  if (s.shards.empty())
+    throw corpus_error("data: " + (dir / manifest_name).string() + " lists no " + split_name(split) + " shard" +
+                       (split == Split::val ? " (prepare it with --val-fraction or --val-input)" : ""));
+  std::vector<TokenFile> shards;
+  for (const ShardInfo& x : s.shards) shards.push_back(open_shard(dir, m, x));
+  return Corpus(std::move(shards), (dir / manifest_name).string() + " (" + split_name(split) + ")");
+}
+
+// Checks that the model's vocabulary is the corpus's: equal after both are padded to the spec's
+// vocab_multiple (the embedding's padding, spec.hpp's padded_vocab).
+inline void check_vocab(const Corpus& c, const ModelSpec& spec, const std::string& where) {
+  ModelSpec as_corpus = spec;
+  as_corpus.vocab = c.vocab();
+  if (padded_vocab(as_corpus) != padded_vocab(spec))
+    throw corpus_error("data: the model's vocab " + std::to_string(spec.vocab) + " does not match the corpus " + where + ", whose vocab is " +
+                       std::to_string(c.vocab()) + " (padded to multiples of " + std::to_string(spec.vocab_multiple) + ": " +
+                       std::to_string(padded_vocab(spec)) + " vs " + std::to_string(padded_vocab(as_corpus)) + "); give the model vocab " +
+                       std::to_string(c.vocab()));
+}
+
+// Checks that a split holds at least seq_len + 2 tokens (one more than a (seq_len + 1)-token window).
+inline void check_fits(const Corpus& c, std::int64_t seq_len) {
+  if (c.tokens() < static_cast<std::uint64_t>(seq_len) + 2)
+    throw corpus_error("data: " + c.name() + " holds " + std::to_string(c.tokens()) + " tokens, fewer than one window of " +
+                       std::to_string(seq_len + 1));
+}
+
+// What a run records of the tokenizer of the corpus it trains on (config.json, checkpoints): its
+// kind, vocabulary and, for a SentencePiece model, the model's absolute path and checksum, so the
+// run's text can be encoded and decoded with the same tokenizer later. A single-file corpus of
+// vocab 256 is byte-level (scripts/corpus.sh); of another vocab its tokenizer is unknown.
+inline nlohmann::json tokenizer_record(const std::filesystem::path& dir) {
+  if (!has_manifest(dir)) {
+    const TokenFile f = read_token_file((dir / "train.bin").string());
+    if (f.vocab == 256 && f.token_bytes == 1) return {{"kind", "byte"}, {"vocab", 256}};
+    return {{"kind", "unknown"}, {"vocab", f.vocab}};
+  }
+  const Manifest m = read_manifest(dir);
+  nlohmann::json j = {{"kind", m.tokenizer.kind}, {"vocab", m.tokenizer.vocab}};
+  if (!m.tokenizer.file.empty()) {
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::absolute(dir / m.tokenizer.file, ec);
+    j["path"] = (ec ? dir / m.tokenizer.file : p).lexically_normal().string();
+    j["checksum"] = m.tokenizer.checksum;
+  }
+  if (!m.tokenizer.source.empty()) j["source"] = m.tokenizer.source;
+  return j;
+}
+
+// A run resumed on a corpus whose tokenizer is not the one its checkpoint was trained with would
+// read other tokens under the same ids: refused. Checkpoints written before runs recorded their
+// tokenizer (no record) are accepted.
+inline void check_same_tokenizer(const nlohmann::json& recorded, const nlohmann::json& now, const std::string& checkpoint) {
+  if (!recorded.is_object()) return;
+  const auto key = [](const nlohmann::json& j) {
+    return j.value("kind", "") + "|" + std::to_string(j.value("vocab", 0u)) + "|" + j.value("checksum", "");
+  };
+  if (key(recorded) != key(now))
+    throw corpus_error("data: cannot resume " + checkpoint + ": it was trained with the tokenizer " + recorded.dump() + ", the corpus now has " +
+                       now.dump());
+}
+
+}  // namespace loopscale::data

@@ -1,0 +1,109 @@
+// Writing one split of a corpus as shards: tokens are appended to the open shard until it holds
+// `shard_tokens`, then the next one opens (train_00000.bin, train_00001.bin, ...; shard_tokens 0:
+// one file, train.bin). The cut falls wherever the count says, inside a document if need be: a
+// split is one token stream (corpus.hpp), and the text bytes of each shard are counted token by
+// token (Tokenizer::text_bytes), so they are exact at any cut. Documents are separated by the
+// tokens of one newline.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loopscale/data/checksum.hpp"
+#include "loopscale/data/manifest.hpp"
+#include "loopscale/data/token_file.hpp"
+#include "loopscale/data/tokenizer.hpp"
+
+namespace loopscale::data {
+
+class ShardWriter {
+ public:
+  // `tokenizer` counts text bytes; without one they are unknown (0).
+  ShardWriter(std::filesystem::path dir, std::string split, std::uint64_t shard_tokens, std::uint32_t vocab,
+              const Tokenizer* tokenizer)
+      : dir_(std::move(dir)), split_(std::move(split)), shard_tokens_(shard_tokens), vocab_(vocab),
+        token_bytes_(token_bytes_for(vocab)), tok_(tokenizer) {
+    if (tok_) sep_ = tok_->encode("\n");
+  }
+
+  // A document: the separator (after the first), then its tokens.
+  void add_document(std::span<const std::int32_t> tokens) {
+    if (info_.documents++ > 0) append(sep_);
+    append(tokens);
+  }
+
+  // Tokens as they are (imported streams, which carry their own separators).
+  void append(std::span<const std::int32_t> tokens) {
+    while (!tokens.empty()) {
+      if (!w_) open();
+      const std::uint64_t room = shard_tokens_ > 0 ? shard_tokens_ - w_->header().count : tokens.size();
+      const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(room, tokens.size()));
+      const auto part = tokens.first(take);
+      w_->append(part, tok_ ? tok_->text_bytes(part) : 0);
+      tokens = tokens.subspan(take);
+      if (shard_tokens_ > 0 && w_->header().count == shard_tokens_) close();
+    }
+  }
+
+  // Closes the last shard and checksums every shard (reading each file back).
+  SplitInfo finish() {
+    if (w_) close();
+    for (ShardInfo& s : info_.shards) s.checksum = file_checksum(dir_ / s.file);
+    return info_;
+  }
+
+  std::uint64_t tokens() const { return info_.tokens + (w_ ? w_->header().count : 0); }
+
+ private:
+  void open() {
+    char name[64];
+    if (shard_tokens_ == 0) std::snprintf(name, sizeof name, "%s.bin", split_.c_str());
+    else std::snprintf(name, sizeof name, "%s_%05zu.bin", split_.c_str(), info_.shards.size());
+    w_ = std::make_unique<TokenWriter>(dir_ / name, vocab_, token_bytes_);
+  }
+  void close() {
+    w_->finish();
+    const TokenHeader& h = w_->header();
+    info_.shards.push_back({w_->path().filename().string(), h.count, h.text_bytes, ""});
+    info_.tokens += h.count;
+    info_.text_bytes += h.text_bytes;
+    w_.reset();
+  }
+
+  std::filesystem::path dir_;
+  std::string split_;
+  std::uint64_t shard_tokens_;
+  std::uint32_t vocab_, token_bytes_;
+  const Tokenizer* tok_;
+  std::vector<std::int32_t> sep_;
+  std::unique_ptr<TokenWriter> w_;
+  SplitInfo info_;
+};
+
+// Makes `dir` ready to receive a corpus: created if missing; one that already holds a corpus
+// (manifest.json, train*.bin, val*.bin) is refused unless `replace`, which removes those files
+// (the manifest first, so a crash cannot leave a manifest over missing shards).
+inline void prepare_output_folder(const std::filesystem::path& dir, bool replace) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) throw corpus_error("data: cannot create the output folder " + dir.string());
+  std::vector<fs::path> old;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_regular_file() && e.path().extension() == ".bin" && (n.rfind("train", 0) == 0 || n.rfind("val", 0) == 0)) old.push_back(e.path());
+  }
+  const bool has = fs::exists(dir / manifest_name) || !old.empty();
+  if (has && !replace) throw corpus_error("data: " + dir.string() + " already holds a corpus; pass --force to replace it");
+  fs::remove(dir / manifest_name, ec);
+  fs::remove(dir / tokenizer_file_name, ec);
+  for (const fs::path& p : old) fs::remove(p, ec);
+}
+
+}  // namespace loopscale::data

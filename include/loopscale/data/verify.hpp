@@ -1,0 +1,91 @@
+// `loopscale data verify`: reads every byte of a corpus folder and checks it against its
+// manifest: each shard's header, size, vocabulary, token and text-byte counts and checksum, every
+// token below the vocabulary, each split's totals, and the tokenizer file's checksum and
+// vocabulary. A folder without a manifest (train.bin, val.bin) gets the checks its headers allow.
+// The first problem is a corpus_error naming the file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "loopscale/data/checksum.hpp"
+#include "loopscale/data/corpus.hpp"
+#include "loopscale/data/manifest.hpp"
+#include "loopscale/data/token_file.hpp"
+#include "loopscale/data/tokenizer.hpp"
+
+namespace loopscale::data {
+
+struct VerifyReport {
+  std::uint64_t files = 0, tokens = 0, bytes = 0;
+  bool manifest = false;
+};
+
+namespace detail {
+// Every token of a file below its vocabulary, read in pieces that are released after.
+inline void check_tokens(const TokenFile& f) {
+  std::vector<std::int32_t> buf;
+  for (std::uint64_t i = 0; i < f.count; i += buf.size()) {
+    buf.resize(static_cast<std::size_t>(std::min<std::uint64_t>(1 << 20, f.count - i)));
+    f.read(i, buf.size(), buf.data());
+    for (std::size_t k = 0; k < buf.size(); ++k)
+      if (static_cast<std::uint32_t>(buf[k]) >= f.vocab)
+        throw corpus_error("data: " + f.path + ": token " + std::to_string(buf[k]) + " at " + std::to_string(i + k) + " is outside its vocab " +
+                           std::to_string(f.vocab));
+    f.release(i, buf.size());
+  }
+}
+}  // namespace detail
+
+inline VerifyReport verify_corpus(const std::filesystem::path& dir) {
+  VerifyReport r;
+  if (!has_manifest(dir)) {
+    for (const Split s : {Split::train, Split::val}) {
+      const Corpus c = open_corpus(dir, s);
+      for (const TokenFile& f : c.shards()) {
+        detail::check_tokens(f);
+        ++r.files;
+        r.tokens += f.count;
+        r.bytes += f.file_bytes();
+      }
+    }
+    return r;
+  }
+  r.manifest = true;
+  const Manifest m = read_manifest(dir);
+  const std::string mpath = (dir / manifest_name).string();
+  if (m.token_bytes != token_bytes_for(m.vocab))
+    throw corpus_error("data: " + mpath + " says " + std::to_string(m.token_bytes) + " bytes per token for vocab " + std::to_string(m.vocab));
+  if (m.tokenizer.vocab != m.vocab)
+    throw corpus_error("data: " + mpath + ": vocab mismatch between the tokenizer (" + std::to_string(m.tokenizer.vocab) + ") and the shards (" +
+                       std::to_string(m.vocab) + ")");
+  if (!m.tokenizer.file.empty()) {
+    const std::filesystem::path tp = dir / m.tokenizer.file;
+    if (file_checksum(tp) != m.tokenizer.checksum) throw corpus_error("data: " + tp.string() + " does not match its checksum in " + mpath);
+    const Tokenizer t = Tokenizer::load(tp.string());
+    if (t.vocab() != m.vocab)
+      throw corpus_error("data: vocab mismatch: " + tp.string() + " has " + std::to_string(t.vocab()) + " pieces, " + mpath + " says " + std::to_string(m.vocab));
+  }
+  for (const SplitInfo* s : {&m.train, &m.val}) {
+    std::uint64_t tokens = 0, text = 0;
+    for (const ShardInfo& x : s->shards) {
+      const TokenFile f = open_shard(dir, m, x);
+      if (file_checksum(dir / x.file) != x.checksum)
+        throw corpus_error("data: " + f.path + " does not match its checksum in " + mpath + " (corrupt or replaced)");
+      detail::check_tokens(f);
+      tokens += f.count;
+      text += f.text_bytes;
+      ++r.files;
+      r.bytes += f.file_bytes();
+    }
+    if (tokens != s->tokens || text != s->text_bytes)
+      throw corpus_error("data: " + mpath + ": a split's totals (" + std::to_string(s->tokens) + " tokens, " + std::to_string(s->text_bytes) +
+                         " text bytes) are not the sum of its shards (" + std::to_string(tokens) + ", " + std::to_string(text) + ")");
+    r.tokens += tokens;
+  }
+  return r;
+}
+
+}  // namespace loopscale::data

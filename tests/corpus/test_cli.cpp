@@ -1,0 +1,106 @@
+// `loopscale data` through the program: a working round (tokenizer train, prepare, verify, export,
+// import) and every bad input as one line naming the file, exit code 2.
+#include <catch2/catch.hpp>
+
+#include "cli/run_cli.hpp"
+#include "corpus/helpers.hpp"
+#include "loopscale/data/corpus.hpp"
+
+using namespace loopscale;
+using namespace loopscale::test;
+
+namespace {
+
+// Exit code 2 and a single line that contains every one of `parts`.
+void expect_bad(const std::string& args, const std::vector<std::string>& parts) {
+  const CliResult r = run_cli(args);
+  INFO("loopscale " << args << "\n" << r.out);
+  REQUIRE(r.rc == 2);
+  REQUIRE(count_lines(r.out) == 1);
+  for (const auto& p : parts) REQUIRE(r.out.find(p) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("data CLI: tokenizer train, prepare, verify, export and import", "[corpus][cli]") {
+  const fs::path dir = temp_dir("cli_ok");
+  std::ofstream f(dir / "docs.jsonl");
+  for (int i = 0; i < 300; ++i) f << nlohmann::json{{"body", document(i)}}.dump() << "\n";
+  f.close();
+  const std::string d = dir.string();
+  auto r = run_cli("data tokenizer train --input " + d + "/docs.jsonl --text-field body --vocab 400 --val-fraction 0.1 --out " + d + "/t.model");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  REQUIRE(r.out.find("xxh3-64:") != std::string::npos);
+  r = run_cli("data prepare --quiet --input " + d + "/docs.jsonl --text-field body --tokenizer " + d + "/t.model --val-fraction 0.1 --shard-tokens 3000 --out " + d + "/c");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  REQUIRE(r.out.find("bytes per token") != std::string::npos);
+  r = run_cli("data verify " + d + "/c");
+  REQUIRE(r.rc == 0);
+  REQUIRE(r.out.find("every checksum matches") != std::string::npos);
+  REQUIRE(run_cli("data export --format llmc --data " + d + "/c --out " + d + "/x --shard-tokens 0").rc == 0);
+  REQUIRE(run_cli("data import --format llmc --train " + d + "/x/train.bin --val " + d + "/x/val.bin --tokenizer " + d + "/c/tokenizer.model --out " + d + "/c2").rc == 0);
+  // Imported with its tokenizer: the same tokens and the same text bytes.
+  for (const auto s : {data::Split::train, data::Split::val}) {
+    const auto a = data::open_corpus(dir / "c", s), b = data::open_corpus(dir / "c2", s);
+    REQUIRE(all_tokens(a) == all_tokens(b));
+    REQUIRE(a.text_bytes() == b.text_bytes());
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("data CLI: every bad input is one line naming the file, exit code 2", "[corpus][cli]") {
+  const fs::path dir = temp_dir("cli_bad");
+  const std::string d = dir.string();
+  // A valid corpus to damage.
+  std::ofstream f(dir / "docs.txt");
+  for (int i = 0; i < 200; ++i) f << document(i) << "\n";
+  f.close();
+  REQUIRE(run_cli("data prepare --quiet --input " + d + "/docs.txt --documents paragraph --val-fraction 0.2 --shard-tokens 4000 --out " + d + "/c").rc == 0);
+
+  SECTION("wrong magic") {
+    std::string s = read_text(dir / "c" / "train_00001.bin");
+    s[0] = 'X';
+    write_text(dir / "c" / "train_00001.bin", s);
+    expect_bad("data verify " + d + "/c", {"train_00001.bin", "bad magic"});
+    expect_bad("train --d-model 16 --heads 2 --depth 6 --r 2 --tokens 1e4 --data " + d + "/c --out " + d + "/run", {"train_00001.bin", "bad magic"});
+    write_text(dir / "notllmc.bin", std::string(2048, 'a'));
+    expect_bad("data import --format llmc --train " + d + "/notllmc.bin --vocab 100 --out " + d + "/i", {"notllmc.bin", "bad magic"});
+  }
+  SECTION("truncated shard") {
+    fs::resize_file(dir / "c" / "train_00002.bin", fs::file_size(dir / "c" / "train_00002.bin") - 3);
+    expect_bad("data verify " + d + "/c", {"train_00002.bin", "truncated"});
+    expect_bad("train --d-model 16 --heads 2 --depth 6 --r 2 --tokens 1e4 --data " + d + "/c --out " + d + "/run", {"train_00002.bin", "truncated"});
+    expect_bad("data export --format raw16 --data " + d + "/c --out " + d + "/x", {"train_00002.bin", "truncated"});
+  }
+  SECTION("vocab mismatch") {
+    expect_bad("train --d-model 16 --heads 2 --depth 6 --r 2 --vocab 1000 --tokens 1e4 --data " + d + "/c --out " + d + "/run",
+               {"manifest.json", "vocab 1000 does not match", "give the model vocab 256"});
+    std::vector<std::uint16_t> t = {1, 2, 700};
+    write_text(dir / "raw.bin", std::string(reinterpret_cast<const char*>(t.data()), 6));
+    expect_bad("data import --format raw16 --train " + d + "/raw.bin --vocab 512 --out " + d + "/i", {"raw.bin", "outside the vocab 512"});
+  }
+  SECTION("empty input") {
+    write_text(dir / "empty.txt", "");
+    expect_bad("data prepare --input " + d + "/empty.txt --out " + d + "/e", {"empty.txt", "empty input"});
+    fs::create_directories(dir / "nothing");
+    expect_bad("data prepare --input " + d + "/nothing --out " + d + "/e", {"nothing", "empty input"});
+    expect_bad("data tokenizer train --input " + d + "/empty.txt --vocab 300 --out " + d + "/t.model", {"empty.txt", "empty input"});
+    write_text(dir / "empty.raw", "");
+    expect_bad("data import --format raw32 --train " + d + "/empty.raw --vocab 10 --out " + d + "/e", {"empty.raw", "empty input"});
+  }
+  SECTION("missing text field") {
+    write_text(dir / "docs.jsonl", "{\"text\": \"fine\"}\n{\"content\": \"no text here\"}\n");
+    expect_bad("data prepare --input " + d + "/docs.jsonl --out " + d + "/j", {"docs.jsonl:2", "no text field 'text'"});
+    expect_bad("data tokenizer train --input " + d + "/docs.jsonl --vocab 300 --out " + d + "/t.model", {"docs.jsonl:2", "no text field 'text'"});
+    write_text(dir / "notjson.jsonl", "{\"text\": \"fine\"}\nnot json\n");
+    expect_bad("data prepare --input " + d + "/notjson.jsonl --out " + d + "/j", {"notjson.jsonl:2", "not a JSON line"});
+  }
+  SECTION("missing files and folders") {
+    expect_bad("data verify " + d + "/absent", {"absent"});
+    expect_bad("data prepare --input " + d + "/absent.txt --out " + d + "/j", {"absent.txt"});
+    expect_bad("data prepare --input " + d + "/docs.txt --tokenizer " + d + "/absent.model --out " + d + "/j", {"absent.model"});
+  }
+  fs::remove_all(dir);
+}

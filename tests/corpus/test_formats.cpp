@@ -1,0 +1,220 @@
+// Token files (LSTOKENS), corpora of shards, and the foreign formats: round trips and bad files.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "corpus/helpers.hpp"
+#include "loopscale/data/convert.hpp"
+#include "loopscale/data/corpus.hpp"
+#include "loopscale/data/foreign_formats.hpp"
+#include "loopscale/data/token_file.hpp"
+#include "loopscale/data/verify.hpp"
+
+using namespace loopscale;
+using namespace loopscale::data;
+using namespace loopscale::test;
+
+TEST_CASE("token files: 1, 2 and 4 bytes per token round-trip, mapped", "[corpus][format]") {
+  const fs::path dir = temp_dir("tokenfile");
+  for (const std::uint32_t vocab : {200u, 50000u, 100000u}) {
+    std::vector<std::int32_t> t;
+    for (std::uint32_t i = 0; i < 5000; ++i) t.push_back(static_cast<std::int32_t>((i * 2654435761u) % vocab));
+    const std::string p = (dir / ("v" + std::to_string(vocab) + ".bin")).string();
+    write_token_file(p, t, vocab, token_bytes_for(vocab), 12345);
+    const TokenFile f = read_token_file(p);
+    REQUIRE(f.token_bytes == token_bytes_for(vocab));
+    REQUIRE(f.vocab == vocab);
+    REQUIRE(f.count == t.size());
+    REQUIRE(f.text_bytes == 12345);
+    REQUIRE(fs::file_size(p) == token_header_bytes + t.size() * f.token_bytes);
+    std::vector<std::int32_t> back(t.size());
+    f.read(0, back.size(), back.data());
+    REQUIRE(back == t);
+    REQUIRE(f[4999] == t[4999]);
+  }
+  // A token outside the vocabulary is refused when writing.
+  REQUIRE_THROWS_WITH(write_token_file((dir / "bad.bin").string(), std::vector<std::int32_t>{1, 256}, 256), Catch::Contains("does not fit vocab 256"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("token files: bad magic, truncation, padding, version and width are errors naming the file", "[corpus][format]") {
+  const fs::path dir = temp_dir("badfiles");
+  const std::string p = (dir / "a.bin").string();
+  write_token_file(p, std::vector<std::int32_t>{1, 2, 3, 4}, 256);
+  std::string bytes = read_text(p);
+  const auto expect_error = [&](const std::string& content, const std::string& what) {
+    write_text(dir / "x.bin", content);
+    REQUIRE_THROWS_WITH(read_token_file((dir / "x.bin").string()), Catch::Contains(what) && Catch::Contains((dir / "x.bin").string()));
+  };
+  expect_error(bytes.substr(0, bytes.size() - 1), "truncated");
+  expect_error(bytes + "x", "padded");
+  expect_error(bytes.substr(0, 20), "shorter than its header");
+  std::string magic = bytes;
+  magic[0] = 'X';
+  expect_error(magic, "bad magic");
+  std::string version = bytes;
+  version[8] = 2;
+  expect_error(version, "version 2");
+  std::string width = bytes;
+  width[12] = 3;
+  expect_error(width, "3 bytes per token");
+  REQUIRE_THROWS_WITH(read_token_file((dir / "missing.bin").string()), Catch::Contains("cannot open"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("corpus: a split is the concatenation of its shards, read across boundaries", "[corpus][format]") {
+  const fs::path dir = temp_dir("concat");
+  std::vector<std::int32_t> all;
+  std::vector<TokenFile> shards;
+  for (int s = 0; s < 3; ++s) {
+    std::vector<std::int32_t> t;
+    for (int i = 0; i < 100 + 37 * s; ++i) t.push_back((s * 1000 + i) % 300);
+    all.insert(all.end(), t.begin(), t.end());
+    write_token_file((dir / ("s" + std::to_string(s) + ".bin")).string(), t, 300, 2, static_cast<std::int64_t>(t.size() * 3));
+    shards.push_back(read_token_file((dir / ("s" + std::to_string(s) + ".bin")).string()));
+  }
+  const Corpus c(shards, "three shards");
+  REQUIRE(c.tokens() == all.size());
+  REQUIRE(c.text_bytes() == 3 * all.size());
+  REQUIRE(c.bits_per_byte(0.6931471805599453) == Approx(1.0 / 3));
+  for (std::uint64_t pos : {0ull, 90ull, 99ull, 100ull, 230ull, 236ull}) {
+    std::vector<std::int32_t> w(50);
+    c.read(pos, 50, w.data());
+    REQUIRE(std::equal(w.begin(), w.end(), all.begin() + static_cast<std::ptrdiff_t>(pos)));
+  }
+  std::vector<std::int32_t> w(10);
+  REQUIRE_THROWS_WITH(c.read(all.size() - 5, 10, w.data()), Catch::Contains("outside"));
+  fs::remove_all(dir);
+}
+
+namespace {
+
+// An llm.c file written byte by byte as llm.c's own writer does: 256 int32 header, uint16 tokens.
+void write_llmc_fixture(const fs::path& p, const std::vector<std::uint16_t>& tokens, std::int32_t magic = 20240520) {
+  std::vector<std::int32_t> h(256, 0);
+  h[0] = magic;
+  h[1] = 1;
+  h[2] = static_cast<std::int32_t>(tokens.size());
+  std::ofstream f(p, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(h.data()), 1024);
+  f.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(2 * tokens.size()));
+}
+
+std::vector<std::int32_t> tokens_of(const fs::path& dir, Split s) { return all_tokens(open_corpus(dir, s)); }
+
+}  // namespace
+
+TEST_CASE("import: llm.c fixtures become a corpus with the same tokens; export writes them back byte for byte", "[corpus][format]") {
+  const fs::path dir = temp_dir("llmc");
+  std::vector<std::uint16_t> a, b, v;
+  for (int i = 0; i < 3000; ++i) a.push_back(static_cast<std::uint16_t>((i * 31) % 50257));
+  for (int i = 0; i < 1234; ++i) b.push_back(static_cast<std::uint16_t>(50256 - i % 50));
+  for (int i = 0; i < 700; ++i) v.push_back(static_cast<std::uint16_t>(i));
+  write_llmc_fixture(dir / "fineweb_train_000001.bin", a);
+  write_llmc_fixture(dir / "fineweb_train_000002.bin", b);
+  write_llmc_fixture(dir / "fineweb_val_000000.bin", v);
+  ImportOptions o;
+  o.format = ForeignFormat::llmc;
+  o.train = {(dir / "fineweb_train_000001.bin").string(), (dir / "fineweb_train_000002.bin").string()};
+  o.val = {(dir / "fineweb_val_000000.bin").string()};
+  o.vocab = 50257;
+  o.out = dir / "corpus";
+  o.shard_tokens = 1000;  // cuts across the input files
+  const Manifest m = import_tokens(o);
+  REQUIRE(m.train.tokens == 4234);
+  REQUIRE(m.train.shards.size() == 5);
+  REQUIRE(m.token_bytes == 2);
+  REQUIRE(m.tokenizer.kind == "external");
+  std::vector<std::int32_t> expect(a.begin(), a.end());
+  expect.insert(expect.end(), b.begin(), b.end());
+  REQUIRE(tokens_of(o.out, Split::train) == expect);
+  REQUIRE(tokens_of(o.out, Split::val) == std::vector<std::int32_t>(v.begin(), v.end()));
+  REQUIRE(std::isnan(open_corpus(o.out, Split::train).bits_per_byte(1.0)));  // no text: unknown
+  REQUIRE(verify_corpus(o.out).files == 6);
+
+  // Export with one file per split's 3000 tokens: the first training file comes back identical.
+  ExportOptions e;
+  e.format = ForeignFormat::llmc;
+  e.data = o.out;
+  e.out = dir / "exported";
+  e.shard_tokens = 3000;
+  const auto files = export_corpus(e);
+  REQUIRE(files.size() == 3);  // train_000000 (3000), train_000001 (1234), val_000000
+  REQUIRE(read_text(dir / "exported" / "train_000000.bin") == read_text(dir / "fineweb_train_000001.bin"));
+  REQUIRE(read_text(dir / "exported" / "train_000001.bin") == read_text(dir / "fineweb_train_000002.bin"));
+  REQUIRE(read_text(dir / "exported" / "val_000000.bin") == read_text(dir / "fineweb_val_000000.bin"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("import and export: raw uint16 and uint32 arrays round-trip", "[corpus][format]") {
+  const fs::path dir = temp_dir("raw");
+  for (const ForeignFormat fmt : {ForeignFormat::raw16, ForeignFormat::raw32}) {
+    const std::uint32_t vocab = fmt == ForeignFormat::raw16 ? 65536 : 200000;
+    std::vector<std::int32_t> t, v;
+    for (std::uint32_t i = 0; i < 5000; ++i) t.push_back(static_cast<std::int32_t>((i * 40503u) % vocab));
+    for (std::uint32_t i = 0; i < 900; ++i) v.push_back(static_cast<std::int32_t>(vocab - 1 - i));
+    // Fixtures: bare little-endian arrays, as numpy's tofile writes them.
+    const auto write_raw = [&](const fs::path& p, const std::vector<std::int32_t>& x) {
+      std::ofstream f(p, std::ios::binary);
+      for (const std::int32_t k : x) {
+        const auto u = static_cast<std::uint32_t>(k);
+        f.write(reinterpret_cast<const char*>(&u), fmt == ForeignFormat::raw16 ? 2 : 4);
+      }
+    };
+    write_raw(dir / "train.raw", t);
+    write_raw(dir / "val.raw", v);
+    ImportOptions o;
+    o.format = fmt;
+    o.train = {(dir / "train.raw").string()};
+    o.val = {(dir / "val.raw").string()};
+    o.vocab = vocab;
+    o.out = dir / "corpus";
+    o.shard_tokens = 0;
+    o.force = true;
+    import_tokens(o);
+    REQUIRE(tokens_of(o.out, Split::train) == t);
+    REQUIRE(tokens_of(o.out, Split::val) == v);
+    REQUIRE(open_corpus(o.out, Split::train).shards().front().token_bytes == token_bytes_for(vocab));
+    ExportOptions e;
+    e.format = fmt;
+    e.data = o.out;
+    e.out = dir / "exported";
+    e.shard_tokens = 0;
+    export_corpus(e);
+    REQUIRE(read_text(dir / "exported" / "train.bin") == read_text(dir / "train.raw"));
+    REQUIRE(read_text(dir / "exported" / "val.bin") == read_text(dir / "val.raw"));
+    fs::remove_all(dir / "exported");
+  }
+  // A token at or above the vocabulary given is a vocab mismatch; an odd size is a truncation.
+  write_text(dir / "odd.raw", std::string("\x01\x00\x02", 3));
+  REQUIRE_THROWS_WITH(ForeignFile(dir / "odd.raw", ForeignFormat::raw16), Catch::Contains("truncated") && Catch::Contains("odd.raw"));
+  write_text(dir / "big.raw", std::string("\x01\x00\xff\x7f", 4));
+  ImportOptions o;
+  o.format = ForeignFormat::raw16;
+  o.train = {(dir / "big.raw").string()};
+  o.vocab = 1000;
+  o.out = dir / "c2";
+  REQUIRE_THROWS_WITH(import_tokens(o), Catch::Contains("outside the vocab 1000") && Catch::Contains("big.raw"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("verify: a flipped byte fails the shard's checksum; a missing shard is named", "[corpus][format]") {
+  const fs::path dir = temp_dir("verify");
+  std::vector<std::uint16_t> a(5000);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::uint16_t>(i % 999);
+  write_llmc_fixture(dir / "t.bin", a);
+  ImportOptions o;
+  o.train = {(dir / "t.bin").string()};
+  o.vocab = 1000;
+  o.out = dir / "c";
+  o.shard_tokens = 2000;
+  import_tokens(o);
+  REQUIRE(verify_corpus(o.out).tokens == 5000);
+  std::string s = read_text(o.out / "train_00001.bin");
+  s[100] ^= 1;
+  write_text(o.out / "train_00001.bin", s);
+  REQUIRE_THROWS_WITH(verify_corpus(o.out), Catch::Contains("train_00001.bin does not match its checksum"));
+  fs::remove(o.out / "train_00002.bin");
+  REQUIRE_THROWS_WITH(open_corpus(o.out, Split::train), Catch::Contains("train_00002.bin"));
+  fs::remove_all(dir);
+}
