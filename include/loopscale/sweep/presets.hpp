@@ -74,7 +74,10 @@ inline SweepSpec preset(const std::string& name) {
     s.micro_batch_tokens = 4 * 2048;  // fp32 activations of our engine; the batch by accumulation
     s.memory_limit_gib = 80;
     s.budgets = paper::budgets();
-    // The paper trained with Muon (matrix lr 0.014); this engine has AdamW and its defaults.
+    // Trained as the paper trains (docs/training.md, "Recipes"): MuonH + AdamW at the rates of the
+    // paper code's setup_optimizer, its initialisation and schedule. The paper's scaling runs also
+    // applied batch- and token-dependent rate corrections, which this preset does not.
+    s.train = {{"recipe", "paper"}};
     s.data = "data/fineweb-edu";
     return s;
   }
