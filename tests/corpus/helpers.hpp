@@ -44,7 +44,10 @@ inline std::string document(int i) {
   for (int k = 0; k < n; ++k) {
     s += ' ';
     s += words[r.next() % 20];
-    if (r.next() % 9 == 0) s += " " + std::to_string(r.next() % 10000);
+    if (r.next() % 9 == 0) {  // appended piecewise: " " + std::string trips GCC 12's false -Wrestrict
+      s += ' ';
+      s += std::to_string(r.next() % 10000);
+    }
     if (r.next() % 11 == 0) s += ".\n";
   }
   if (i % 7 == 0) s += " déjà vu — naïve 日本語 😀";

@@ -160,9 +160,12 @@ inline void check_fits(const Corpus& c, std::int64_t seq_len) {
 // kind, vocabulary and, for a SentencePiece model, the model's absolute path and checksum, so the
 // run's text can be encoded and decoded with the same tokenizer later. A single-file corpus of
 // vocab 256 is byte-level (scripts/corpus.sh); of another vocab its tokenizer is unknown.
-inline nlohmann::json tokenizer_record(const std::filesystem::path& dir) {
+// `train` is the folder's training split, already opened (open_corpus): its first shard's header
+// answers for a folder without a manifest, which is not read again.
+inline nlohmann::json tokenizer_record(const std::filesystem::path& dir, const Corpus& train) {
   if (!has_manifest(dir)) {
-    const TokenFile f = read_token_file((dir / "train.bin").string());
+    if (train.shards().empty()) return {{"kind", "unknown"}, {"vocab", 0}};
+    const TokenFile& f = train.shards().front();
     if (f.vocab == 256 && f.token_bytes == 1) return {{"kind", "byte"}, {"vocab", 256}};
     return {{"kind", "unknown"}, {"vocab", f.vocab}};
   }

@@ -51,7 +51,8 @@ inline void check_fits(const TokenFile& f, int64 vocab, int64 seq_len) {
 // Deterministic (T+1)-token windows of the training split: inputs are the first T, targets the last T.
 class TrainSampler {
  public:
-  TrainSampler(Corpus train, std::uint64_t seed, int64 seq_len) : c_(std::move(train)), seed_(seed), T_(seq_len) {}
+  TrainSampler(Corpus train, std::uint64_t seed, int64 seq_len)
+      : c_(std::move(train)), seed_(seed), T_(seq_len), window_(static_cast<std::size_t>(seq_len + 1)) {}
   TrainSampler(const TokenFile& train, std::uint64_t seed, int64 seq_len) : TrainSampler(Corpus(train), seed, seq_len) {}
 
   // The first position of the window of sequence b at step `step`.
@@ -64,7 +65,6 @@ class TrainSampler {
 
   // Fills batch x T inputs and targets for optimiser step `step`.
   void batch(int64 step, int64 batch, std::int32_t* inputs, std::int32_t* targets) const {
-    std::vector<std::int32_t> window_(static_cast<std::size_t>(T_ + 1));
     for (int64 b = 0; b < batch; ++b) {
       const std::uint64_t s = start(step, b);
       c_.read(s, window_.size(), window_.data());
@@ -80,13 +80,15 @@ class TrainSampler {
   Corpus c_;
   std::uint64_t seed_;
   int64 T_;
+  mutable std::vector<std::int32_t> window_;  // one (T+1)-token window, allocated once
 };
 
 // A fixed validation sample: `windows` windows spread evenly over the validation split, the same
 // for every seed and every run, so validation losses of different runs compare.
 class ValidationSet {
  public:
-  ValidationSet(Corpus val, int64 seq_len, int64 windows) : c_(std::move(val)), T_(seq_len) {
+  ValidationSet(Corpus val, int64 seq_len, int64 windows)
+      : c_(std::move(val)), T_(seq_len), window_(static_cast<std::size_t>(seq_len + 1)) {
     // Evenly spaced starts; they overlap only when the split is shorter than the sample.
     const std::uint64_t span = c_.tokens() - static_cast<std::uint64_t>(seq_len);
     n_ = std::max<int64>(1, windows);
@@ -97,7 +99,6 @@ class ValidationSet {
   const Corpus& corpus() const { return c_; }
   // Windows [first, first + batch) (modulo the sample size), as inputs and targets.
   void batch(int64 first, int64 batch, std::int32_t* inputs, std::int32_t* targets) const {
-    std::vector<std::int32_t> window_(static_cast<std::size_t>(T_ + 1));
     for (int64 b = 0; b < batch; ++b) {
       const std::uint64_t s = starts_[static_cast<std::size_t>((first + b) % n_)];
       c_.read(s, window_.size(), window_.data());
@@ -111,6 +112,7 @@ class ValidationSet {
   Corpus c_;
   int64 T_, n_ = 0;
   std::vector<std::uint64_t> starts_;
+  mutable std::vector<std::int32_t> window_;  // one (T+1)-token window, allocated once
 };
 
 }  // namespace loopscale::train

@@ -431,7 +431,7 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files) {
     data::check_vocab(*c, cfg.spec, c->name());
     data::check_fits(*c, cfg.seq_len);
   }
-  in.tokenizer = data::tokenizer_record(data);
+  in.tokenizer = data::tokenizer_record(data, in.train);
 
   B::set_threads(cfg.threads);
   in.length = training_length(cfg);
