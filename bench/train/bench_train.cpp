@@ -7,6 +7,7 @@
 // Counters: FLOP/s in the paper's convention (account/flops.hpp), MFU against the peak measured in
 // the same process at start, tokens/s, the accounting's memory estimate and the peak RSS.
 // Run each BM_TrainStep variant in its own process (--benchmark_filter) for its own peak RSS.
+#include <string>
 #include <benchmark/benchmark.h>
 
 #include <sys/resource.h>
@@ -51,6 +52,7 @@ void BM_PeakFma(benchmark::State& state) {
   for (auto _ : state) flops += fma_chains(threads, 1 << 22);
   state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
   state.counters["FLOP/cpu_s"] = flops / (cpu_seconds() - c0);
+  state.SetLabel(std::string(peak_isa().name) + " x" + std::to_string(peak_isa().lanes));
 }
 BENCHMARK(BM_PeakFma)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 

@@ -152,54 +152,86 @@ struct HostBackend {
   }
 };
 
-// The peak fp32 FLOP/s microkernel: every thread runs C = 10 independent chains of fused
-// multiply-adds on 8-wide vectors held in registers, enough chains to cover the FMA latency on both
-// FMA ports of a Zen 3 or Skylake core. Explicit FMA intrinsics where the target has them: in ISO
-// C++ mode GCC does not contract a * b + c into an FMA. Returns the FLOPs executed (2 per lane per
-// FMA).
+// The vector unit the peak microkernel uses: the widest the build targets. The build decides, not
+// the CPU: a binary compiled without AVX-512 cannot use it, and its GEMMs cannot either, so the peak
+// it divides by is the peak of the instructions it has. `peak_isa()` is recorded with every MFU.
+struct PeakIsa {
+  const char* name;  // "avx512f", "avx2+fma", "portable"
+  int lanes;         // fp32 lanes per vector
+  int chains;        // independent FMA chains per thread
+};
+
+// 12 chains per thread: an FMA's latency is 4 cycles and a core issues up to 2 per cycle (Skylake-X,
+// Ice Lake, Sapphire Rapids, Zen 3 and 4), so 8 chains keep both ports busy; 12 leave margin for
+// cores with a 5-cycle FMA or a third port, and still fit the register file beside the two
+// constants (16 ymm registers with AVX2, 32 zmm with AVX-512).
+inline constexpr int peak_chains = 12;
+
+inline constexpr PeakIsa peak_isa() {
+#if defined(__AVX512F__)
+  return {"avx512f", 16, peak_chains};
+#elif defined(__FMA__) && defined(__AVX__)
+  return {"avx2+fma", 8, peak_chains};
+#else
+  return {"portable", 8, peak_chains};
+#endif
+}
+
+namespace detail {
+
+// `peak_chains` chains of a = a * mul + add on vectors V, with fma(a, mul, add) the vector FMA.
+template <class V, class Fma>
+inline void fma_loop(V (&a)[peak_chains], V mul, V add, std::int64_t iters, Fma fma) {
+  for (std::int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int c = 0; c < peak_chains; ++c) a[c] = fma(a[c], mul, add);
+  }
+}
+
+}  // namespace detail
+
+// The peak fp32 FLOP/s microkernel: every thread runs `peak_chains` independent chains of fused
+// multiply-adds on vectors of the widest unit the build targets (peak_isa()), held in registers.
+// Explicit FMA intrinsics where the target has them: in ISO C++ mode GCC does not contract
+// a * b + c into an FMA. Returns the FLOPs executed (2 per lane per FMA).
 inline double fma_chains(int threads, int64 iters) {
+  constexpr PeakIsa isa = peak_isa();
   float sink = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
   {
     const float t = 1e-7f * static_cast<float>(omp_get_thread_num());
-#if defined(__FMA__) && defined(__AVX__)
-    const __m256 mul = _mm256_set1_ps(0.999999f + t), add = _mm256_set1_ps(1e-6f);
-    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f), a3 = _mm256_set1_ps(3.f),
-           a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f), a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f),
-           a8 = _mm256_set1_ps(8.f), a9 = _mm256_set1_ps(9.f);
-    for (int64 it = 0; it < iters; ++it) {
-      a0 = _mm256_fmadd_ps(a0, mul, add);
-      a1 = _mm256_fmadd_ps(a1, mul, add);
-      a2 = _mm256_fmadd_ps(a2, mul, add);
-      a3 = _mm256_fmadd_ps(a3, mul, add);
-      a4 = _mm256_fmadd_ps(a4, mul, add);
-      a5 = _mm256_fmadd_ps(a5, mul, add);
-      a6 = _mm256_fmadd_ps(a6, mul, add);
-      a7 = _mm256_fmadd_ps(a7, mul, add);
-      a8 = _mm256_fmadd_ps(a8, mul, add);
-      a9 = _mm256_fmadd_ps(a9, mul, add);
-    }
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                                   _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)), _mm256_add_ps(a8, a9)));
-    alignas(32) float out[8];
+    alignas(64) float out[isa.lanes];
+#if defined(__AVX512F__)
+    __m512 a[peak_chains];
+    for (int c = 0; c < peak_chains; ++c) a[c] = _mm512_set1_ps(static_cast<float>(c));
+    detail::fma_loop(a, _mm512_set1_ps(0.999999f + t), _mm512_set1_ps(1e-6f), iters,
+                     [](__m512 x, __m512 m, __m512 d) { return _mm512_fmadd_ps(x, m, d); });
+    __m512 s = a[0];
+    for (int c = 1; c < peak_chains; ++c) s = _mm512_add_ps(s, a[c]);
+    _mm512_store_ps(out, s);
+#elif defined(__FMA__) && defined(__AVX__)
+    __m256 a[peak_chains];
+    for (int c = 0; c < peak_chains; ++c) a[c] = _mm256_set1_ps(static_cast<float>(c));
+    detail::fma_loop(a, _mm256_set1_ps(0.999999f + t), _mm256_set1_ps(1e-6f), iters,
+                     [](__m256 x, __m256 m, __m256 d) { return _mm256_fmadd_ps(x, m, d); });
+    __m256 s = a[0];
+    for (int c = 1; c < peak_chains; ++c) s = _mm256_add_ps(s, a[c]);
     _mm256_store_ps(out, s);
-    for (float v : out) sink += v;
 #else
     // Portable fallback: GCC vector extensions (a multiply and an add where there is no FMA).
     typedef float v8 __attribute__((vector_size(32)));
-    const v8 mul = {0.999999f + t, 0.999999f + t, 0.999999f + t, 0.999999f + t, 0.999999f + t, 0.999999f + t, 0.999999f + t, 0.999999f + t};
-    const v8 add = {1e-6f, 1e-6f, 1e-6f, 1e-6f, 1e-6f, 1e-6f, 1e-6f, 1e-6f};
-    v8 a[10];
-    for (int c = 0; c < 10; ++c) a[c] = add * static_cast<float>(c);
-    for (int64 it = 0; it < iters; ++it)
-      for (int c = 0; c < 10; ++c) a[c] = a[c] * mul + add;
-    for (int c = 0; c < 10; ++c)
-      for (int i = 0; i < 8; ++i) sink += a[c][i];
+    v8 a[peak_chains];
+    for (int c = 0; c < peak_chains; ++c) a[c] = v8{} + static_cast<float>(c);
+    detail::fma_loop(a, v8{} + (0.999999f + t), v8{} + 1e-6f, iters, [](v8 x, v8 m, v8 d) { return x * m + d; });
+    v8 s = a[0];
+    for (int c = 1; c < peak_chains; ++c) s += a[c];
+    for (int i = 0; i < 8; ++i) out[i] = s[i];
 #endif
+    for (float v : out) sink += v;
   }
   volatile float keep = sink;  // the result is used, so the loop cannot be removed
   (void)keep;
-  return 2.0 * 10 * 8 * static_cast<double>(iters) * threads;
+  return 2.0 * isa.chains * isa.lanes * static_cast<double>(iters) * threads;
 }
 
 // Measured peak fp32 FLOP/s of this machine over `threads` threads (0: all), timed over about
