@@ -38,10 +38,15 @@ def header(n):
     return MAGIC + struct.pack("<IIIIQQ", VERSION, 1, 256, 0, n, n)
 
 def valid(path, n):
+    # Version 1 (40-byte header) or 2 (48 bytes: a header check and the tokens' checksum, which
+    # `data prepare` writes and training verifies; docs/data.md).
     try:
         with open(path, "rb") as f:
-            h = f.read(HEADER)
-        return h == header(n) and os.path.getsize(path) == HEADER + n
+            h = f.read(48)
+        if h[:40] == header(n):
+            return os.path.getsize(path) == HEADER + n
+        v2 = MAGIC + struct.pack("<III", 2, 1, 256)
+        return h[:20] == v2 and h[24:40] == struct.pack("<QQ", n, n) and os.path.getsize(path) == 48 + n
     except OSError:
         return False
 

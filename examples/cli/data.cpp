@@ -3,7 +3,8 @@
 //   data prepare           text or JSONL -> a corpus folder of shards and a manifest
 //   data import            llm.c / nanoGPT .bin, raw uint16 / uint32 tokens -> a corpus folder
 //   data export            a corpus folder -> llm.c .bin or raw tokens
-//   data verify            every shard and the tokenizer against the manifest's checksums
+//   data verify            every shard and the tokenizer against the manifest's and the shards' own
+//                          checksums; names each file that records none
 // Bad input of any kind is one line naming the file and exit code 2 (main.cpp).
 #include <chrono>
 #include <cstdio>
@@ -164,8 +165,13 @@ void add_verify(CLI::App& data) {
   sub->add_option("dir", *dir, "the corpus folder")->required();
   sub->callback([dir] {
     const data::VerifyReport r = data::verify_corpus(*dir);
+    for (const std::string& f : r.unchecked)
+      fmt::print("corpus: {}: no checksum recorded (a version 1 token file without a manifest; rewrite it with `data prepare` or "
+                 "`data import` to add one)\n", f);
     fmt::print("corpus: {} is valid: {} file(s), {} tokens, {:.1f} MB{}\n", *dir, r.files, r.tokens, static_cast<double>(r.bytes) / 1e6,
-               r.manifest ? ", every checksum matches" : " (no manifest: headers, sizes and token ranges checked)");
+               r.manifest ? ", every checksum matches"
+               : r.unchecked.empty() ? " (no manifest: headers, sizes, token ranges and the files' own checksums checked)"
+                                     : " (no manifest: headers, sizes and token ranges checked)");
   });
 }
 

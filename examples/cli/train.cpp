@@ -1,7 +1,9 @@
 // `loopscale train`: one training run on the CPU. A thin layer over train::train() (trainer.hpp):
 // flags (or a JSON config, flags overriding it) become a TrainConfig, progress goes to stderr as a
 // bar on a terminal and as plain lines otherwise, and the result is summary.json in --out. The
-// recipe (--recipe, or the config's) gives every optimiser setting that neither names.
+// recipe (--recipe, or the config's) gives every optimiser setting that neither names. SIGTERM,
+// SIGINT or SIGUSR1 stop it after the current step with a checkpoint and exit 75 (resumable); a
+// second process on the same --out is refused with exit 2.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -12,6 +14,7 @@
 
 #include "cli.hpp"
 #include "loopscale/train/trainer.hpp"
+#include "loopscale/util/interrupt.hpp"
 #include "spec_flags.hpp"
 
 namespace loopscale::cli {
@@ -170,7 +173,10 @@ const bool registered = add_command([](CLI::App& app) {
       }
       return true;
     };
+    const InterruptGuard guard;  // SIGTERM/SIGINT/SIGUSR1: stop after the step with a checkpoint
     const train::TrainResult r = train::train(cfg, show);
+    if (r.status == "interrupted")
+      throw interrupted_error(interrupt_signal(), fmt::format("train: {} (the same command with --resume)", r.message));
     if (r.status == "diverged") {
       fmt::print(stderr, "loopscale: train: {}\n", r.message);
       throw std::runtime_error("training diverged");

@@ -56,9 +56,12 @@ TEST_CASE("token files: bad magic, truncation, padding, version and width are er
   magic[0] = 'X';
   expect_error(magic, "bad magic");
   std::string version = bytes;
-  version[8] = 2;
-  expect_error(version, "version 2");
-  std::string width = bytes;
+  version[8] = 3;
+  expect_error(version, "version 3");
+  // A version 1 header (no header check, which would speak first) with a bad width.
+  std::string width = bytes.substr(0, 40) + bytes.substr(48);
+  width[8] = 1;
+  width[20] = width[21] = width[22] = width[23] = 0;
   width[12] = 3;
   expect_error(width, "3 bytes per token");
   REQUIRE_THROWS_WITH(read_token_file((dir / "missing.bin").string()), Catch::Contains("cannot open"));
@@ -218,7 +221,10 @@ TEST_CASE("verify: a flipped byte fails the shard's checksum; a missing shard is
   std::string s = read_text(o.out / "train_00001.bin");
   s[100] ^= 1;
   write_text(o.out / "train_00001.bin", s);
-  REQUIRE_THROWS_WITH(verify_corpus(o.out), Catch::Contains("train_00001.bin does not match its checksum"));
+  // Its own header's checksum speaks first (token_file.hpp, version 2); the manifest's is the same check.
+  REQUIRE_THROWS_WITH(verify_corpus(o.out), Catch::Contains("train_00001.bin is corrupt: its tokens' checksum"));
+  s[100] ^= 1;
+  write_text(o.out / "train_00001.bin", s);
   fs::remove(o.out / "train_00002.bin");
   REQUIRE_THROWS_WITH(open_corpus(o.out, Split::train), Catch::Contains("train_00002.bin"));
   fs::remove_all(dir);

@@ -211,6 +211,7 @@ TEST_CASE("trainer: a run writes log and summary; the same seed and threads repe
   for (const char* k : {"val_loss", "val_bpb", "tokens", "flops", "seconds", "tokens_per_s", "mfu", "peak_rss_bytes"})
     REQUIRE(s.contains(k));
   REQUIRE(s.at("peak_rss_bytes").get<int64>() > 0);
+  CHECK(s.at("peak_source") == "given");  // tiny_config passes peak_flops, so nothing was measured
   // A different seed is a different run.
   TrainConfig c = tiny_config(data, temp_dir("det_c"));
   fs::remove_all(c.out);
@@ -410,6 +411,8 @@ TEST_CASE("trainer: a version 1 checkpoint (before recipes) resumes as the adamw
     f.seekp(8);
     f.write(reinterpret_cast<const char*>(&one), 4);
   }
+  // Version 1 ends at its trailer: drop version 3's checksum.
+  fs::resize_file(part / "checkpoint.bin", fs::file_size(part / "checkpoint.bin") - 8);
   c.resume = true;
   const TrainResult resumed = train::train(c);
   REQUIRE(resumed.resumed_from == 7);
@@ -436,7 +439,8 @@ TEST_CASE("loopscale train: bad input is one line and exit 2, before training", 
   bad(base + "--tokens 1000 --flops 1e9 --data " + data.string() + " --out " + out.string(), "exactly one budget");
   bad("train --d-model 30 --heads 4 --tokens 1000 --data " + data.string() + " --out " + out.string(), "divisible");
   bad(base + "--tokens 1000 --lr -1 --data " + data.string() + " --out " + out.string(), "lr");
-  bad(spec + "--tokens 1000 --batch 100000000 --data " + data.string() + " --out " + out.string(), "available");
+  bad(spec + "--tokens 1000 --batch 4000000 --data " + data.string() + " --out " + out.string(), "available");
+  bad(spec + "--tokens 1000 --batch 100000000 --data " + data.string() + " --out " + out.string(), "at most 2^26 tokens");
   bad(base + "--tokens 1000 --vocab 100 --data " + data.string() + " --out " + out.string(), "vocab");
   // Mixture-of-experts combinations.
   const std::string moe = base + "--tokens 1000 --data " + data.string() + " --out " + out.string() + " ";

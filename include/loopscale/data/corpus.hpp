@@ -7,8 +7,14 @@
 // positions over the whole split reads the same tokens however the split was cut into shards.
 //
 // Opening checks every shard's header and size, and that it agrees with the manifest (vocab, token
-// count, text bytes) and with the other shards; the checksums are read by verify_corpus
-// (`loopscale data verify`), which reads every byte.
+// count, text bytes) and with the other shards, and (Verify::checksums, the default) reads every
+// shard once against its checksum: the one in its header (token_file.hpp, version 2), or for a
+// version 1 shard the manifest's whole-file one; a version 1 train.bin / val.bin without a
+// manifest has none and is read unchecked. Why on every open: a flipped bit in a shard would
+// otherwise train silently on wrong tokens, and reading costs about what the page cache delivers
+// (docs/data.md, "Integrity", has the measured figures); the reads go through a buffer, not the
+// mapping, so the trainer's resident memory stays flat. verify_corpus (`loopscale data verify`)
+// reads every byte too, and also checks every token against the vocabulary.
 #pragma once
 
 #include <algorithm>
@@ -109,10 +115,25 @@ inline bool has_manifest(const std::filesystem::path& dir) {
   return std::filesystem::exists(dir / manifest_name, ec);
 }
 
+// How much opening a corpus checks: `checksums` reads every shard against its checksum, `headers`
+// only the headers and sizes (for a caller that reads every byte itself, like verify_corpus).
+enum class Verify { checksums, headers };
+
+// Reads a shard against its checksum (see the top of this file): the header's, else the manifest's
+// (`manifest` names it; nullptr: none). Returns false when there was none to check against.
+inline bool verify_shard(const TokenFile& f, const ShardInfo* entry = nullptr, const std::string& manifest = "") {
+  if (verify_tokens(f)) return true;
+  if (!entry || entry->checksum.empty()) return false;
+  if (file_checksum(f.path) != entry->checksum)
+    throw corpus_error("data: " + f.path + " is corrupt: it does not match its checksum in " + manifest + " (" + entry->checksum + ")");
+  return true;
+}
+
 // A shard of a manifest, mapped and checked against its entry.
-inline TokenFile open_shard(const std::filesystem::path& dir, const Manifest& m, const ShardInfo& s) {
+inline TokenFile open_shard(const std::filesystem::path& dir, const Manifest& m, const ShardInfo& s, Verify verify = Verify::checksums) {
   const std::string path = (dir / s.file).string();
   TokenFile f = read_token_file(path);
+  if (verify == Verify::checksums) verify_shard(f, &s, (dir / manifest_name).string());
   if (f.vocab != m.vocab)
     throw corpus_error("data: " + path + " has vocab " + std::to_string(f.vocab) + ", its manifest says " + std::to_string(m.vocab));
   if (f.count != s.tokens || f.text_bytes != s.text_bytes)
@@ -122,18 +143,22 @@ inline TokenFile open_shard(const std::filesystem::path& dir, const Manifest& m,
 }
 
 // Opens one split of a corpus folder (either layout).
-inline Corpus open_corpus(const std::filesystem::path& dir, Split split) {
+inline Corpus open_corpus(const std::filesystem::path& dir, Split split, Verify verify = Verify::checksums) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
     throw corpus_error("data: the corpus folder " + dir.string() + " does not exist (build one with scripts/corpus.sh or loopscale data prepare)");
-  if (!has_manifest(dir)) return Corpus(read_token_file((dir / (std::string(split_name(split)) + ".bin")).string()));
+  if (!has_manifest(dir)) {
+    const TokenFile f = read_token_file((dir / (std::string(split_name(split)) + ".bin")).string());
+    if (verify == Verify::checksums) verify_tokens(f);
+    return Corpus(f);
+  }
   const Manifest m = read_manifest(dir);
   const SplitInfo& s = m.of(split == Split::val);
   if (s.shards.empty())
     throw corpus_error("data: " + (dir / manifest_name).string() + " lists no " + split_name(split) + " shard" +
                        (split == Split::val ? " (prepare it with --val-fraction or --val-input)" : ""));
   std::vector<TokenFile> shards;
-  for (const ShardInfo& x : s.shards) shards.push_back(open_shard(dir, m, x));
+  for (const ShardInfo& x : s.shards) shards.push_back(open_shard(dir, m, x, verify));
   return Corpus(std::move(shards), (dir / manifest_name).string() + " (" + split_name(split) + ")");
 }
 

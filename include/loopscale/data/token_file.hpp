@@ -3,16 +3,26 @@
 //
 //   offset  size  field
 //        0     8  magic "LSTOKENS"
-//        8     4  version, 1
+//        8     4  version: 2 (written); 1 is still read
 //       12     4  bytes per token: 1, 2 or 4 (the fewest that hold vocab - 1: token_bytes_for)
 //       16     4  vocab: every token is below it
-//       20     4  reserved, 0
+//       20     4  version 2: the header check, the low 32 bits of the XXH3-64 of the header's other
+//                 44 bytes (0-19 and 24-47); version 1: 0
 //       24     8  token count
 //       32     8  text bytes: the length of the text the tokens encode (bits per byte = bits per
 //                 token x tokens / text bytes); 0: unknown (tokens imported without their text)
-//       40     -  the tokens, little-endian, `bytes per token` each
-// All integers little-endian. A file is exactly 40 + count x bytes-per-token bytes long; anything
-// else is a truncated or padded file.
+//       40     8  version 2: the XXH3-64 of the tokens (every byte from 48 to the end: what
+//                 `tail -c +49 FILE | xxhsum -H3` prints)
+//   48 (v1: 40) -  the tokens, little-endian, `bytes per token` each
+// All integers little-endian. A file is exactly header + count x bytes-per-token bytes long;
+// anything else is a truncated or padded file.
+//
+// Why a check of its own for the header: the tokens' checksum cannot cover the header (the writer
+// streams the tokens before it knows their count), and a flipped bit in the text bytes would
+// silently change bits per byte; 32 bits suffice for 44 bytes. Reading checks the header and its
+// check (cheap); verify_tokens reads every token against the checksum (open_corpus does, on every
+// open; so does `loopscale data verify`). A version 1 file has no checksum of its own: a manifest's
+// whole-file checksum stands in for it (corpus.hpp), and a file without either is read unchecked.
 //
 // Reading maps the file (mapped_file.hpp): a TokenFile costs no memory until its tokens are read,
 // and readers that release what they copied keep their resident memory flat.
@@ -32,6 +42,7 @@
 
 #include <unistd.h>
 
+#include "loopscale/data/checksum.hpp"
 #include "loopscale/data/error.hpp"
 #include "loopscale/data/mapped_file.hpp"
 #include "loopscale/util/atomic_file.hpp"
@@ -39,8 +50,9 @@
 namespace loopscale::data {
 
 inline constexpr char token_magic[8] = {'L', 'S', 'T', 'O', 'K', 'E', 'N', 'S'};
-inline constexpr std::uint32_t token_version = 1;
-inline constexpr std::size_t token_header_bytes = 40;
+inline constexpr std::uint32_t token_version = 2;  // written; 1 and 2 are read
+inline constexpr std::size_t token_header_bytes = 48;  // of the version written
+inline constexpr std::size_t token_header_bytes_v1 = 40;
 
 // The fewest bytes per token that hold every token of a vocabulary.
 inline std::uint32_t token_bytes_for(std::uint64_t vocab) { return vocab <= 256 ? 1 : vocab <= 65536 ? 2 : 4; }
@@ -51,29 +63,54 @@ struct TokenHeader {
   std::uint32_t vocab = 0;
   std::uint64_t count = 0;
   std::uint64_t text_bytes = 0;
+  std::uint32_t version = token_version;
+  std::uint64_t checksum = 0;  // XXH3-64 of the tokens; version 2 only
 
-  std::uint64_t file_bytes() const { return token_header_bytes + count * token_bytes; }
+  bool has_checksum() const { return version >= 2; }
+  std::size_t header_bytes() const { return version >= 2 ? token_header_bytes : token_header_bytes_v1; }
+  std::uint64_t file_bytes() const { return header_bytes() + count * token_bytes; }
 };
 
+namespace token_file_detail {
+inline std::uint32_t header_check(const unsigned char* p) {
+  unsigned char rest[token_header_bytes - 4];
+  std::memcpy(rest, p, 20);
+  std::memcpy(rest + 20, p + 24, token_header_bytes - 24);
+  return static_cast<std::uint32_t>(XXH3_64bits(rest, sizeof rest));
+}
+}  // namespace token_file_detail
+
+// Writes a version 2 header (h.version is ignored).
 inline void encode_header(const TokenHeader& h, unsigned char out[token_header_bytes]) {
   const std::uint32_t h32[4] = {token_version, h.token_bytes, h.vocab, 0};
-  const std::uint64_t h64[2] = {h.count, h.text_bytes};
+  const std::uint64_t h64[3] = {h.count, h.text_bytes, h.checksum};
   std::memcpy(out, token_magic, 8);
   std::memcpy(out + 8, h32, sizeof h32);
   std::memcpy(out + 24, h64, sizeof h64);
+  const std::uint32_t check = token_file_detail::header_check(out);
+  std::memcpy(out + 20, &check, 4);
 }
 
 // Reads and checks a header; `path` names the file in the errors.
 inline TokenHeader decode_header(const unsigned char* p, std::size_t available, const std::string& path) {
-  if (available < token_header_bytes) throw corpus_error("data: " + path + " is shorter than its header (" + std::to_string(available) + " bytes)");
+  if (available < token_header_bytes_v1) throw corpus_error("data: " + path + " is shorter than its header (" + std::to_string(available) + " bytes)");
   if (std::memcmp(p, token_magic, 8) != 0) throw corpus_error("data: " + path + " is not a loopscale token file (bad magic)");
   std::uint32_t h32[4];
   std::uint64_t h64[2];
   std::memcpy(h32, p + 8, sizeof h32);
   std::memcpy(h64, p + 24, sizeof h64);
-  if (h32[0] != token_version)
-    throw corpus_error("data: " + path + " has version " + std::to_string(h32[0]) + ", expected " + std::to_string(token_version));
-  TokenHeader h{h32[1], h32[2], h64[0], h64[1]};
+  if (h32[0] != 1 && h32[0] != 2)
+    throw corpus_error("data: " + path + " has version " + std::to_string(h32[0]) + ", expected 1 or 2 (corrupt, or written by a newer loopscale)");
+  TokenHeader h{h32[1], h32[2], h64[0], h64[1], h32[0], 0};
+  if (h.version >= 2) {
+    if (available < token_header_bytes)
+      throw corpus_error("data: " + path + " is shorter than its header (" + std::to_string(available) + " bytes)");
+    std::memcpy(&h.checksum, p + 40, 8);
+    const std::uint32_t check = token_file_detail::header_check(p);
+    if (check != h32[3])
+      throw corpus_error("data: " + path + " is corrupt: its header does not match its header check (stored " + std::to_string(h32[3]) +
+                         ", computed " + std::to_string(check) + ")");
+  }
   if (h.token_bytes != 1 && h.token_bytes != 2 && h.token_bytes != 4)
     throw corpus_error("data: " + path + " has " + std::to_string(h.token_bytes) + " bytes per token (1, 2 or 4)");
   if (h.vocab == 0) throw corpus_error("data: " + path + " declares vocab 0");
@@ -105,11 +142,11 @@ struct TokenFile : TokenHeader {
   std::string path;
   MappedFile map;
 
-  std::int32_t operator[](std::uint64_t i) const { return load_token(map.data() + token_header_bytes, token_bytes, i); }
+  std::int32_t operator[](std::uint64_t i) const { return load_token(map.data() + header_bytes(), token_bytes, i); }
 
   // Copies tokens [first, first + n) to out.
   void read(std::uint64_t first, std::uint64_t n, std::int32_t* out) const {
-    const unsigned char* p = map.data() + token_header_bytes + first * token_bytes;
+    const unsigned char* p = map.data() + header_bytes() + first * token_bytes;
     if (token_bytes == 1) {
       for (std::uint64_t i = 0; i < n; ++i) out[i] = p[i];
     } else {
@@ -119,7 +156,7 @@ struct TokenFile : TokenHeader {
 
   // Drops the pages of tokens [first, first + n) from the resident set (mapped_file.hpp).
   void release(std::uint64_t first, std::uint64_t n) const {
-    map.release(token_header_bytes + first * token_bytes, n * token_bytes);
+    map.release(header_bytes() + first * token_bytes, n * token_bytes);
   }
 
   // Nats per token to bits per byte of the text; NaN when the text bytes are unknown (0).
@@ -129,7 +166,8 @@ struct TokenFile : TokenHeader {
   }
 };
 
-// Maps and checks a token file; every problem is a corpus_error naming the file.
+// Maps and checks a token file (its header, its header check, its size); every problem is a
+// corpus_error naming the file. The tokens are checked by verify_tokens.
 inline TokenFile read_token_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw corpus_error("data: cannot open " + path + " (build a corpus with scripts/corpus.sh or loopscale data prepare)");
@@ -145,60 +183,54 @@ inline TokenFile read_token_file(const std::string& path) {
   return t;
 }
 
-// Writes tokens as a token file, atomically (util/atomic_file.hpp). Every token must be in
-// [0, vocab). `text_bytes` < 0: tokens x token_bytes (a byte-level file).
-inline void write_token_file(const std::string& path, std::span<const std::int32_t> tokens, std::uint32_t vocab,
-                             std::uint32_t token_bytes = 1, std::int64_t text_bytes = -1) {
-  if (token_bytes != 1 && token_bytes != 2 && token_bytes != 4)
-    throw corpus_error("data: " + path + ": bytes per token must be 1, 2 or 4, not " + std::to_string(token_bytes));
-  TokenHeader h{token_bytes, vocab, tokens.size(), text_bytes < 0 ? tokens.size() * token_bytes : static_cast<std::uint64_t>(text_bytes)};
-  for (std::size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || static_cast<std::uint64_t>(tokens[i]) >= vocab ||
-        (token_bytes < 4 && static_cast<std::uint64_t>(tokens[i]) >> (8 * token_bytes)))
-      throw corpus_error("data: " + path + ": token " + std::to_string(tokens[i]) + " at " + std::to_string(i) +
-                         " does not fit vocab " + std::to_string(vocab) + " in " + std::to_string(token_bytes) + " bytes");
-  write_file_atomic<corpus_error>(path, [&](std::FILE* f) {
-    unsigned char head[token_header_bytes];
-    encode_header(h, head);
-    bool ok = std::fwrite(head, 1, sizeof head, f) == sizeof head;
-    std::vector<unsigned char> buf;
-    constexpr std::size_t chunk = 1 << 16;
-    for (std::size_t i = 0; ok && i < tokens.size(); i += chunk) {
-      const std::size_t n = std::min(chunk, tokens.size() - i);
-      buf.resize(n * token_bytes);
-      for (std::size_t k = 0; k < n; ++k) {
-        const auto v = static_cast<std::uint32_t>(tokens[i + k]);
-        for (std::uint32_t b = 0; b < token_bytes; ++b) buf[k * token_bytes + b] = static_cast<unsigned char>(v >> (8 * b));
-      }
-      ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
-    }
-    return ok;
-  });
-}
-inline void write_token_file(const std::string& path, const std::vector<std::int32_t>& tokens, std::uint32_t vocab,
-                             std::uint32_t token_bytes = 1, std::int64_t text_bytes = -1) {
-  write_token_file(path, std::span<const std::int32_t>(tokens), vocab, token_bytes, text_bytes);
+// The XXH3-64 of bytes [offset, end) of a file, read in 4 MiB pieces (not through a mapping: pages
+// read through one would stay in the reader's resident set, and training keeps that flat).
+inline std::uint64_t file_range_checksum(const std::string& path, std::uint64_t offset) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw corpus_error("data: cannot open " + path + ": " + std::strerror(errno));
+  Checksum c;
+  bool bad = std::fseek(f, static_cast<long>(offset), SEEK_SET) != 0;
+  std::vector<char> buf(std::size_t{4} << 20);
+  std::size_t n;
+  while (!bad && (n = std::fread(buf.data(), 1, buf.size(), f)) > 0) c.update(buf.data(), n);
+  bad = bad || std::ferror(f) != 0;
+  std::fclose(f);
+  if (bad) throw corpus_error("data: cannot read " + path);
+  return c.value();
 }
 
+// Reads every token of a version 2 file against the checksum its header records; a mismatch is a
+// corpus_error ("... is corrupt: ..."). Returns false for a version 1 file, which records none.
+inline bool verify_tokens(const TokenFile& f) {
+  if (!f.has_checksum()) return false;
+  const std::uint64_t got = file_range_checksum(f.path, f.header_bytes());
+  if (got != f.checksum)
+    throw corpus_error("data: " + f.path + " is corrupt: its tokens' checksum is " + checksum_text(got) + ", its header records " +
+                       checksum_text(f.checksum));
+  return true;
+}
+
+namespace token_file_detail {
+// Tokens as `token_bytes` little-endian bytes each, appended to out.
+inline void encode_tokens(std::span<const std::int32_t> tokens, std::uint32_t token_bytes, std::vector<unsigned char>& out) {
+  out.resize(tokens.size() * token_bytes);
+  for (std::size_t k = 0; k < tokens.size(); ++k) {
+    const auto v = static_cast<std::uint32_t>(tokens[k]);
+    for (std::uint32_t b = 0; b < token_bytes; ++b) out[k * token_bytes + b] = static_cast<unsigned char>(v >> (8 * b));
+  }
+}
+}  // namespace token_file_detail
+
 // Writes a token file piece by piece, for files larger than memory: tokens are appended, and
-// finish() writes the header with the counts, syncs the file and renames it into place (a kill
-// before that leaves no file, never a torn one: the temporary is PATH.tmp.PID).
+// finish() writes the header with the counts and the checksum and puts the file in place
+// atomically (util/atomic_file.hpp: a kill before that leaves no file, never a torn one).
 class TokenWriter {
  public:
-  TokenWriter(std::filesystem::path path, std::uint32_t vocab, std::uint32_t token_bytes)
-      : path_(std::move(path)), tmp_(path_.string() + ".tmp." + std::to_string(::getpid())) {
+  TokenWriter(std::filesystem::path path, std::uint32_t vocab, std::uint32_t token_bytes) : out_(std::move(path), "data: ") {
     h_.vocab = vocab;
     h_.token_bytes = token_bytes;
-    f_ = std::fopen(tmp_.c_str(), "wb");
-    if (!f_) throw corpus_error("data: cannot write " + tmp_.string() + ": " + std::strerror(errno));
     unsigned char head[token_header_bytes] = {};
-    write(head, sizeof head);
-  }
-  ~TokenWriter() {
-    if (f_) {
-      std::fclose(f_);
-      std::remove(tmp_.c_str());
-    }
+    out_.write(head, sizeof head);
   }
   TokenWriter(const TokenWriter&) = delete;
   TokenWriter& operator=(const TokenWriter&) = delete;
@@ -206,43 +238,59 @@ class TokenWriter {
   // Appends tokens (each below vocab: the caller's tokenizer guarantees it) and the number of text
   // bytes they encode.
   void append(std::span<const std::int32_t> tokens, std::uint64_t text_bytes) {
-    buf_.resize(tokens.size() * h_.token_bytes);
-    for (std::size_t k = 0; k < tokens.size(); ++k) {
-      const auto v = static_cast<std::uint32_t>(tokens[k]);
-      if (v >= h_.vocab)
-        throw corpus_error("data: " + path_.string() + ": token " + std::to_string(tokens[k]) + " is outside vocab " + std::to_string(h_.vocab));
-      for (std::uint32_t b = 0; b < h_.token_bytes; ++b) buf_[k * h_.token_bytes + b] = static_cast<unsigned char>(v >> (8 * b));
-    }
-    write(buf_.data(), buf_.size());
+    for (std::size_t k = 0; k < tokens.size(); ++k)
+      if (static_cast<std::uint32_t>(tokens[k]) >= h_.vocab)
+        throw corpus_error("data: " + path().string() + ": token " + std::to_string(tokens[k]) + " is outside vocab " + std::to_string(h_.vocab));
+    token_file_detail::encode_tokens(tokens, h_.token_bytes, buf_);
+    out_.write(buf_.data(), buf_.size());
+    sum_.update(buf_.data(), buf_.size());
     h_.count += tokens.size();
     h_.text_bytes += text_bytes;
   }
   const TokenHeader& header() const { return h_; }
-  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& path() const { return out_.path(); }
 
   // Writes the header and puts the file in place.
   void finish() {
+    h_.checksum = sum_.value();
     unsigned char head[token_header_bytes];
     encode_header(h_, head);
-    bool ok = std::fflush(f_) == 0 && std::fseek(f_, 0, SEEK_SET) == 0 && std::fwrite(head, 1, sizeof head, f_) == sizeof head &&
-              std::fflush(f_) == 0 && ::fsync(::fileno(f_)) == 0;
-    const int err = errno;
-    ok = std::fclose(f_) == 0 && ok;
-    f_ = nullptr;
-    if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      std::remove(tmp_.c_str());
-      throw corpus_error("data: cannot write " + path_.string() + ": " + std::strerror(err ? err : errno));
-    }
+    if (std::fflush(out_.file()) != 0 || std::fseek(out_.file(), 0, SEEK_SET) != 0) out_.fail(errno);
+    out_.write(head, sizeof head);
+    out_.commit();
   }
 
  private:
-  void write(const void* p, std::size_t n) {
-    if (std::fwrite(p, 1, n, f_) != n) throw corpus_error("data: cannot write " + tmp_.string() + ": " + std::strerror(errno));
-  }
-  std::filesystem::path path_, tmp_;
+  AtomicFile<corpus_error> out_;
   TokenHeader h_;
-  std::FILE* f_ = nullptr;
+  Checksum sum_;
   std::vector<unsigned char> buf_;
 };
+
+// Writes tokens as a token file, atomically. Every token must be in [0, vocab). `text_bytes` < 0:
+// tokens x token_bytes (a byte-level file).
+inline void write_token_file(const std::string& path, std::span<const std::int32_t> tokens, std::uint32_t vocab,
+                             std::uint32_t token_bytes = 1, std::int64_t text_bytes = -1) {
+  if (token_bytes != 1 && token_bytes != 2 && token_bytes != 4)
+    throw corpus_error("data: " + path + ": bytes per token must be 1, 2 or 4, not " + std::to_string(token_bytes));
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || static_cast<std::uint64_t>(tokens[i]) >= vocab ||
+        (token_bytes < 4 && static_cast<std::uint64_t>(tokens[i]) >> (8 * token_bytes)))
+      throw corpus_error("data: " + path + ": token " + std::to_string(tokens[i]) + " at " + std::to_string(i) +
+                         " does not fit vocab " + std::to_string(vocab) + " in " + std::to_string(token_bytes) + " bytes");
+  TokenWriter w(path, vocab, token_bytes);
+  constexpr std::size_t chunk = 1 << 16;
+  std::uint64_t text = text_bytes < 0 ? tokens.size() * token_bytes : static_cast<std::uint64_t>(text_bytes);
+  for (std::size_t i = 0; i < tokens.size(); i += chunk) {
+    const std::size_t n = std::min(chunk, tokens.size() - i);
+    w.append(tokens.subspan(i, n), i == 0 ? text : 0);
+  }
+  if (tokens.empty()) w.append({}, text);
+  w.finish();
+}
+inline void write_token_file(const std::string& path, const std::vector<std::int32_t>& tokens, std::uint32_t vocab,
+                             std::uint32_t token_bytes = 1, std::int64_t text_bytes = -1) {
+  write_token_file(path, std::span<const std::int32_t>(tokens), vocab, token_bytes, text_bytes);
+}
 
 }  // namespace loopscale::data

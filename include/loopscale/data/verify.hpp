@@ -1,8 +1,10 @@
 // `loopscale data verify`: reads every byte of a corpus folder and checks it against its
 // manifest: each shard's header, size, vocabulary, token and text-byte counts and checksum, every
 // token below the vocabulary, each split's totals, and the tokenizer file's checksum and
-// vocabulary. A folder without a manifest (train.bin, val.bin) gets the checks its headers allow.
-// The first problem is a corpus_error naming the file.
+// vocabulary, and each version 2 token file against the checksum in its own header. A folder
+// without a manifest (train.bin, val.bin) gets the checks its headers allow: its version 1 files
+// record no checksum, and the report lists them (`unchecked`). The first problem is a corpus_error
+// naming the file.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@ namespace loopscale::data {
 struct VerifyReport {
   std::uint64_t files = 0, tokens = 0, bytes = 0;
   bool manifest = false;
+  std::vector<std::string> unchecked;  // token files with no checksum recorded (version 1, no manifest)
 };
 
 namespace detail {
@@ -43,8 +46,9 @@ inline VerifyReport verify_corpus(const std::filesystem::path& dir) {
   VerifyReport r;
   if (!has_manifest(dir)) {
     for (const Split s : {Split::train, Split::val}) {
-      const Corpus c = open_corpus(dir, s);
+      const Corpus c = open_corpus(dir, s, Verify::headers);
       for (const TokenFile& f : c.shards()) {
+        if (!verify_tokens(f)) r.unchecked.push_back(f.path);
         detail::check_tokens(f);
         ++r.files;
         r.tokens += f.count;
@@ -71,7 +75,8 @@ inline VerifyReport verify_corpus(const std::filesystem::path& dir) {
   for (const SplitInfo* s : {&m.train, &m.val}) {
     std::uint64_t tokens = 0, text = 0;
     for (const ShardInfo& x : s->shards) {
-      const TokenFile f = open_shard(dir, m, x);
+      const TokenFile f = open_shard(dir, m, x, Verify::headers);
+      verify_tokens(f);
       if (file_checksum(dir / x.file) != x.checksum)
         throw corpus_error("data: " + f.path + " does not match its checksum in " + mpath + " (corrupt or replaced)");
       detail::check_tokens(f);

@@ -8,8 +8,15 @@
 //                    object: balance_loss, z_loss, drop_rate, max_min_load and each layer's
 //                    per-expert load over all calls of the step)
 //   checkpoint.bin   parameters, optimiser state (moments or momentum, MuonH's initial norms, step
-//                    count), the recipe, step (= data position), seed; atomic (checkpoint.hpp)
+//                    count), the recipe, step (= data position), seed; atomic and checksummed
+//                    (checkpoint.hpp)
+//   checkpoint.prev.bin  the checkpoint before it, kept when a new one replaces it
 //   summary.json     the result (TrainResult::json()), written atomically at the end
+//   .lock            flock'd by the process training the run: a second one is refused, naming
+//                    the first (util/file_lock.hpp)
+// A signal (SIGTERM, SIGINT, SIGUSR1) under an InterruptGuard (util/interrupt.hpp) ends the run
+// after the current step with a checkpoint, an {"event":"interrupted"} line in log.jsonl and status
+// "interrupted" in summary.json.
 // Resuming reloads checkpoint.bin, cuts log.jsonl back to the checkpoint's step and continues; the
 // losses are then bit-identical to an uninterrupted run with the same thread count.
 //
@@ -56,6 +63,9 @@
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/optim.hpp"
 #include "loopscale/util/atomic_file.hpp"
+#include "loopscale/util/file_lock.hpp"
+#include "loopscale/util/interrupt.hpp"
+#include "loopscale/util/json_number.hpp"
 #include "loopscale/util/names.hpp"
 
 namespace loopscale::train {
@@ -160,6 +170,14 @@ inline TrainConfig config_from_json(const nlohmann::json& j) {
   for (const auto& [k, v] : j.items()) {
     if (k == "tokenizer") continue;  // config.json's record of the corpus's tokenizer, not a setting
     if (!full.contains(k)) throw config_error("config: unknown key '" + k + "'");
+    // A float where a whole number belongs: get<int64>() of 1e300 would be undefined (json_number.hpp).
+    const nlohmann::json& d = full[k];
+    const bool whole = k == "spec"               ? json_all_whole(v)
+                       : k == "threads"          ? json_whole<int>(v)
+                       : d.is_number_unsigned()  ? json_whole<std::uint64_t>(v)
+                       : d.is_number_integer()   ? json_whole<int64>(v)
+                                                 : true;
+    if (!whole) throw config_error("config: " + k + " must hold whole numbers that fit, got " + v.dump().substr(0, 200));
     full[k] = v;
   }
   try {
@@ -182,22 +200,26 @@ struct TrainProgress {
 using ProgressFn = std::function<bool(const TrainProgress&)>;
 
 struct TrainResult {
-  std::string status;   // "done", "stopped" (by the callback) or "diverged" (NaN/Inf loss)
+  std::string status;   // "done", "stopped" (by the callback), "interrupted" (by a signal) or "diverged" (NaN/Inf loss)
+  std::string signal;   // with "interrupted": "SIGTERM", "SIGINT" or "SIGUSR1" (util/interrupt.hpp)
   std::string message;  // one line saying what happened
   double val_loss = NAN, val_bpb = NAN, train_loss = NAN;
   int64 steps = 0, tokens = 0, params = 0, resumed_from = -1;
   double flops = 0, seconds = 0, tokens_per_s = 0, mfu = 0, peak_flops = 0;
+  std::string peak_source;  // what peak_flops is: "given", or "measured avx512f x16" (backend/host.hpp, peak_isa)
   int64 peak_rss_bytes = 0, memory_estimate_bytes = 0;
   nlohmann::json moe;  // with MoE layers: the last step's routing (as in log.jsonl) and the selection biases
 
   nlohmann::json json() const {
     const auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    return {{"status", status},     {"message", message},           {"val_loss", num(val_loss)},
+    nlohmann::json j = {{"status", status},     {"message", message},           {"val_loss", num(val_loss)},
             {"val_bpb", num(val_bpb)}, {"train_loss", num(train_loss)}, {"steps", steps},
             {"tokens", tokens},     {"flops", flops},               {"seconds", seconds},
-            {"tokens_per_s", tokens_per_s}, {"mfu", mfu},           {"peak_flops", peak_flops},
+            {"tokens_per_s", tokens_per_s}, {"mfu", mfu},           {"peak_flops", peak_flops}, {"peak_source", peak_source},
             {"peak_rss_bytes", peak_rss_bytes}, {"memory_estimate_bytes", memory_estimate_bytes},
             {"params", params},     {"resumed_from", resumed_from}, {"moe", moe}};
+    if (!signal.empty()) j["signal"] = signal;  // only interrupted runs: other summaries stay as they were
+    return j;
   }
 };
 
@@ -268,12 +290,21 @@ inline kernels::MoeRouting routing_of(const TrainConfig& c) {
 inline void check_config(const TrainConfig& c) {
   const Recipe recipe = parse_recipe(c.recipe);
   parse_init(c.init);
+  // Before validate: a spec too large to count is not checked further (spec/limits.hpp).
+  if (const std::string f = size_fault(c.spec); !f.empty()) throw config_error("config: spec: " + f);
   validate(c.spec);
   routing_of(c);
   check(c.batch >= 1, "batch must be at least 1");
   check(c.seq_len >= 2, "seq_len must be at least 2");
+  // Sizes the accounting can count without overflow (spec/limits.hpp).
+  check(c.seq_len <= SpecLimits::seq_len && c.batch <= SpecLimits::batch_tokens / c.seq_len,
+        "seq_len must be at most 2^20 and batch x seq_len at most 2^26 tokens (spec/limits.hpp)");
   check((c.tokens > 0) != (c.flops > 0), "give exactly one budget: tokens or flops");
   check(c.tokens >= 0 && c.flops >= 0 && std::isfinite(c.flops), "the budget must be positive");
+  // training_length's step count must be a whole int64 (a cast of more is undefined).
+  check((c.tokens > 0 ? static_cast<double>(c.tokens) : c.flops / static_cast<double>(count_flops(c.spec, c.seq_len).train)) /
+                static_cast<double>(c.batch * c.seq_len) < 0x1p53,
+        "the budget is more than 2^53 steps");
   check(c.lr > 0 && std::isfinite(c.lr), "lr must be positive");
   check(c.lr_embedding >= 0 && c.lr_lm_head >= 0 && c.lr_norm >= 0, "learning-rate multipliers must not be negative");
   check(c.weight_decay >= 0, "weight_decay must not be negative");
@@ -373,9 +404,9 @@ inline void cut_log(const std::filesystem::path& log, int64 step) {
 
 // The files of a run folder (see the top of this file).
 struct RunFiles {
-  std::filesystem::path out, config, checkpoint, log, summary;
+  std::filesystem::path out, config, checkpoint, prev, log, summary;
   explicit RunFiles(const std::filesystem::path& dir)
-      : out(dir), config(dir / "config.json"), checkpoint(dir / "checkpoint.bin"), log(dir / "log.jsonl"),
+      : out(dir), config(dir / "config.json"), checkpoint(dir / "checkpoint.bin"), prev(dir / "checkpoint.prev.bin"), log(dir / "log.jsonl"),
         summary(dir / "summary.json") {}
 };
 
@@ -388,13 +419,40 @@ struct RunInputs {
   std::optional<Checkpoint<float>> checkpoint;  // the checkpoint a resumed run continues from
 };
 
-// The checkpoint to resume from, if the run folder holds one: only with config.resume, and only
-// when the run was started with the same identity(config).
+// The checkpoint to resume from, if the run folder holds one (checkpoint.bin, or only
+// checkpoint.prev.bin: a crash while a checkpoint was replaced where hard links are not supported,
+// checkpoint.hpp's keep_previous): only with config.resume, and only when the run was started with
+// the same identity(config). checkpoint.bin is verified as it loads; when it is missing, truncated
+// or corrupt and checkpoint.prev.bin is good, the run resumes from that one, with a warning on
+// stderr (the log is then cut to its step, as for any resume); both unusable: a checkpoint_error
+// naming both.
 inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& cfg, const RunFiles& files) {
-  if (!std::filesystem::exists(files.checkpoint)) return std::nullopt;
+  const bool current = std::filesystem::exists(files.checkpoint), previous = std::filesystem::exists(files.prev);
+  if (!current && !previous) return std::nullopt;
   if (!cfg.resume)
     throw config_error("config: " + files.out.string() + " already holds a run; pass --resume to continue it or choose another --out");
-  Checkpoint<float> ckpt = load_checkpoint<float>(files.checkpoint);
+  const auto load_previous = [&](const std::string& why) {
+    Checkpoint<float> c;
+    try {
+      c = load_checkpoint<float>(files.prev);
+    } catch (const checkpoint_error& e) {
+      throw checkpoint_error("cannot resume " + files.out.string() + ": no usable checkpoint: " + why + "; and " + e.what());
+    }
+    std::fprintf(stderr, "warning: %s; resuming from %s (step %lld)\n", why.c_str(), files.prev.string().c_str(),
+                 static_cast<long long>(c.meta.value("step", int64{-1})));
+    return c;
+  };
+  Checkpoint<float> ckpt;
+  if (!current) {
+    ckpt = load_previous(files.checkpoint.string() + " is missing");
+  } else {
+    try {
+      ckpt = load_checkpoint<float>(files.checkpoint);
+    } catch (const checkpoint_error& e) {
+      if (!previous) throw;
+      ckpt = load_previous(e.what());
+    }
+  }
   nlohmann::json was = ckpt.meta.at("config");
   const nlohmann::json now = identity(cfg);
   // A checkpoint written before a key existed trained as that key's adamw default says.
@@ -444,7 +502,7 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files) {
   in.checkpoint = checkpoint_to_resume(cfg, files);
   // The same token ids must mean the same text: a resumed run keeps its tokenizer.
   if (in.checkpoint)
-    data::check_same_tokenizer(in.checkpoint->meta.value("tokenizer", nlohmann::json()), in.tokenizer, files.checkpoint.string());
+    data::check_same_tokenizer(in.checkpoint->meta.value("tokenizer", nlohmann::json()), in.tokenizer, in.checkpoint->path.string());
   return in;
 }
 
@@ -563,6 +621,8 @@ class Trainer {
     res_.params = model_.num_params();
     res_.memory_estimate_bytes = memory_.total;
     res_.peak_flops = cfg.peak_flops > 0 ? cfg.peak_flops : measure_peak_flops(B::threads());
+    res_.peak_source = cfg.peak_flops > 0 ? std::string("given")
+                                          : std::string("measured ") + peak_isa().name + " x" + std::to_string(peak_isa().lanes);
     if (in.checkpoint) {
       restore(*in.checkpoint);
       in.checkpoint.reset();  // the copies are in place; free the checkpoint's buffers
@@ -592,8 +652,13 @@ class Trainer {
       p.seconds = elapsed();
       write_log_line(p, s.moe);
       if (last || due(cfg_.checkpoint_every, p.step)) checkpoint(p.step);
-      if (progress_ && !progress_(p) && !last) {
+      const bool go_on = !progress_ || progress_(p);
+      // A signal (util/interrupt.hpp, set only while an InterruptGuard is installed) stops the
+      // run like the callback does, after the step; on the last step the run is done anyway.
+      const int sig = interrupt_signal();
+      if ((!go_on || sig != 0) && !last) {
         if (last_good_ != p.step) checkpoint(p.step);
+        if (sig != 0) return interrupted(sig, p.step);
         return finish("stopped", "stopped by the caller after step " + std::to_string(p.step) + "; resume to continue");
       }
     }
@@ -606,8 +671,11 @@ class Trainer {
 
  private:
   void restore(const Checkpoint<float>& ckpt) {
+    // Resumed from checkpoint.prev.bin: checkpoint.bin is bad (or missing), so the next checkpoint
+    // replaces it without making it the previous one; the good previous one stays.
+    keep_previous_ = ckpt.path != files_.prev;
     if (static_cast<int64>(ckpt.params.size()) != model_.num_params())
-      throw checkpoint_error("checkpoint " + files_.checkpoint.string() + " holds " + std::to_string(ckpt.params.size()) +
+      throw checkpoint_error("checkpoint " + ckpt.path.string() + " holds " + std::to_string(ckpt.params.size()) +
                              " parameters, the model has " + std::to_string(model_.num_params()));
     std::copy(ckpt.params.begin(), ckpt.params.end(), model_.params().begin());
     std::copy(ckpt.m.begin(), ckpt.m.end(), opt_.first_moment().begin());
@@ -621,9 +689,9 @@ class Trainer {
     for (const MuonMatrix& m : opt_.matrices()) expected.push_back(m.name);
     const std::vector<double> norms = ckpt.meta.value("muon_norms", std::vector<double>{});
     if (!norms.empty() && names != expected)
-      throw checkpoint_error("checkpoint " + files_.checkpoint.string() + ": its MuonH matrices are not the model's");
+      throw checkpoint_error("checkpoint " + ckpt.path.string() + ": its MuonH matrices are not the model's");
     if (norms.empty() && step0_ > 0 && !expected.empty())
-      throw checkpoint_error("checkpoint " + files_.checkpoint.string() + " lacks the initial norms of its MuonH matrices");
+      throw checkpoint_error("checkpoint " + ckpt.path.string() + " lacks the initial norms of its MuonH matrices");
     opt_.set_initial_norms(norms);
     if (model_.moe_layers() > 0) set_moe_bias(model_, ckpt.meta.at("moe_bias"));
     prior_seconds_ = ckpt.meta.at("seconds").get<double>();
@@ -712,7 +780,9 @@ class Trainer {
 
   double elapsed() const { return prior_seconds_ + std::chrono::duration<double>(clock::now() - wall0_).count(); }
 
-  // Saves the state after `step` steps to checkpoint.bin.
+  // Saves the state after `step` steps to checkpoint.bin, the one it replaces to checkpoint.prev.bin
+  // (checkpoint.hpp's keep_previous says why every moment of a crash leaves a good one). A failure
+  // to write (a full disk) throws a file_write_error naming the file; both files stay as they were.
   void checkpoint(int64 step) {
     std::vector<std::string> matrices;
     for (const MuonMatrix& m : opt_.matrices()) matrices.push_back(m.name);
@@ -732,7 +802,9 @@ class Trainer {
     const auto p = model_.params();
     save_checkpoint<float>(files_.checkpoint, meta, std::span<const float>(p.data(), p.size()),
                            std::span<const float>(opt_.first_moment().data(), p.size()),
-                           std::span<const float>(opt_.second_moment().data(), p.size()));
+                           std::span<const float>(opt_.second_moment().data(), p.size()),
+                           keep_previous_ ? files_.prev : std::filesystem::path());
+    keep_previous_ = true;
     last_good_ = step;
   }
 
@@ -742,6 +814,15 @@ class Trainer {
     return finish("diverged", std::string("the loss became ") + (std::isfinite(loss) ? "finite but the gradient " : "") +
                                   (std::isnan(loss) || std::isnan(norm) ? "NaN" : "Inf") + " at step " + std::to_string(p.step) +
                                   "; stopped, the last good checkpoint (step " + std::to_string(last_good_) + ") is kept");
+  }
+
+  // Stopped by signal `sig` after `step` steps, checkpoint written: the log and summary say so.
+  TrainResult interrupted(int sig, int64 step) {
+    res_.signal = signal_name(sig);
+    log_ << nlohmann::json{{"event", "interrupted"}, {"signal", res_.signal}, {"step", step}}.dump() << "\n";
+    log_.flush();
+    return finish("interrupted", "interrupted by " + res_.signal + " after step " + std::to_string(step) +
+                                     " (checkpoint written); resume to continue");
   }
 
   // Completes the result and writes summary.json.
@@ -779,6 +860,7 @@ class Trainer {
   TrainResult res_;
   int64 step0_ = 0;      // the step the run starts (or resumes) from
   int64 last_good_ = 0;  // the step of the newest checkpoint on disk
+  bool keep_previous_ = true;  // false while checkpoint.bin is a bad one the run did not resume from
   double prior_seconds_ = 0, step_seconds_ = 0;  // wall time of earlier sessions; time spent in steps
   std::ofstream log_;
 };
@@ -790,9 +872,21 @@ template <class B = HostBackend>
 TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
   const auto wall0 = detail::Trainer<B>::clock::now();
   const detail::RunFiles files(cfg.out);
+  // One process per run folder (util/file_lock.hpp), taken before anything is read or written:
+  // a second `train` on the same --out stops here, naming the first. A folder that does not exist
+  // yet is locked once it is made, after the input is checked, so bad input leaves nothing behind.
+  const auto lock_run = [&] {
+    FileLock l = FileLock::acquire(files.out / ".lock", files.out.string() + "/",
+                                   "wait for it to end, stop it, or choose another --out");
+    remove_stale_temporaries(files.out);  // a killed writer's NAME.tmp.PID
+    return l;
+  };
+  FileLock lock;
+  if (std::filesystem::is_directory(files.out)) lock = lock_run();
   detail::RunInputs in = detail::read_inputs<B>(cfg, files);
   // From here on the input is valid; build the run.
   std::filesystem::create_directories(files.out);
+  if (!lock.held()) lock = lock_run();
   nlohmann::json recorded = cfg;
   recorded["tokenizer"] = in.tokenizer;  // a record of the corpus, not a setting (config_from_json skips it)
   write_file_atomic(files.config, recorded.dump(2) + "\n");

@@ -3,13 +3,14 @@
 // itself is synced, so the rename survives a crash too. A kill at any moment leaves either the old
 // file or the new one, never a torn one. The process id in the temporary's name keeps two processes
 // that replace the same file at once (sweep shards claiming a folder) from writing into one
-// temporary. Every file loopscale rewrites goes through here: checkpoints, run logs and summaries,
-// token files, sweep results and reports.
+// temporary. Every file loopscale rewrites goes through AtomicFile (directly, or through
+// write_file_atomic): checkpoints, run logs and summaries, token files, manifests, sweep results and
+// reports; nothing else in the library renames or writes temporaries.
 //
 // A failure throws `Error` (file_write_error unless the caller names its own type, constructible
 // from a std::string) with a message naming the file and the system's reason, e.g.
-// "cannot write out/checkpoint.bin.tmp.4242: No space left on device"; the temporary is removed and
-// the old file is left as it was.
+// "cannot write out/checkpoint.bin: No space left on device" (or "File too large", under a file
+// size limit); the temporary is removed and the old file is left as it was.
 #pragma once
 
 #include <cerrno>
@@ -21,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -47,43 +49,102 @@ inline void fsync_dir(const std::filesystem::path& dir) {
 
 }  // namespace atomic_file_detail
 
+// One atomic replacement of `path`: write through file() (or write()), then commit(). Until
+// commit() the old file is untouched; a destructor that runs before it (an exception, an early
+// return) removes the temporary. sync() alone puts the content on disk without renaming, for a
+// caller that must do something between the two (checkpoint.hpp keeps the previous checkpoint).
+// `prefix` starts every error message ("data: " for the data layer's).
+template <class Error = file_write_error>
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::filesystem::path path, std::string prefix = "")
+      : path_(std::move(path)), tmp_(path_.string() + ".tmp." + std::to_string(::getpid())), prefix_(std::move(prefix)) {
+    f_ = std::fopen(tmp_.c_str(), "wb");
+    if (!f_) throw Error(prefix_ + "cannot write " + path_.string() + ": " + atomic_file_detail::reason(errno));
+  }
+  ~AtomicFile() {
+    if (f_) std::fclose(f_);
+    if (!committed_) std::remove(tmp_.c_str());
+  }
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  std::FILE* file() const { return f_; }
+  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& temporary() const { return tmp_; }
+
+  // Appends bytes; a short write throws at once, with the system's reason (errno is read before
+  // anything else can change it).
+  void write(const void* p, std::size_t n) {
+    errno = 0;
+    if (std::fwrite(p, 1, n, f_) != n) fail(errno);
+  }
+
+  // Throws Error with the reason `err` (an errno value; 0: unknown), removing the temporary.
+  [[noreturn]] void fail(int err) {
+    if (f_) std::fclose(f_);
+    f_ = nullptr;
+    std::remove(tmp_.c_str());
+    committed_ = true;  // nothing left to remove
+    throw Error(prefix_ + "cannot write " + path_.string() + ": " + atomic_file_detail::reason(err));
+  }
+
+  // Flushes the content to the disk and closes the temporary. Buffered writes fail here at the
+  // latest (a full disk, a file size limit), so the stream's error flag and every call are checked.
+  void sync() {
+    if (!f_) return;
+    bool ok = true;
+    int err = 0;
+    if (std::ferror(f_)) {  // a write failed earlier: errno still holds its reason
+      ok = false;
+      err = errno;
+    } else if (errno = 0; std::fflush(f_) != 0 || ::fsync(::fileno(f_)) != 0) {
+      ok = false;
+      err = errno;
+    }
+    const int closed = std::fclose(f_);
+    f_ = nullptr;
+    if (ok && closed != 0) {
+      ok = false;
+      err = errno;
+    }
+    if (!ok) fail(err);
+  }
+
+  // sync(), then renames the temporary over the file and syncs the folder.
+  void commit() {
+    sync();
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      const int err = errno;
+      std::remove(tmp_.c_str());
+      committed_ = true;
+      throw Error(prefix_ + "cannot rename " + tmp_.string() + " to " + path_.string() + ": " + atomic_file_detail::reason(err));
+    }
+    committed_ = true;
+    atomic_file_detail::fsync_dir(path_.parent_path());
+  }
+
+ private:
+  std::filesystem::path path_, tmp_;
+  std::string prefix_;
+  std::FILE* f_ = nullptr;
+  bool committed_ = false;
+};
+
 // Streaming: `fill(FILE*)` writes the content; it returns false (or leaves the stream in error)
 // when a write failed, or returns nothing and lets the stream's error flag speak.
 template <class Error = file_write_error, class Fill>
   requires std::invocable<Fill&, std::FILE*>
 void write_file_atomic(const std::filesystem::path& path, Fill&& fill) {
-  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  const auto fail = [&tmp](int err) { return Error("cannot write " + tmp.string() + ": " + atomic_file_detail::reason(err)); };
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw fail(errno);
+  AtomicFile<Error> out(path);
   errno = 0;
   bool ok = true;
-  try {
-    if constexpr (std::is_void_v<std::invoke_result_t<Fill&, std::FILE*>>)
-      fill(f);
-    else
-      ok = static_cast<bool>(fill(f));
-  } catch (...) {
-    std::fclose(f);
-    std::remove(tmp.c_str());
-    throw;
-  }
-  ok = ok && !std::ferror(f) && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  int err = ok ? 0 : errno;
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw fail(err);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
-    std::remove(tmp.c_str());
-    throw Error("cannot rename " + tmp.string() + " to " + path.string() + ": " + atomic_file_detail::reason(err));
-  }
-  atomic_file_detail::fsync_dir(path.parent_path());
+  if constexpr (std::is_void_v<std::invoke_result_t<Fill&, std::FILE*>>)
+    fill(out.file());
+  else
+    ok = static_cast<bool>(fill(out.file()));
+  if (!ok) out.fail(errno);
+  out.commit();
 }
 
 // The whole content at once.
