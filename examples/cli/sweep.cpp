@@ -1,4 +1,5 @@
 // `loopscale sweep plan|run|merge|slurm|report|compare`: thin over include/loopscale/sweep/.
+// `sweep run` exits 75 when a signal stopped it (resumable), 2 when its shard is in use.
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "loopscale/sweep/results.hpp"
 #include "loopscale/sweep/run.hpp"
 #include "loopscale/sweep/slurm.hpp"
+#include "loopscale/util/interrupt.hpp"
 
 namespace loopscale::cli {
 namespace {
@@ -41,7 +43,7 @@ struct SpecSource {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e400 (tests/fuzz)
       throw usage_error(file + ": not valid JSON (" + std::string(e.what()) + ")");
     }
     try {
@@ -181,6 +183,8 @@ const bool registered = add_command([](CLI::App& app) {
       EngineOptions eo;
       eo.threads = *threads;
       RunSummary s;
+      // A signal stops the sweep after the current run's checkpoint: exit 75, resumable (run.hpp).
+      const InterruptGuard guard;
       try {
         s = run_sweep(plan, opt, engine_run_fn(eo));
       } catch (const sweep_error& e) {
@@ -233,16 +237,28 @@ const bool registered = add_command([](CLI::App& app) {
     sub->add_option("--gpus", o->gpus, "GPUs per task (--gres=gpu:N)");
     sub->add_option("--cpus", o->cpus, "CPUs per task")->capture_default_str();
     sub->add_option("--mem", o->mem, "memory per task")->capture_default_str();
+    sub->add_option("--signal-seconds", o->signal_seconds,
+                    "SIGUSR1 this many seconds before the time limit: checkpoint, exit 75, requeue (0: none)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     sub->callback([src, o, spec_on_cluster] {
       const Plan plan = src->plan();
       SlurmOptions opt = *o;
       if (!src->preset.empty()) opt.spec_arg = "--preset " + shell_quote(src->preset);
       else opt.spec_arg = shell_quote(spec_on_cluster->empty() ? fs::absolute(src->file).string() : *spec_on_cluster);
+      std::string script;
       try {
-        std::cout << slurm_script(plan, opt);
+        script = slurm_script(plan, opt);
       } catch (const sweep_error& e) {
         throw usage_error(e.what());
       }
+      // Slurm opens the log in --out before the script's own mkdir runs (slurm.hpp).
+      std::error_code ec;
+      fs::create_directories(opt.out, ec);
+      if (ec)
+        fmt::print(stderr, "loopscale: warning: cannot create {} ({}); create it before sbatch: Slurm writes the tasks' logs there\n",
+                   opt.out, ec.message());
+      std::cout << script;
     });
   }
 

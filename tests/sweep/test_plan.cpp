@@ -127,6 +127,13 @@ TEST_CASE("slurm: one array task per shard, each running its shard") {
   CHECK(s.find("#SBATCH --gres=gpu:1") != std::string::npos);
   CHECK(s.find("sweep run --preset paper --out '/scratch/sweep'") != std::string::npos);
   CHECK(s.find("--shard \"${SLURM_ARRAY_TASK_ID}/8\"") != std::string::npos);
+  // A warning signal to the batch shell, forwarded to loopscale; exit 75 requeues the task.
+  CHECK(s.find("#SBATCH --requeue\n") != std::string::npos);
+  CHECK(s.find("#SBATCH --signal=B:USR1@300\n") != std::string::npos);
+  CHECK(s.find("scontrol requeue \"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}\"") != std::string::npos);
+  CHECK(s.find("exec ") == std::string::npos);  // the shell stays, to requeue
+  o.signal_seconds = 0;
+  CHECK(slurm_script(plan, o).find("#SBATCH --signal") == std::string::npos);
   o.shards = 0;
   CHECK_THROWS_AS(slurm_script(plan, o), sweep_error);
 }

@@ -13,6 +13,7 @@
 
 #include "loopscale/sweep/run.hpp"
 #include "loopscale/train/trainer.hpp"
+#include "loopscale/util/interrupt.hpp"
 
 namespace loopscale::sweep {
 
@@ -67,6 +68,9 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
       if (req.progress) req.progress({p.step, p.steps, p.loss, p.tokens_per_s});
       return true;
     });
+    // A signal (util/interrupt.hpp) stopped the run after a checkpoint: the sweep stops too, and
+    // the run gets no results line; the next `sweep run` resumes it.
+    if (r.status == "interrupted") throw interrupted_error(interrupt_signal(), fmt::format("sweep: run {} {}", req.run->id, r.message));
     if (r.status != "done")
       throw std::runtime_error(fmt::format("run {} {}: {}", req.run->id, r.status, r.message));
     return r.json();

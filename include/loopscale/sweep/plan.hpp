@@ -30,8 +30,10 @@
 #include "loopscale/account/injection_convention.hpp"
 #include "loopscale/account/memory.hpp"
 #include "loopscale/spec/family.hpp"
+#include "loopscale/spec/limits.hpp"
 #include "loopscale/spec/spec.hpp"
 #include "loopscale/spec/spec_json.hpp"
+#include "loopscale/util/json_number.hpp"
 
 namespace loopscale::sweep {
 
@@ -122,6 +124,8 @@ namespace detail {
 template <class T>
 void read_field(const nlohmann::json& j, const char* key, T& out) {
   if (!j.contains(key)) return;
+  if (!json_whole<T>(j.at(key)))  // get<T>() of 1e300 or 2.5 would be undefined or truncate
+    throw sweep_error(fmt::format("sweep spec: field '{}' must be a whole number, got {}", key, j.at(key).dump()));
   try {
     out = j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
@@ -219,6 +223,8 @@ inline int64 width_of(const SweepSpec& s, int64 mult) {
   return ceil_div(s.width_per_s * mult, s.width_round) * s.width_round;
 }
 
+inline ModelSpec model_of(const SweepSpec& s, int64 r, int64 mult, int64 experts);
+
 // Throws sweep_error naming the first problem with the spec as a whole.
 inline void validate(const SweepSpec& s) {
   const auto need = [](bool ok, const std::string& msg) {
@@ -226,6 +232,20 @@ inline void validate(const SweepSpec& s) {
   };
   need(!s.name.empty(), "name must not be empty");
   need(s.prelude >= 0 && s.coda >= 0, "prelude and coda must not be negative");
+  // Sizes the planning can count (spec/limits.hpp), checked before anything is multiplied.
+  using L = SpecLimits;
+  need(s.depth <= L::depth && s.prelude <= L::depth && s.coda <= L::depth, fmt::format("depth, prelude and coda must be at most {}", L::depth));
+  need(s.width_per_s >= 1 && s.width_round >= 1, "width_per_s and width_round must be positive");
+  need(s.width_per_s <= L::width && s.width_round <= L::width && s.head_dim <= L::width,
+       fmt::format("width_per_s, width_round and head_dim must be at most {}", L::width));
+  for (const ComputeBudget& b : s.budgets)
+    for (int64 m : b.widths)
+      need(m < 1 || (m <= L::width && width_of(s, m) <= L::width), fmt::format("width s = {} gives a d_model above the limit {}", m, L::width));
+  need(s.vocab <= L::vocab && s.vocab_multiple <= L::vocab, fmt::format("vocab and vocab_multiple must be at most {}", L::vocab));
+  need(s.seq_len <= L::seq_len, fmt::format("seq_len {} is above the limit {}", s.seq_len, L::seq_len));
+  need(s.micro_batch_tokens <= L::batch_tokens, fmt::format("micro_batch_tokens {} is above the limit {}", s.micro_batch_tokens, L::batch_tokens));
+  for (int64 e : s.experts) need(e <= L::multiplier, fmt::format("experts: E = {} is above the limit {}", e, L::multiplier));
+  need(s.expert_ff <= static_cast<double>(L::multiplier), fmt::format("expert_ff {} is above the limit {}", s.expert_ff, L::multiplier));
   need(s.depth > s.prelude + s.coda, "depth must exceed prelude + coda");
   need(!s.r.empty(), "r needs at least one value");
   const int64 middle = s.depth - s.prelude - s.coda;
@@ -283,6 +303,12 @@ inline void validate(const SweepSpec& s) {
              s.moe_layers == dense.moe_layers && s.moe_every == dense.moe_every && s.moe_first_dense == dense.moe_first_dense,
          "top_k, expert_ff, shared_expert, moe_layers, moe_every and moe_first_dense need experts (the expert counts to sweep)");
   }
+  // Every member within the limits, so that the plan can account it.
+  for (int64 e : s.moe() ? s.experts : std::vector<int64>{0})
+    for (int64 r : s.r)
+      for (const ComputeBudget& b : s.budgets)
+        for (int64 m : b.widths)
+          if (const std::string f = size_fault(model_of(s, r, m, e)); !f.empty()) need(false, f);
 }
 
 // The sweep's family (spec/family.hpp) with E routed experts in the layers the MoE placement
@@ -389,9 +415,13 @@ inline Plan make_plan(const SweepSpec& spec) {
           run.acct = account(run.model, spec.seq_len);
           run.flops_per_token = static_cast<double>(run.acct.flops_per_token.train);
           run.tokens = b.flops / run.flops_per_token;
-          run.steps = static_cast<int64>(std::floor(b.flops / (run.flops_per_token * static_cast<double>(spec.batch_tokens))));
+          const double steps = std::floor(b.flops / (run.flops_per_token * static_cast<double>(spec.batch_tokens)));
+          // Past 2^53 steps the count is inexact, and past 2^63 the cast undefined (tests/fuzz).
+          run.steps = steps < 0x1p53 ? static_cast<int64>(steps) : 0;
           run.memory_bytes = training_memory_bytes(run.model, spec.seq_len, spec.micro_batch_tokens);
-          if (run.steps < 1)
+          if (steps >= 0x1p53)
+            run.problem = fmt::format("D = {:.3g} tokens is more than 2^53 batches of {}", run.tokens, spec.batch_tokens);
+          else if (run.steps < 1)
             run.problem = fmt::format("D = {:.3g} tokens is below one batch of {}", run.tokens, spec.batch_tokens);
           else if (run.memory_bytes > limit)
             run.problem = fmt::format("needs about {:.1f} GiB, above the {:g} GiB limit", run.memory_bytes / (1024.0 * 1024 * 1024),

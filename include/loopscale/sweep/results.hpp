@@ -2,7 +2,9 @@
 // Appending rewrites the file to a temporary beside it and renames it over the old one
 // (write_file_atomic), so a kill at any moment leaves either the old file or the new one, never a
 // torn line. That costs O(n) per append, which is nothing next to training a run; concurrent
-// writers must use separate files (shards do: results.shard-I-of-N.jsonl).
+// writers must use separate files (shards do: results.shard-I-of-N.jsonl), each owned by one
+// process through its lock (run.hpp). A torn last line all the same (ResultsFile below) is left
+// out with a warning by readers and set aside by the writer.
 //
 // A line: {"sweep": fingerprint, "id", "index", "C", "r", "s", "d_model", "N_once", "N_rec", "N",
 //          "N_unrolled", "F", "D", "loss", "summary": {the engine's summary.json}}
@@ -11,8 +13,10 @@
 // "N_loop", "N_total", "m", "N_unroll".
 #pragma once
 
+#include <ctime>
 #include <fstream>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -21,6 +25,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "loopscale/sweep/plan.hpp"
 #include "loopscale/util/atomic_file.hpp"
@@ -49,6 +54,10 @@ struct RunResult {
 
 inline RunResult result_from_json(const nlohmann::json& j) {
   RunResult r;
+  // get<int64>() of a float out of range is undefined behaviour (util/json_number.hpp).
+  for (const char* k : {"r", "s", "d_model", "E", "K"})
+    if (j.is_object() && j.contains(k) && !json_whole<int64>(j.at(k)))
+      throw sweep_error(fmt::format("result line: '{}' must be a whole number, got {}: {}", k, j.at(k).dump(), j.dump().substr(0, 200)));
   try {
     r.sweep = j.value("sweep", std::string{});
     r.id = j.at("id").get<std::string>();
@@ -93,32 +102,107 @@ inline nlohmann::json result_line(const Plan& plan, const PlannedRun& run, const
   return line;
 }
 
-// Every line of a results file, in order; a missing file is an empty list. A line that does not
-// parse is an error naming the file and line: these files are only ever written whole.
-inline std::vector<nlohmann::json> read_lines(const fs::path& file) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(file);
+// A results file as read: its whole lines, and its last line when that one is torn.
+//
+// loopscale replaces these files atomically, so a torn line means something else went wrong: a
+// power loss on a file system that reorders data and rename (the tail then reads as NUL bytes or
+// is cut short), a copy that was interrupted, another program appending. Only the LAST line can be
+// torn that way, and the run it named is not lost: `sweep run` records it again from
+// runs/ID/result.json or trains it again. So a bad last line (no newline at its end, not JSON, or
+// a JSON object without a result's fields) is set aside with a warning, never merged or fitted;
+// a bad line before it is an error naming file:line, as no crash explains it.
+struct ResultsFile {
+  std::vector<nlohmann::json> lines;
+  std::vector<int> numbers;  // line number of each of `lines` (from 1)
+  std::string torn;          // the bad last line, as it was (empty: none)
+  int torn_number = 0;
+  std::string torn_reason;   // why it counts as torn
+  std::string whole_text;    // the file's text without the torn line (what a repair writes)
+};
+
+inline ResultsFile parse_results_file(const fs::path& file) {
+  ResultsFile f;
+  std::ifstream in(file, std::ios::binary);
   if (!in) {
     if (fs::exists(file)) throw sweep_error("cannot read " + file.string());
-    return out;
+    return f;
   }
-  std::string text;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  // [begin, end) of each non-empty line, and whether a newline ended it.
+  struct Span {
+    std::size_t begin, end;
+    bool newline;
+    int number;
+  };
+  std::vector<Span> spans;
   int number = 0;
-  while (std::getline(in, text)) {
+  for (std::size_t pos = 0; pos < text.size();) {
+    const std::size_t nl = text.find('\n', pos);
+    const std::size_t end = nl == std::string::npos ? text.size() : nl;
     ++number;
-    if (text.empty()) continue;
-    try {
-      out.push_back(nlohmann::json::parse(text));
-    } catch (const nlohmann::json::parse_error&) {
-      throw sweep_error(fmt::format("{}:{}: not a JSON line", file.string(), number));
+    if (end > pos) spans.push_back({pos, end, nl != std::string::npos, number});
+    pos = end + 1;
+  }
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const Span& sp = spans[i];
+    const std::string line = text.substr(sp.begin, sp.end - sp.begin);
+    const bool last = i + 1 == spans.size();
+    std::string problem;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) {
+      problem = "not a JSON line";
+    } else if (last) {
+      try {
+        result_from_json(j);
+      } catch (const sweep_error&) {
+        problem = "not a whole result (fields missing)";
+      }
+      if (problem.empty() && !sp.newline) problem = "no newline at its end";
+    }
+    if (problem.empty()) {
+      f.lines.push_back(std::move(j));
+      f.numbers.push_back(sp.number);
+    } else if (last) {
+      f.torn = line;
+      f.torn_number = sp.number;
+      f.torn_reason = problem;
+      f.whole_text = text.substr(0, sp.begin);
+    } else {
+      throw sweep_error(fmt::format("{}:{}: {}", file.string(), sp.number, problem));
     }
   }
-  return out;
+  if (f.torn.empty()) f.whole_text = text;
+  return f;
 }
 
-inline std::vector<RunResult> read_results(const fs::path& file) {
+inline std::string torn_warning(const fs::path& file, const ResultsFile& f) {
+  return fmt::format("warning: {}:{}: the last line is torn ({}): left out; its run is recorded again from runs/ID/result.json "
+                     "or trained again by the next `sweep run`\n",
+                     file.string(), f.torn_number, f.torn_reason);
+}
+
+// Every whole line of a results file, in order; a missing file is an empty list. A torn last line
+// is left out with a warning on `warn` (nullptr: none); any other bad line is an error naming the
+// file and line.
+inline std::vector<nlohmann::json> read_lines(const fs::path& file, std::ostream* warn = &std::cerr) {
+  ResultsFile f = parse_results_file(file);
+  if (!f.torn.empty() && warn) *warn << torn_warning(file, f) << std::flush;
+  return std::move(f.lines);
+}
+
+inline std::vector<RunResult> read_results(const fs::path& file, std::ostream* warn = &std::cerr) {
+  ResultsFile f = parse_results_file(file);
+  if (!f.torn.empty() && warn) *warn << torn_warning(file, f) << std::flush;
   std::vector<RunResult> out;
-  for (const auto& j : read_lines(file)) out.push_back(result_from_json(j));
+  for (std::size_t i = 0; i < f.lines.size(); ++i) {
+    try {
+      out.push_back(result_from_json(f.lines[i]));
+    } catch (const sweep_error& e) {
+      throw sweep_error(fmt::format("{}:{}: {}", file.string(), f.numbers[i], e.what()));
+    }
+  }
   return out;
 }
 
@@ -126,20 +210,36 @@ inline std::vector<RunResult> read_results(const fs::path& file) {
 // file_write_error, a std::runtime_error naming the file and the reason.
 using loopscale::write_file_atomic;
 
-// Appends one line (all or nothing). Refuses a second line for an id already in the file.
+// Moves a torn last line (see ResultsFile) out of a results file: into FILE.torn-TIME-PID, then
+// the file is replaced without it (both atomic). Only the file's writer may do this (under its
+// lock: run.hpp); readers just leave the line out. Returns whether a line was set aside.
+inline bool set_aside_torn(const fs::path& file, std::ostream* log = &std::cerr) {
+  const ResultsFile f = parse_results_file(file);
+  if (f.torn.empty()) return false;
+  char stamp[32] = {};
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  const fs::path aside = file.string() + ".torn-" + stamp + "-" + std::to_string(::getpid());
+  write_file_atomic(aside, f.torn + "\n");
+  write_file_atomic(file, f.whole_text);
+  if (log)
+    *log << fmt::format("warning: {}:{}: the last line was torn ({}); moved to {}; its run will be recorded again or retrained\n",
+                        file.string(), f.torn_number, f.torn_reason, aside.string())
+         << std::flush;
+  return true;
+}
+
+// Appends one line (all or nothing). Refuses a second line for an id already in the file. A torn
+// last line is set aside first, so that the new line never follows it.
 inline void append_result(const fs::path& file, const nlohmann::json& line) {
-  std::string contents;
-  {
-    std::ifstream in(file, std::ios::binary);
-    if (in) {
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      contents = ss.str();
-    }
-  }
+  set_aside_torn(file);
+  const ResultsFile f = parse_results_file(file);
   const std::string id = line.at("id").get<std::string>();
-  for (const auto& j : read_lines(file))
+  for (const auto& j : f.lines)
     if (j.value("id", std::string{}) == id) throw std::logic_error("results: run " + id + " is already in " + file.string());
+  std::string contents = f.whole_text;
   if (!contents.empty() && contents.back() != '\n') contents += '\n';
   contents += line.dump() + "\n";
   write_file_atomic(file, contents);

@@ -9,6 +9,17 @@
 //     (also atomic), so a kill in that gap costs nothing: the next pass records it without training.
 // Shards: `shard {I, N}` takes the runs whose plan index is I mod N and writes its own results
 // file (results.shard-I-of-N.jsonl), so N processes can share one folder on a shared file system.
+//
+// Ownership: each shard's process holds a lock (util/file_lock.hpp) on DIR/.lock.shard-I-of-N
+// (the whole sweep: DIR/.lock) for as long as it runs, so a second process for the same shard is
+// refused at once, naming the first; other shards run beside it. Each run folder has its own lock
+// too (the trainer's), which also keeps a whole-sweep run and a shard from training one run twice.
+// Under its lock the process sets aside a torn last line of its results file (results.hpp) and
+// removes that file's temporaries left by a killed predecessor.
+//
+// Signals: under an InterruptGuard (util/interrupt.hpp) the RunFn stops its run after a checkpoint
+// and throws interrupted_error (engine.hpp does); a signal between runs stops before the next one.
+// The interrupted run gets no results line, so the next call resumes it.
 #pragma once
 
 #include <chrono>
@@ -24,6 +35,8 @@
 
 #include "loopscale/sweep/plan.hpp"
 #include "loopscale/sweep/results.hpp"
+#include "loopscale/util/file_lock.hpp"
+#include "loopscale/util/interrupt.hpp"
 
 namespace loopscale::sweep {
 
@@ -77,6 +90,18 @@ inline fs::path results_file(const fs::path& out, const Shard& shard) {
 }
 
 inline fs::path run_dir(const fs::path& out, const PlannedRun& run) { return out / "runs" / run.id; }
+
+// The lock file a shard's process holds (see the top of this file).
+inline fs::path shard_lock_file(const fs::path& out, const Shard& shard) {
+  if (shard.whole()) return out / ".lock";
+  return out / fmt::format(".lock.shard-{}-of-{}", shard.index, shard.count);
+}
+
+// Takes the shard's lock or throws folder_in_use ("DIR/ (shard I/N) is in use by process P (host H); ...").
+inline FileLock lock_shard(const fs::path& out, const Shard& shard) {
+  const std::string what = out.string() + "/" + (shard.whole() ? "" : fmt::format(" (shard {}/{})", shard.index, shard.count));
+  return FileLock::acquire(shard_lock_file(out, shard), what, "wait for it to end, or stop it; other shards may run beside it");
+}
 
 // Writes DIR/sweep.json the first time; afterwards the folder must belong to the same spec.
 inline void claim_folder(const fs::path& out, const Plan& plan) {
@@ -149,8 +174,11 @@ inline RunSummary run_sweep(const Plan& plan, const RunOptions& opt, const RunFn
   const auto t0 = Clock::now();
   const auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   claim_folder(opt.out, plan);
+  const FileLock lock = lock_shard(opt.out, opt.shard);
   const fs::path file = results_file(opt.out, opt.shard);
-  const auto done = results_by_id(read_results(file), file.string());
+  remove_stale_temporaries(opt.out, file.filename().string());
+  set_aside_torn(file, opt.log);
+  const auto done = results_by_id(read_results(file, opt.log), file.string());
   for (const auto& [id, r] : done)
     if (r.sweep != plan.fingerprint)
       throw sweep_error(fmt::format("{}: run {} belongs to sweep {}, not {}", file.string(), id, r.sweep, plan.fingerprint));
@@ -182,6 +210,9 @@ inline RunSummary run_sweep(const Plan& plan, const RunOptions& opt, const RunFn
   double flops_done = 0, seconds_training = 0;  // this call's measured rate, for the time left
   for (std::size_t i = 0; i < todo.size(); ++i) {
     const PlannedRun& run = *todo[i];
+    if (const int sig = interrupt_signal())
+      throw interrupted_error(sig, fmt::format("sweep: interrupted by {} before run {} ({} of {} left); run the same command to continue",
+                                               signal_name(sig), run.id, todo.size() - i, todo.size()));
     const fs::path dir = run_dir(opt.out, run);
     fs::create_directories(dir);
     const fs::path kept = dir / "result.json";

@@ -1,0 +1,421 @@
+// Ownership and interruptions of a sweep folder: torn results lines, one process per shard, files
+// that cannot be written, the Slurm script's signal and requeue, and `sweep run` stopped by
+// SIGTERM / SIGINT / SIGUSR1 and resumed (the real engine through the CLI).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../cli/run_cli.hpp"
+#include "fake_engine.hpp"
+#include "loopscale/sweep/merge.hpp"
+#include "loopscale/sweep/presets.hpp"
+#include "loopscale/sweep/report.hpp"
+#include "loopscale/sweep/slurm.hpp"
+#include "loopscale/train/data.hpp"
+#include "loopscale/util/file_lock.hpp"
+
+using namespace loopscale;
+using namespace loopscale::sweep;
+
+namespace {
+
+fs::path fresh(const std::string& name) {
+  const fs::path p = fs::path(LOOPSCALE_TEST_TMP) / ("rel_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+Plan small_plan() {
+  SweepSpec s = preset("smoke");
+  s.budgets = {{1.5e8, {1, 4}}, {6e9, {1, 4}}};
+  return make_plan(s);
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void spit(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+RunSummary run_fake(const Plan& plan, const fs::path& out, std::ostream* log = nullptr, Shard shard = {},
+                    std::chrono::microseconds per_step = std::chrono::microseconds(0)) {
+  RunOptions opt;
+  opt.out = out;
+  opt.log = log;
+  opt.shard = shard;
+  test::FakeEngine e;
+  e.per_step = per_step;
+  return run_sweep(plan, opt, e);
+}
+
+int count_prefixed(const fs::path& dir, const std::string& prefix) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().rfind(prefix, 0) == 0;
+  return n;
+}
+
+// Runs `body` in a forked child; its return value is the child's exit status (-1: killed).
+template <class F>
+int in_child(F body) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int rc = 1;
+    try {
+      rc = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: unexpected: %s\n", e.what());
+    }
+    std::fflush(nullptr);
+    _exit(rc);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("reliability: a torn last results line is set aside with a warning and its run recorded again; a bad middle line is an error",
+          "[sweep][reliability]") {
+  const Plan plan = small_plan();
+  const fs::path out = fresh("torn");
+  run_fake(plan, out);
+  const fs::path file = out / "results.jsonl";
+  const std::string whole = slurp(file);
+  const auto before = read_results(file);
+  REQUIRE(before.size() == 6);
+  const std::size_t last_start = whole.rfind('\n', whole.size() - 2) + 1;
+
+  // Power loss mid-write: cut short; NUL bytes; a whole JSON object without a result's fields;
+  // a whole line without its newline.
+  const std::vector<std::pair<std::string, std::string>> tails = {
+      {"cut short", whole.substr(0, whole.size() - 40)},
+      {"NUL bytes", whole.substr(0, last_start) + std::string(37, '\0')},
+      {"fields missing", whole.substr(0, last_start) + "{\"id\": \"x\", \"loss\": 1.0}\n"},
+      {"no newline", whole.substr(0, whole.size() - 1)},
+  };
+  for (const auto& [what, text] : tails) {
+    INFO(what);
+    spit(file, text);
+    std::ostringstream warn;
+    const auto read = read_results(file, &warn);
+    CHECK(read.size() == 5);  // never analysed
+    CHECK(warn.str().find("results.jsonl:6: the last line is torn") != std::string::npos);
+    // merge and the report read the same way: the torn run is missing, not merged.
+    const fs::path merged = fresh("torn_merged");
+    const MergeSummary m = merge_results(plan, {file}, merged);
+    CHECK(m.runs == 5);
+    CHECK(m.missing.size() == 1);
+    // The next `sweep run` sets the line aside and records the run again from runs/ID/result.json.
+    std::ostringstream log;
+    const RunSummary s = run_fake(plan, out, &log);
+    CHECK(log.str().find("the last line was torn") != std::string::npos);
+    CHECK(s.recovered == 1);
+    CHECK(s.trained == 0);
+    CHECK(slurp(file) == whole);  // every run once, as before
+    CHECK(count_prefixed(out, "results.jsonl.torn-") == 1);
+    for (const auto& e : fs::directory_iterator(out))
+      if (e.path().filename().string().rfind("results.jsonl.torn-", 0) == 0) fs::remove(e.path());
+  }
+
+  // Without result.json the run is trained again.
+  spit(file, whole.substr(0, whole.size() - 40));
+  const std::string id = before.back().id;
+  fs::remove(out / "runs" / id / "result.json");
+  fs::remove(out / "runs" / id / "checkpoint.json");
+  const RunSummary s = run_fake(plan, out);
+  CHECK(s.trained == 1);
+  CHECK(read_results(file).back().loss == before.back().loss);
+
+  // A bad line in the middle is no torn write: an error naming file:line.
+  std::string middle = whole;
+  middle.replace(middle.find("\"loss\""), 6, "\"lo$$\"");
+  spit(file, middle.substr(0, middle.find('\n') + 1) + "{oops\n" + whole.substr(whole.find('\n') + 1));
+  CHECK_THROWS_WITH(read_results(file), Catch::Contains("results.jsonl:2: not a JSON line"));
+  CHECK_THROWS_WITH(run_fake(plan, out), Catch::Contains("results.jsonl:2: not a JSON line"));
+  spit(file, middle);
+  CHECK_THROWS_WITH(read_results(file), Catch::Contains("results.jsonl:1: result line lacks a field"));
+  fs::remove_all(out);
+}
+
+TEST_CASE("reliability: two processes on one shard: the second is refused naming the first; other shards run beside it",
+          "[sweep][reliability]") {
+  const Plan plan = small_plan();
+  const fs::path out = fresh("shards");
+  // The first process: shard 0/2, slowed down so that it is still running when the others start.
+  std::fflush(nullptr);
+  const pid_t first = fork();
+  if (first == 0) {
+    int rc = 0;
+    try {
+      run_fake(plan, out, nullptr, {0, 2}, std::chrono::microseconds(3000));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "first shard: %s\n", e.what());
+      rc = 1;
+    }
+    _exit(rc);
+  }
+  const fs::path lock = out / ".lock.shard-0-of-2";
+  for (int i = 0; i < 500 && slurp(lock).rfind(std::to_string(first) + " ", 0) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(slurp(lock).rfind(std::to_string(first) + " ", 0) == 0);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run_fake(plan, out, nullptr, {0, 2});
+    FAIL("a second process on shard 0/2 was not refused");
+  } catch (const folder_in_use& e) {
+    CHECK(std::string(e.what()).find("(shard 0/2) is in use by process " + std::to_string(first) + " (host ") != std::string::npos);
+    CHECK(e.holder_pid == first);
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));  // at once
+  // Shard 1/2 runs to the end while shard 0/2 is still busy.
+  const RunSummary other = run_fake(plan, out, nullptr, {1, 2});
+  CHECK(other.trained == other.in_shard - other.unrunnable);
+  int status = 0;
+  CHECK(waitpid(first, &status, WNOHANG) == 0);  // still running
+  waitpid(first, &status, 0);
+  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  // The lock died with its holder: the same shard runs again (and finds everything done).
+  CHECK(run_fake(plan, out, nullptr, {0, 2}).trained == 0);
+  const MergeSummary m = merge_results(plan, {out}, out);
+  CHECK(m.runs == 6);
+  CHECK(m.missing.empty());
+  fs::remove_all(out);
+}
+
+TEST_CASE("reliability: a results line or a report that cannot be written is one clear error and loses no finished result",
+          "[sweep][reliability]") {
+  const Plan plan = small_plan();
+  const fs::path out = fresh("full");
+  run_fake(plan, out);
+  const fs::path file = out / "results.jsonl";
+  // Keep the first 4 lines: the last two runs have result.json but no line yet.
+  std::string text = slurp(file);
+  std::size_t cut = 0;
+  for (int i = 0; i < 4; ++i) cut = text.find('\n', cut) + 1;
+  text.resize(cut);
+  spit(file, text);
+
+  // Disk full: files may not grow past the results file's size (SIGXFSZ ignored, so the write
+  // fails with EFBIG instead of killing the process), in a child so the limit stays there.
+  const auto limited = [&](rlim_t size, auto body) {
+    return in_child([&] {
+      rlimit lim{size, size};
+      if (setrlimit(RLIMIT_FSIZE, &lim) != 0) return 3;
+      std::signal(SIGXFSZ, SIG_IGN);
+      return body();
+    });
+  };
+  const rlim_t results_size = static_cast<rlim_t>(fs::file_size(file));
+  CHECK(limited(results_size, [&] {
+          try {
+            run_fake(plan, out);
+          } catch (const file_write_error& e) {
+            std::fprintf(stderr, "expected: %s\n", e.what());
+            return std::string(e.what()).find("File too large") != std::string::npos ? 0 : 1;
+          }
+          return 2;
+        }) == 0);
+  CHECK(slurp(file) == text);  // every earlier line kept
+  CHECK(count_prefixed(out, "results.jsonl.tmp.") == 0);
+  // The report: the same error, nothing lost.
+  CHECK(limited(100, [&] {
+          try {
+            ReportOptions o;
+            o.plots = false;
+            o.analyse.starts = 2;
+            o.analyse.bootstrap = 0;
+            write_report(out, o);
+          } catch (const file_write_error& e) {
+            std::fprintf(stderr, "expected: %s\n", e.what());
+            return std::string(e.what()).find("File too large") != std::string::npos ? 0 : 1;
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "report: %s\n", e.what());
+            return 4;
+          }
+          return 2;
+        }) == 0);
+  CHECK(slurp(file) == text);
+
+  // A read-only folder. root writes there all the same, so the check means nothing as root.
+  fs::permissions(out, fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
+  if (geteuid() == 0) {
+    WARN("skipped the read-only folder check: running as root, where chmod 0555 does not stop writes");
+  } else {
+    CHECK_THROWS_WITH(append_result(file, result_line(plan, plan.runs[5], {{"val_loss", 3.0}})), Catch::Contains("Permission denied"));
+    CHECK(slurp(file) == text);
+  }
+  fs::permissions(out, fs::perms::owner_all, fs::perm_options::add);
+
+  // With room again the next run records both runs from runs/ID/result.json, nothing retrained.
+  const RunSummary s = run_fake(plan, out);
+  CHECK(s.recovered == 2);
+  CHECK(s.trained == 0);
+  CHECK(read_results(file).size() == 6);
+  fs::remove_all(out);
+}
+
+TEST_CASE("reliability: the Slurm script forwards the warning signal and requeues its task when loopscale exits 75",
+          "[sweep][reliability][slurm]") {
+  const fs::path dir = fresh("slurm");
+  // Stand-ins: a program that stops with 75 on SIGUSR1 as loopscale does, and scontrol.
+  spit(dir / "fake_loopscale", "#!/bin/sh\ntrap 'echo stopping; exit 75' USR1\necho \"$@\" > '" + (dir / "args").string() +
+                                   "'\nwhile :; do sleep 0.05; done\n");
+  spit(dir / "scontrol", "#!/bin/sh\necho \"$@\" >> '" + (dir / "scontrol.log").string() + "'\n");
+  fs::permissions(dir / "fake_loopscale", fs::perms::owner_all);
+  fs::permissions(dir / "scontrol", fs::perms::owner_all);
+  SlurmOptions o;
+  o.shards = 4;
+  o.out = (dir / "sweep").string();
+  o.spec_arg = "--preset smoke";
+  o.program = (dir / "fake_loopscale").string();
+  spit(dir / "job.sh", slurm_script(make_plan(preset("smoke")), o));
+
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("PATH", (dir.string() + ":" + std::getenv("PATH")).c_str(), 1);
+    setenv("SLURM_ARRAY_JOB_ID", "77", 1);
+    setenv("SLURM_ARRAY_TASK_ID", "3", 1);
+    execl("/bin/bash", "bash", (dir / "job.sh").c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 500 && !fs::exists(dir / "args"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(fs::exists(dir / "args"));
+  CHECK(slurp(dir / "args").find("--shard 3/4") != std::string::npos);
+  kill(pid, SIGUSR1);  // what --signal=B:USR1@300 does: the batch shell only
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 75);
+  CHECK(slurp(dir / "scontrol.log") == "requeue 77_3\n");
+
+  // `sweep slurm` makes the folder Slurm opens the logs in.
+  const auto r = test::run_cli("sweep slurm --preset smoke --shards 2 --out " + (dir / "made").string());
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(fs::is_directory(dir / "made"));
+  fs::remove_all(dir);
+}
+
+namespace {
+
+// Two tiny runs of the real engine, one thread (bit-identical on resume), about a second each.
+nlohmann::json tiny_sweep_spec() {
+  SweepSpec s;
+  s.name = "interrupt-test";
+  s.depth = 4;
+  s.prelude = 1;
+  s.coda = 1;
+  s.r = {1, 2};
+  s.width_per_s = 16;
+  s.width_round = 16;
+  s.head_dim = 16;
+  s.vocab = 256;
+  s.seq_len = 32;
+  s.batch_tokens = 4 * 32;
+  s.micro_batch_tokens = 4 * 32;
+  s.memory_limit_gib = 1;
+  s.budgets = {{4e9, {1}}};
+  s.train = {{"lr", 3e-3}, {"eval_tokens", 512}, {"threads", 1}, {"peak_flops", 1e11}, {"checkpoint_every", 20}};
+  return s;
+}
+
+fs::path tiny_corpus() {
+  const fs::path dir = fresh("corpus");
+  const std::string text = "the quick brown fox jumps over the lazy dog. what is one recurrence worth? ";
+  std::vector<std::int32_t> train, val;
+  for (int i = 0; i < 600; ++i)
+    for (std::size_t k = 0; k < text.size(); ++k) train.push_back(static_cast<unsigned char>(text[(k * (i % 7 + 1)) % text.size()]));
+  for (int i = 0; i < 30; ++i)
+    for (unsigned char c : text) val.push_back(c);
+  train::write_token_file((dir / "train.bin").string(), train, 256);
+  train::write_token_file((dir / "val.bin").string(), val, 256);
+  return dir;
+}
+
+std::map<std::string, double> losses_by_id(const fs::path& out) {
+  std::map<std::string, double> m;
+  for (const auto& j : read_lines(out / "results.jsonl")) REQUIRE(m.emplace(j.at("id"), j.at("loss").get<double>()).second);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("reliability: sweep run stopped by SIGTERM, SIGINT or SIGUSR1 exits 75 and resumes to the uninterrupted results",
+          "[sweep][reliability][signal]") {
+  const fs::path dir = fresh("signal");
+  const fs::path data = tiny_corpus();
+  spit(dir / "spec.json", tiny_sweep_spec().dump());
+  const std::string args = "sweep run " + (dir / "spec.json").string() + " --data " + data.string() + " --out ";
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto full = test::run_cli(args + (dir / "full").string());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(full.out);
+  REQUIRE(full.rc == 0);
+  const auto want = losses_by_id(dir / "full");
+  REQUIRE(want.size() == 2);
+
+  std::mt19937 rng(20261130);
+  for (const int sig : {SIGTERM, SIGINT, SIGUSR1}) {
+    const fs::path out = dir / ("part_" + std::to_string(sig));
+    // At a random moment within the first 70% of an uninterrupted sweep's time after the sweep
+    // took its lock (its handlers are in place by then), in a run or between runs.
+    const auto delay = std::chrono::duration<double>(std::uniform_real_distribution<double>(0.0, 0.7)(rng) * seconds);
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const std::string cmd = "exec " + std::string(LOOPSCALE_CLI) + " " + args + out.string() + " > " + out.string() + ".err 2>&1";
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 2000 && !fs::exists(out / ".lock"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(delay);
+    kill(pid, sig);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const std::string err = slurp(out.string() + ".err");
+    INFO("signal " << sig << " after " << delay.count() << " s: " << err);
+    REQUIRE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 0) {
+      WARN("the sweep finished before the signal (a loaded machine started it late); nothing to resume");
+    } else {
+      CHECK(WEXITSTATUS(status) == 75);
+      CHECK(err.find("interrupted by " + signal_name(sig)) != std::string::npos);
+      // The interrupted run has no results line; its log and summary say what happened.
+      std::size_t lines = fs::exists(out / "results.jsonl") ? read_lines(out / "results.jsonl").size() : 0;
+      CHECK(lines < 2);
+      for (const auto& e : fs::directory_iterator(out / "runs")) {
+        if (!fs::exists(e.path() / "summary.json")) continue;
+        const auto summary = nlohmann::json::parse(slurp(e.path() / "summary.json"));
+        if (summary.at("status") != "interrupted") continue;
+        CHECK(summary.at("signal") == signal_name(sig));
+        const std::string log = slurp(e.path() / "log.jsonl");
+        CHECK(log.find("{\"event\":\"interrupted\",\"signal\":\"" + signal_name(sig) + "\",\"step\":" +
+                       std::to_string(summary.at("steps").get<int64>()) + "}\n") != std::string::npos);
+      }
+      const auto again = test::run_cli(args + out.string());
+      INFO(again.out);
+      REQUIRE(again.rc == 0);
+    }
+    CHECK(losses_by_id(out) == want);  // every run once, bit-identical
+  }
+  fs::remove_all(dir);
+}
