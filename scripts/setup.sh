@@ -14,9 +14,10 @@ pkgs=(
   libcli11-dev           # the `loopscale` command line
   liblbfgspp-dev         # L-BFGS-B for the scaling-law fits
   libsentencepiece-dev   # SentencePiece: training and running the subword tokenizers of `loopscale data` (data/)
-  libxxhash-dev          # xxHash (XXH3-64, header-only): the checksum of every corpus shard and tokenizer (data/)
+  libxxhash-dev          # xxHash (XXH3-64, header-only): the checksum of every checkpoint, token file, corpus shard and tokenizer
   python3-scipy          # bench/law: the SciPy side of the law-fitting benchmark
   gnuplot-nox            # plots of sweep reports
+  clang libclang-rt-14-dev  # libFuzzer (-fsanitize=fuzzer) for the fuzz stage, scripts/fuzz.sh; GCC has no libFuzzer
   bible-kjv bible-kjv-text fortunes fortunes-min python3.11-doc perl-doc  # text corpus sources (scripts/corpus.sh)
 )
 # Debian's Thrust is only needed where the CUDA toolkit (which carries CCCL) is absent.

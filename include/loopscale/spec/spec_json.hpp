@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loopscale/spec/limits.hpp"
 #include "loopscale/spec/spec.hpp"
 
 namespace loopscale {
@@ -54,6 +55,9 @@ inline void from_json(const nlohmann::json& j, StackSpec& s) {
   }
   if (!n.is_number_integer() || n.get<int64>() < 0)
     throw spec_error(concat("spec: a stack's 'layers' must be a count >= 0 or a list of layers, got ", n.dump()));
+  // Checked before the layers are made: "layers": 1e12 would otherwise fill the memory (tests/fuzz).
+  if (n.get<int64>() > SpecLimits::depth)
+    throw spec_error(concat("spec: a stack's 'layers' = ", n.dump(), " is above the limit ", SpecLimits::depth, " (spec/limits.hpp)"));
   s = StackSpec(n.get<int64>(), j.contains("layer") ? j.at("layer").get<LayerSpec>() : LayerSpec{});
 }
 
