@@ -1,11 +1,12 @@
 # The layering of include/loopscale/: a header may include headers of its own folder and of the
 # folders below it, never above or beside:
 #
-#   util  <  spec  <  account, data  <  arch, train, law  <  sweep  <  loopscale.hpp (the umbrella)
+#   util  <  spec  <  account, data  <  arch, train, law  <  eval  <  sweep  <  loopscale.hpp (the umbrella)
 #
 # arch (the compile-time algebra), train (the engine) and law (the fits) are independent of each
 # other; data (token files, corpora, tokenizers) sits beside account and below train, which reads
-# it. Any include that breaks the order is reported with its file and line; so no cycle between
+# it. eval (tasks, scoring, generation) reads trained models and sits below sweep, which evaluates
+# every run it trains. Any include that breaks the order is reported with its file and line; so no cycle between
 # folders can form.
 set(rank_util 0)
 set(rank_spec 1)
@@ -14,7 +15,8 @@ set(rank_data 2)
 set(rank_arch 3)
 set(rank_train 3)
 set(rank_law 3)
-set(rank_sweep 4)
+set(rank_eval 4)
+set(rank_sweep 5)
 
 get_filename_component(INCLUDE "${INCLUDE}" ABSOLUTE)
 file(GLOB_RECURSE headers RELATIVE ${INCLUDE}/loopscale ${INCLUDE}/loopscale/*.hpp)
