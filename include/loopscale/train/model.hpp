@@ -21,6 +21,13 @@
 // own selection bias (aux-loss-free balancing), which is state, not a parameter. The balance and
 // z-losses of the last forward are aux_loss(); backward() differentiates the cross-entropy plus them.
 //
+// Forward only (inference, eval/): Transformer(forward_only, ...) builds the same model without
+// gradients and without any backward buffer. Every recurrence runs through one set of scratch
+// activations (what truncated BPTT does for its forward-only recurrences), so the memory does not
+// depend on r, and the number of recurrences is chosen per call (set_recurrences; check_recurrences
+// says which r a trained spec can run). Its parameters may live in the caller's buffer, so several
+// models of different (batch, seq_len) shapes share one copy of a trained model's weights.
+//
 // T is the scalar type (float for training, double for the gradient checks); B the backend.
 #pragma once
 
@@ -57,6 +64,30 @@ constexpr auto names_of(InitScheme) {
   return make_names<InitScheme>({{InitScheme::scaled_normal, "scaled-normal"}, {InitScheme::paper, "paper"}});
 }
 
+// Selects the forward-only constructor of Transformer.
+struct forward_only_t {
+  explicit forward_only_t() = default;
+};
+inline constexpr forward_only_t forward_only{};
+
+// Whether a model trained as `spec` can run r recurrences at inference; throws spec_error saying why
+// not. The parameter layout of the linear, additive and passthrough injections and of the shared
+// hyperconnections (hyper-shared) does not depend on r, so any r >= 1 runs the same weights (r = 1
+// without injection is the passthrough loop, which is what Inject::none means). The paper's
+// hyperconnections (hyper) hold one parameter set per trained recurrence: r above the trained R has
+// no parameters and is refused; r <= R runs the first r sets, exactly the trained model's first r
+// recurrences followed by its lane pooling and coda (an early exit from the trained loop), which is
+// well defined and is what is chosen here. A model without a shared block has no loop: only r = 1.
+inline void check_recurrences(const ModelSpec& spec, int64 r) {
+  if (r < 1) throw spec_error(concat("eval: the number of recurrences must be at least 1, not ", r));
+  if (spec.recur.block.empty() && r != 1)
+    throw spec_error(concat("eval: the model has no shared block, so it runs r = 1 only, not ", r));
+  if (spec.recur.inject.kind == Inject::hyper && r > spec.recur.r)
+    throw spec_error(concat("eval: the model's hyperconnections (", inject_name(spec.recur.inject), ") hold one parameter set per ",
+                            "recurrence, ", spec.recur.r, " of them; it cannot run ", r,
+                            " recurrences (at most ", spec.recur.r, ")"));
+}
+
 template <class T, class B = HostBackend>
 class Transformer {
  public:
@@ -89,26 +120,17 @@ class Transformer {
     kernels::MoeScratch<T> scratch{};
   };
 
+  // For training: parameters, gradients and the activations of every recurrence that gets gradients.
   Transformer(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap = 15.0, const kernels::MoeRouting& routing = {})
-      : spec_(spec), batch_(batch), seq_(seq_len), n_(batch * seq_len), softcap_(softcap), routing_(routing) {
-    validate(spec);
-    kernels::validate(routing);
-    if (batch < 1 || seq_len < 1) throw std::invalid_argument("train: batch and seq_len must be at least 1");
-    d_ = spec.d_model;
-    vp_ = padded_vocab(spec);
-    r_ = spec.recur.r;
-    k_ = spec.recur.block.size();
-    kb_ = bptt_recurrences(spec.recur);
-    inject_ = spec.recur.inject.kind;
-    lanes_ = is_hyper(inject_) ? spec.recur.inject.lanes : 0;
-    per_rec_ = spec.recur.state_norm == StateNorm::per_recurrence;
-    layout_params();
-    params_.assign(static_cast<std::size_t>(n_params_), T(0));
-    grads_.assign(static_cast<std::size_t>(n_params_), T(0));
-    layout_activations();
-    rope_cos_.resize(static_cast<std::size_t>(seq_ * max_q_ / 2));
-    rope_sin_.resize(rope_cos_.size());
-  }
+      : Transformer(spec, batch, seq_len, softcap, routing, true, {}) {}
+
+  // Forward only: no gradients, no backward buffers, all recurrences through one scratch set
+  // (see the top of this file). With `params` empty the model owns zeroed parameters (init() fills
+  // them); otherwise it reads `params` (num_params() values, not copied: the caller keeps them alive
+  // and unchanged while the model is used).
+  Transformer(forward_only_t, const ModelSpec& spec, int64 batch, int64 seq_len, double softcap = 15.0,
+              const kernels::MoeRouting& routing = {}, std::span<const T> params = {})
+      : Transformer(spec, batch, seq_len, softcap, routing, false, params) {}
 
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
@@ -117,14 +139,70 @@ class Transformer {
   int64 batch() const { return batch_; }
   int64 seq_len() const { return seq_; }
   int64 num_params() const { return n_params_; }
-  std::span<T> params() { return params_; }
-  std::span<const T> params() const { return params_; }
+  // Writable parameters; a forward-only model reading the caller's buffer has none to give.
+  std::span<T> params() {
+    if (external_) throw std::logic_error("train: this model reads its parameters from the caller's buffer");
+    return params_;
+  }
+  std::span<const T> params() const { return {P_, static_cast<std::size_t>(n_params_)}; }
   std::span<T> grads() { return grads_; }
+  // Whether the model was built for training (gradients, backward buffers) or forward only.
+  bool trains() const { return train_; }
+  double softcap() const { return softcap_; }
+  int64 padded_vocab() const { return vp_; }
+
+  // Recurrences the next forward() runs: the spec's r when training; a forward-only model runs any
+  // r that check_recurrences accepts for its spec, chosen per call (its buffers do not depend on r).
+  int64 recurrences() const { return r_; }
+  void set_recurrences(int64 r) {
+    if (train_ && r != spec_.recur.r)
+      throw std::logic_error("train: a training model runs its spec's r; build it forward_only to choose r per call");
+    check_recurrences(spec_, r);
+    r_ = r;
+  }
+
+  // Per-position results of the last forward(): each position's cross-entropy (nats; minus the
+  // log-probability of its target), and the logits (batch * seq_len rows of padded_vocab() values)
+  // whose first vocab columns are softcapped, the values the loss's softmax read. The padding
+  // columns hold uncapped values outside the softmax. (After backward() the logits hold gradients.)
+  std::span<const T> token_losses() const { return {losses_, static_cast<std::size_t>(n_)}; }
+  std::span<const T> logits() const { return {logits_, static_cast<std::size_t>(n_ * vp_)}; }
+
+  // ---- the parameter layout, for code that runs the same weights another way (eval/generate.hpp's
+  // KV cache runs one position at a time through these offsets and shapes) ----
+  enum class Stack : std::uint8_t { prelude, block, coda };
+  struct Offsets {
+    int64 embedding = 0, lm_head = 0, norm_embedding = 0, norm_recur = 0, norm_final = 0;
+    int64 inject = 0;  // inject.W (linear) or inject.hyper; 0 for the other injections
+  };
+  Offsets offsets() const { return {emb_, head_, norm0_, norm1_, norm2_, inj_}; }
+  const LayerShape& layer_shape(Stack s, int64 i) const {
+    return s == Stack::prelude ? pre_shape(i) : s == Stack::block ? blk_shape(i) : coda_shape(i);
+  }
+  const LayerOffsets& layer_offsets(Stack s, int64 i) const {
+    const std::vector<LayerOffsets>& v = s == Stack::prelude ? pre_w_ : s == Stack::block ? blk_w_ : coda_w_;
+    return v[static_cast<std::size_t>(i)];
+  }
+  // The head dimension the RoPE tables are built for (every RoPE layer has it).
+  int64 rope_head_dim() const { return max_q_; }
+  // The hyperconnection parameters of recurrence i: its own set for the paper's form, the one shared
+  // set for hyper-shared.
+  struct HyperSet {
+    const T *M, *alpha, *beta;
+  };
+  HyperSet hyper_set(int64 i) const {
+    const int64 L = lanes_;
+    const T* p = P_ + inj_ + (inject_ == Inject::hyper ? i * kernels::HyperParams::count(L) : 0);
+    return {p + kernels::HyperParams::M(L), p + kernels::HyperParams::alpha(L), p + kernels::HyperParams::beta(L)};
+  }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   // For gradient checks of truncated BPTT: while frozen, forward() skips the forward-only
   // recurrences and reuses the state the last unfrozen forward() computed at the truncation point,
   // so finite differences see exactly the function whose gradient truncated BPTT computes.
-  void freeze_truncated_state(bool on) { frozen_ = on; }
+  void freeze_truncated_state(bool on) {
+    if (on && !train_) throw std::logic_error("train: a forward-only model has no truncated state to freeze");
+    frozen_ = on;
+  }
 
   // Values of the activation arena (equals activation_plan's count, checked by a test).
   int64 activation_values() const { return static_cast<int64>(arena_.size()); }
@@ -137,6 +215,7 @@ class Transformer {
   const kernels::MoeShape& moe_shape(int64 i) const { return moe_[i].shape->ms; }
   const kernels::MoeStats& moe_stats(int64 i) const { return moe_[i].stats; }
   std::span<T> moe_bias(int64 i) { return moe_[i].bias; }
+  std::span<const T> moe_bias(int64 i) const { return moe_[i].bias; }
   const kernels::MoeRouting& moe_routing() const { return routing_; }
   // Balance loss plus z-loss of the last forward (0 without MoE layers).
   double aux_loss() const { return aux_; }
@@ -157,6 +236,7 @@ class Transformer {
   // Both: norm scales 1, the injection at its documented start (kernels/inject.hpp: linear [I | 0],
   // hyperconnections their cyclic start).
   void init(std::uint64_t seed, InitScheme scheme = InitScheme::scaled_normal) {
+    if (external_) throw std::logic_error("train: this model reads its parameters from the caller's buffer; initialise those");
     SplitMix64 rng{seed};
     const double depth = static_cast<double>(effective_depth(spec_));
     const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d_));
@@ -200,6 +280,7 @@ class Transformer {
   // Mean cross-entropy (nats per token) of next-token prediction; tokens and targets hold
   // batch * seq_len ids each. Gradients are overwritten (not accumulated across calls).
   double forward_backward(const std::int32_t* tokens, const std::int32_t* targets) {
+    if (!train_) throw std::logic_error("train: a forward-only model has no gradients");
     const double loss = forward(tokens, targets);
     backward(tokens, targets);
     return loss;
@@ -209,7 +290,7 @@ class Transformer {
   double forward(const std::int32_t* tokens, const std::int32_t* targets) {
     ensure_tables();
     for (MoeLayer& m : moe_) m.stats.reset();
-    const T* P = params_.data();
+    const T* P = P_;
     kernels::embedding_forward<B>(tokens, P + emb_, x0_, n_, d_);
     kernels::rmsnorm_forward<B>(x0_, P + norm0_, st0_, rstd0_, n_, d_);
     const T* x = st0_;
@@ -239,8 +320,9 @@ class Transformer {
 
   // Gradients of the mean loss of the last forward() (which must have been on the same batch).
   void backward(const std::int32_t* tokens, const std::int32_t* targets) {
+    if (!train_) throw std::logic_error("train: a forward-only model has no gradients");
     T* G = grads_.data();
-    const T* P = params_.data();
+    const T* P = P_;
     kernels::fill<B>(G, T(0), n_params_);
     kernels::softcap_ce_backward<B>(logits_, targets, lse_, T(1) / T(n_), loss_shape());
     kernels::linear_backward<B>(xf_, P + head_, logits_, dxn_, G + head_, n_, d_, vp_);
@@ -260,6 +342,36 @@ class Transformer {
   }
 
  private:
+  Transformer(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap, const kernels::MoeRouting& routing, bool train,
+              std::span<const T> params)
+      : spec_(spec), batch_(batch), seq_(seq_len), n_(batch * seq_len), softcap_(softcap), routing_(routing), train_(train) {
+    validate(spec);
+    kernels::validate(routing);
+    if (batch < 1 || seq_len < 1) throw std::invalid_argument("train: batch and seq_len must be at least 1");
+    d_ = spec.d_model;
+    vp_ = loopscale::padded_vocab(spec);
+    r_ = spec.recur.r;
+    k_ = spec.recur.block.size();
+    kb_ = train ? bptt_recurrences(spec.recur) : 0;  // forward only: no recurrence keeps activations
+    inject_ = spec.recur.inject.kind;
+    lanes_ = is_hyper(inject_) ? spec.recur.inject.lanes : 0;
+    per_rec_ = spec.recur.state_norm == StateNorm::per_recurrence;
+    layout_params();
+    if (params.empty()) {
+      params_.assign(static_cast<std::size_t>(n_params_), T(0));
+      P_ = params_.data();
+    } else {
+      if (static_cast<int64>(params.size()) != n_params_)
+        throw std::invalid_argument(concat("train: the model has ", n_params_, " parameters, the buffer given holds ", params.size()));
+      P_ = params.data();
+      external_ = true;
+    }
+    if (train) grads_.assign(static_cast<std::size_t>(n_params_), T(0));
+    layout_activations();
+    rope_cos_.resize(static_cast<std::size_t>(seq_ * max_q_ / 2));
+    rope_sin_.resize(rope_cos_.size());
+  }
+
   // ---- layout -------------------------------------------------------------------------------
   LayerShape shape_of(const LayerSpec& l) const {
     LayerShape s;
@@ -429,7 +541,9 @@ class Transformer {
       rec_z_.push_back(per_rec_ ? c.take(d * N) : nullptr);  // the per-recurrence state norm's output and 1/rms
       rec_rstd_.push_back(per_rec_ ? c.take(N) : nullptr);
     }
-    if (r_ > kb_ && k_ > 0) {
+    // Scratch for recurrences without kept activations: truncated BPTT's first r - k_bwd, or every
+    // recurrence of a forward-only model (whose r may change per call, so it is always there).
+    if (r_ > kb_) {
       scratch_a_.clear();
       for (int64 j = 0; j < k_; ++j)
         if (blk_distinct_[j] == static_cast<int64>(scratch_a_.size()))
@@ -444,6 +558,26 @@ class Transformer {
         scratch_rstd_ = c.take(N);
       }
     }
+    if (train_) carve_backward(c);  // a forward-only model has none of the backward's buffers
+    // One MoE workspace for all MoE layers, sized to the largest; each layer views it with its shape.
+    int64 mv = 0, mi = 0;
+    for (const MoeLayer& m : moe_) {
+      const kernels::MoeSizes z = kernels::moe_sizes(m.shape->ms, N);
+      mv = std::max(mv, z.scratch);
+      mi = std::max(mi, z.scratch_index);
+    }
+    T* mscratch = c.take(mv);
+    kernels::int32* miscratch = ic.take(mi);
+    if (mscratch && miscratch)
+      for (MoeLayer& m : moe_) m.scratch = kernels::moe_scratch(m.shape->ms, N, mscratch, miscratch);
+    if (train_) dP_ = c.take(seq_ * seq_ * threads_);
+  }
+
+  // The backward's gradient buffers (in the arena's order, between the activations and the MoE
+  // workspace).
+  void carve_backward(Carver& c) {
+    const int64 N = n_, d = d_, L = lanes_;
+    const bool hyper = is_hyper(inject_);
     int64 C = 0, hq = 0, H = 0, H1 = 0;
     for (const LayerShape& s : shapes_) {
       C = std::max(C, s.C);
@@ -464,18 +598,6 @@ class Transformer {
       dlanes_[1] = c.take(L * d * N);
       ddelta_ = c.take(d * N);
     }
-    // One MoE workspace for all MoE layers, sized to the largest; each layer views it with its shape.
-    int64 mv = 0, mi = 0;
-    for (const MoeLayer& m : moe_) {
-      const kernels::MoeSizes z = kernels::moe_sizes(m.shape->ms, N);
-      mv = std::max(mv, z.scratch);
-      mi = std::max(mi, z.scratch_index);
-    }
-    T* mscratch = c.take(mv);
-    kernels::int32* miscratch = ic.take(mi);
-    if (mscratch && miscratch)
-      for (MoeLayer& m : moe_) m.scratch = kernels::moe_scratch(m.shape->ms, N, mscratch, miscratch);
-    dP_ = c.take(seq_ * seq_ * threads_);
   }
 
   void layout_activations() {
@@ -511,7 +633,7 @@ class Transformer {
   // x_out = x_mid + mlp(norm2(x_mid)), x_mid = x_in + attn(norm1(x_in)). x_in may equal a.out
   // (forward-only scratch): x_in is last read before a.out is first written.
   void layer_forward(const LayerOffsets& w, const LayerShape& s, const T* x_in, const Acts& a) {
-    const T* P = params_.data();
+    const T* P = P_;
     const int64 N = n_, d = d_;
     kernels::rmsnorm_forward<B>(x_in, P + w.g1, a.xn1, a.rstd1, N, d);
     kernels::linear_forward<B>(a.xn1, P + w.wqkv, a.qkv_n, N, d, s.C);
@@ -533,7 +655,7 @@ class Transformer {
 
   // g holds d x_out on entry and d x_in on return (residual connections make this in place).
   void layer_backward(const LayerOffsets& w, const LayerShape& s, const T* x_in, const Acts& a, T* g) {
-    const T* P = params_.data();
+    const T* P = P_;
     T* G = grads_.data();
     const int64 N = n_, d = d_;
     if (s.moe) {
@@ -565,16 +687,6 @@ class Transformer {
     return x;
   }
 
-  // The parameter set of recurrence i: its own for the paper's hyperconnections, the one shared set
-  // for hyper-shared.
-  struct HyperSet {
-    const T *M, *alpha, *beta;
-  };
-  HyperSet hyper_set(int64 i) const {
-    const int64 L = lanes_;
-    const T* p = params_.data() + inj_ + (inject_ == Inject::hyper ? i * kernels::HyperParams::count(L) : 0);
-    return {p + kernels::HyperParams::M(L), p + kernels::HyperParams::alpha(L), p + kernels::HyperParams::beta(L)};
-  }
   T* hyper_grad(int64 i) { return grads_.data() + inj_ + (inject_ == Inject::hyper ? i * kernels::HyperParams::count(lanes_) : 0); }
 
   // The recurrence's new state from the block output y: the per-recurrence state norm writes
@@ -582,15 +694,15 @@ class Transformer {
   const T* new_state(const T* y, int64 ki) {
     if (!per_rec_) return y;
     T* z = ki >= 0 ? rec_z_[ki] : scratch_z_;
-    kernels::rmsnorm_forward<B>(y, params_.data() + norm1_, z, ki >= 0 ? rec_rstd_[ki] : scratch_rstd_, n_, d_);
+    kernels::rmsnorm_forward<B>(y, P_ + norm1_, z, ki >= 0 ? rec_rstd_[ki] : scratch_rstd_, n_, d_);
     return z;
   }
 
   const T* recur_forward() {
     const int64 nd = n_ * d_;
-    const T* P = params_.data();
+    const T* P = P_;
     const T* e = e_;
-    if (k_ == 0) return new_state(e, 0);  // no block: the recurrence is the identity (r = 1)
+    if (k_ == 0) return new_state(e, kb_ > 0 ? 0 : -1);  // no block: the recurrence is the identity (r = 1)
     const int64 first_kept = r_ - kb_;
     if (is_hyper(inject_)) {
       const int64 L = lanes_;  // hyperconnection lanes
@@ -680,14 +792,14 @@ class Transformer {
   // dy from dz through kept recurrence ki's state norm (dz and dy distinct); the norm's scale
   // gradient accumulates over the recurrences.
   void new_state_backward(int64 ki, const T* y, const T* dz, T* dy) {
-    kernels::rmsnorm_backward<B>(y, params_.data() + norm1_, rec_rstd_[ki], dz, dy, grads_.data() + norm1_, n_, d_, false);
+    kernels::rmsnorm_backward<B>(y, P_ + norm1_, rec_rstd_[ki], dz, dy, grads_.data() + norm1_, n_, d_, false);
   }
 
   // On entry ds_ holds the gradient of the recurrence's output state; on return de_ holds the
   // gradient of the prelude output e.
   void recur_backward() {
     const int64 nd = n_ * d_;
-    const T* P = params_.data();
+    const T* P = P_;
     T* G = grads_.data();
     if (k_ == 0) {
       if (per_rec_) new_state_backward(0, e_, ds_, de_);
@@ -758,6 +870,9 @@ class Transformer {
   std::vector<ParamTensor> tensors_;
   std::vector<T> params_, grads_, arena_, rope_cos_, rope_sin_;
   bool tables_ready_ = false, frozen_ = false;
+  bool train_ = true;      // gradients and backward buffers (else forward only)
+  bool external_ = false;  // the parameters are the caller's buffer (forward only)
+  const T* P_ = nullptr;   // the parameters every pass reads: params_ or the caller's buffer
   bool per_rec_ = true;  // the recurrence's norm at the end of every recurrence (else once after the loop)
   int64 emb_ = 0, head_ = 0, norm0_ = 0, norm1_ = 0, norm2_ = 0, inj_ = 0;
   std::vector<LayerShape> shapes_;     // per unique layer: prelude, block, coda

@@ -52,6 +52,42 @@ void attention_forward(const T* qkv, T* P, T* out, const AttentionShape& s) {
   });
 }
 
+// Row t of attention_forward for one sequence whose keys and values of positions 0..t are kept in a
+// cache (generation: each new position attends over the cached ones, eval/generate.hpp). q is the
+// position's fused QKV row (its Q heads are read); K and V hold t + 1 rows of kv_heads x head_dim
+// values, `ld` apart; out receives heads x head_dim values; scores is heads x (t + 1) scratch. The
+// arithmetic is attention_forward's for that row: scaled scores by a GEMM, the same max-shifted
+// softmax over j <= t, then a GEMM with V (the forward's masked columns add zeros). The heads run in
+// parallel only when there is work enough: one position's attention over a short context is a few
+// thousand multiply-adds, less than starting the threads costs.
+inline constexpr int64 attention_decode_parallel_work = int64{1} << 16;
+
+template <class B, class T>
+void attention_decode(const T* q, const T* K, const T* V, int64 ld, int64 t, T* out, T* scores, const AttentionShape& s) {
+  const int64 qd = s.head_dim, group = s.heads / s.kv_heads, n = t + 1;
+  const T scale = T(1) / std::sqrt(T(qd));
+  const auto head = [=](int64 h) {
+    const int64 g = h / group;
+    T* row = scores + h * n;
+    B::gemm(false, true, 1, n, qd, scale, q + h * qd, qd, K + g * qd, ld, T(0), row, n);
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64 j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+    T sum = 0;
+    for (int64 j = 0; j < n; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    const T inv = T(1) / sum;
+    for (int64 j = 0; j < n; ++j) row[j] *= inv;
+    B::gemm(false, false, 1, qd, n, T(1), row, n, V + g * qd, ld, T(0), out + h * qd, qd);
+  };
+  if (s.heads * n * qd >= attention_decode_parallel_work) {
+    B::parallel_for(s.heads, head);
+  } else {
+    for (int64 h = 0; h < s.heads; ++h) head(h);
+  }
+}
+
 // dqkv (N x row()) is overwritten. scratch holds T x T values per backend thread.
 template <class B, class T>
 void attention_backward(const T* qkv, const T* P, const T* dout, T* dqkv, T* scratch, const AttentionShape& s) {
