@@ -1,0 +1,218 @@
+// `loopscale eval` and `loopscale sample`: what a trained run can do. eval scores a task bundle
+// (the built-in probes, eval/probes.hpp, or a CORE-format folder, eval/bundle.hpp) and the run's
+// validation windows at one or more numbers of recurrences (--r-eval 1,2,4,8: the test-time
+// recurrence curve of one model); sample generates text with the KV cache (eval/generate.hpp).
+// `eval --write-builtin DIR` writes the probe bundle for inspection or for other tools.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include <fmt/core.h>
+
+#include "cli.hpp"
+#include "loopscale/data/corpus.hpp"
+#include "loopscale/eval/bundle.hpp"
+#include "loopscale/eval/generate.hpp"
+#include "loopscale/eval/model_scorer.hpp"
+#include "loopscale/eval/probes.hpp"
+#include "loopscale/eval/run_model.hpp"
+#include "loopscale/eval/score.hpp"
+#include "loopscale/eval/validation.hpp"
+#include "loopscale/train/backend/host.hpp"
+
+namespace loopscale::cli {
+namespace {
+
+struct EvalArgs {
+  std::string run, tasks = "builtin", write_builtin, corpus;
+  std::vector<int64> r_eval;
+  int64 max_per_task = 0, items = 200, max_bytes = 256, batch = 8, val_tokens = -1;
+  std::uint64_t seed = 0;
+  int threads = 0;
+  bool json = false;
+};
+
+// The run's config.json: where its corpus is and how it validated (trainer.hpp writes it).
+nlohmann::json run_config(const std::filesystem::path& run) {
+  std::ifstream f(run / "config.json");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception&) {
+    throw usage_error(fmt::format("{}: not valid JSON", (run / "config.json").string()));
+  }
+  return j;
+}
+
+// The corpus folder the probes' cloze lines and the validation windows come from: --corpus, or
+// the run's own (config.json "data", relative to the working directory as the trainer read it).
+std::filesystem::path corpus_of(const EvalArgs& a, const nlohmann::json& cfg) {
+  if (!a.corpus.empty()) return a.corpus;
+  const std::string d = cfg.value("data", std::string());
+  return d.empty() || !std::filesystem::exists(std::filesystem::path(d) / "val.bin") ? std::filesystem::path() : std::filesystem::path(d);
+}
+
+void run_eval(const EvalArgs& a) {
+  if (a.items < 2) throw usage_error("--items must be at least 2");
+  if (a.max_bytes < 16) throw usage_error("--max-bytes must be at least 16");
+  if (a.max_per_task < 0) throw usage_error("--max-per-task must be 0 (all) or more");
+  if (a.batch < 1) throw usage_error("--batch must be at least 1");
+  train::HostBackend::set_threads(a.threads);
+  if (!a.write_builtin.empty()) {
+    if (!a.run.empty()) throw usage_error("--write-builtin writes the probe bundle and evaluates nothing: give no RUN_DIR");
+    const eval::Probes p = eval::builtin_probes({a.seed, a.items, a.max_bytes, a.corpus});
+    eval::write_bundle(p.bundle, a.write_builtin);
+    std::printf("wrote %zu tasks to %s\n", p.bundle.tasks.size(), a.write_builtin.c_str());
+    for (const eval::LeftOut& l : p.left_out) std::printf("left out %s: %s\n", l.label.c_str(), l.reason.c_str());
+    return;
+  }
+  if (a.run.empty()) throw usage_error("give a RUN_DIR to evaluate (or --write-builtin DIR)");
+  const eval::RunModel model = eval::load_run(a.run);
+  if (!model.warning.empty()) std::fprintf(stderr, "loopscale: warning: %s\n", model.warning.c_str());
+  const nlohmann::json cfg = run_config(a.run);
+  const std::filesystem::path corpus = corpus_of(a, cfg);
+
+  // The tasks: the built-in probes (drawn from the run's corpus when it is at hand) or a bundle.
+  eval::Bundle bundle;
+  std::vector<eval::LeftOut> left_out;
+  if (a.tasks == "builtin") {
+    eval::Probes p = eval::builtin_probes({a.seed, a.items, std::min<int64>(a.max_bytes, model.context() - 1), corpus});
+    bundle = std::move(p.bundle);
+    left_out = std::move(p.left_out);
+  } else if (a.tasks != "none") {
+    bundle = eval::read_bundle(a.tasks);
+  }
+  const bool tasks = !bundle.tasks.empty();
+  if (tasks) (void)model.text_tokenizer();  // a run on imported tokens cannot read task text: say so now
+
+  // The validation windows: the trainer's own (same count and spacing) unless --val-tokens says.
+  std::optional<data::Corpus> val;
+  int64 windows = 0;
+  const int64 seq = model.seq_len;
+  if (a.val_tokens != 0 && !corpus.empty()) {
+    val = data::open_corpus(corpus, data::Split::val);
+    windows = a.val_tokens > 0 ? std::max<int64>(1, a.val_tokens / seq)
+                               : eval::trainer_validation_windows(cfg.value("eval_tokens", int64{65536}), cfg.value("batch", int64{8}), seq);
+  } else if (a.val_tokens > 0) {
+    throw usage_error("--val-tokens: the run's corpus was not found; give --corpus DIR");
+  }
+
+  std::vector<int64> rs = a.r_eval.empty() ? std::vector<int64>{model.spec.recur.r} : a.r_eval;
+  for (const int64 r : rs) train::check_recurrences(model.spec, r);
+
+  eval::ModelScorer<> scorer(model, rs.front(), a.batch);
+  eval::EvalOptions opt;
+  opt.max_per_task = a.max_per_task;
+  opt.seed = a.seed;
+  opt.batch = 4 * a.batch;
+  nlohmann::json out = {{"run", a.run}, {"step", model.step}, {"trained_r", model.spec.recur.r},
+                        {"checkpoint", model.checkpoint.string()}, {"tasks", tasks ? bundle.name : std::string("none")},
+                        {"threads", train::HostBackend::threads()}, {"results", nlohmann::json::array()}};
+  for (const eval::LeftOut& l : left_out) out["left_out"][l.label] = l.reason;
+  for (const int64 r : rs) {
+    scorer.set_recurrences(r);
+    nlohmann::json row = {{"r_eval", r}};
+    if (val) {
+      const eval::ValidationResult v = eval::validation_loss(scorer, *val, seq, windows, a.batch);
+      row["validation"] = eval::to_json(v);
+      if (!a.json)
+        std::printf("r_eval %lld: val_loss %.4f nats/token, val_bpb %.4f (%lld windows of %lld tokens, %.0f tokens/s)\n",
+                    static_cast<long long>(r), v.loss, v.bpb, static_cast<long long>(v.windows), static_cast<long long>(seq),
+                    v.tokens_per_s);
+    }
+    if (tasks) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const eval::EvalResults res = eval::evaluate(bundle, scorer, model.text_tokenizer(), opt);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      row["eval"] = eval::to_json(res);
+      row["eval_seconds"] = s;
+      if (!a.json) std::printf("r_eval %lld: tasks (%.1f s)\n%s\n", static_cast<long long>(r), s, eval::format_table(res).c_str());
+    }
+    out["results"].push_back(row);
+  }
+  if (!a.json)
+    for (const eval::LeftOut& l : left_out) std::printf("left out %s: %s\n", l.label.c_str(), l.reason.c_str());
+  if (a.json) std::cout << out.dump(2) << "\n";
+}
+
+struct SampleArgs {
+  std::string run, prompt;
+  int64 max_new = 200, top_k = 0, r_eval = 0;
+  double temperature = 0.8;
+  std::uint64_t seed = 0;
+  int threads = 0;
+  bool json = false;
+};
+
+void run_sample(const SampleArgs& a) {
+  if (a.r_eval < 0) throw usage_error("--r-eval must be at least 1");
+  if (!(a.temperature >= 0)) throw usage_error("--temperature must be 0 (greedy) or more");
+  train::HostBackend::set_threads(a.threads);
+  const eval::RunModel model = eval::load_run(a.run);
+  if (!model.warning.empty()) std::fprintf(stderr, "loopscale: warning: %s\n", model.warning.c_str());
+  const data::Tokenizer& tok = model.text_tokenizer();
+  const std::vector<std::int32_t> prompt = tok.encode(a.prompt);
+  if (prompt.empty()) throw usage_error("--prompt is empty");
+  const int64 room = model.context() - static_cast<int64>(prompt.size());
+  if (room < a.max_new)
+    throw usage_error(fmt::format("--prompt ({} tokens) and --max-new {} exceed the model's context of {} tokens", prompt.size(),
+                                  a.max_new, model.context()));
+  const int64 r = a.r_eval > 0 ? a.r_eval : model.spec.recur.r;
+  eval::Generator<> g(model, r);
+  const auto t0 = std::chrono::steady_clock::now();
+  const eval::Generation out = g.generate(prompt, a.max_new, {a.temperature, a.top_k, a.seed});
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string text = tok.decode(out.tokens);
+  if (a.json) {
+    double lp = 0;
+    for (const float x : out.logp) lp += x;
+    const nlohmann::json j = {{"prompt", a.prompt}, {"text", text}, {"tokens", out.tokens}, {"r_eval", r},
+                              {"temperature", a.temperature}, {"top_k", a.top_k}, {"seed", a.seed}, {"sum_logp", lp},
+                              {"seconds", s}, {"tokens_per_s", s > 0 ? static_cast<double>(out.tokens.size()) / s : 0.0}};
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
+  }
+}
+
+const bool registered = add_command([](CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* sub = app.add_subcommand("eval", "score a trained run on downstream tasks and its validation windows, at any number of recurrences");
+  sub->add_option("run", a->run, "the run folder (loopscale train --out)");
+  sub->add_option("--tasks", a->tasks, "builtin (the generated probes), a CORE-format bundle folder, or none")->capture_default_str();
+  sub->add_option("--r-eval", a->r_eval, "numbers of recurrences to evaluate at, e.g. 1,2,4,8 (default: the trained r)")->delimiter(',');
+  sub->add_option("--max-per-task", a->max_per_task, "score at most N items of each task (0: all)")->capture_default_str();
+  sub->add_option("--items", a->items, "built-in probes: items per task")->capture_default_str();
+  sub->add_option("--max-bytes", a->max_bytes, "built-in probes: bytes per prompt, few-shot example included")->capture_default_str();
+  sub->add_option("--seed", a->seed, "seed of the built-in probes, the item subset and the few-shot draws")->capture_default_str();
+  sub->add_option("--corpus", a->corpus, "corpus folder for the validation windows and the cloze probes (default: the run's)");
+  sub->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the trainer's windows; 0: none)");
+  sub->add_option("--batch", a->batch, "sequences per forward")->capture_default_str();
+  sub->add_option("--threads", a->threads, "threads (0: every core)")->capture_default_str();
+  sub->add_option("--write-builtin", a->write_builtin, "write the built-in probe bundle to DIR and stop");
+  sub->add_flag("--json", a->json, "print the results as one JSON object");
+  sub->callback([a] { run_eval(*a); });
+
+  auto s = std::make_shared<SampleArgs>();
+  CLI::App* smp = app.add_subcommand("sample", "generate text from a trained run (KV cache, any number of recurrences)");
+  smp->add_option("run", s->run, "the run folder (loopscale train --out)")->required();
+  smp->add_option("--prompt", s->prompt, "the text to continue")->required();
+  smp->add_option("--max-new", s->max_new, "tokens to generate")->capture_default_str();
+  smp->add_option("--temperature", s->temperature, "0: greedy")->capture_default_str();
+  smp->add_option("--top-k", s->top_k, "draw among the k most likely tokens (0: all)")->capture_default_str();
+  smp->add_option("--r-eval", s->r_eval, "number of recurrences (default: the trained r)");
+  smp->add_option("--seed", s->seed, "seed of the draws")->capture_default_str();
+  smp->add_option("--threads", s->threads, "threads (0: every core)")->capture_default_str();
+  smp->add_flag("--json", s->json, "print the sample and its log-probability as JSON");
+  smp->callback([s] { run_sample(*s); });
+});
+
+}  // namespace
+}  // namespace loopscale::cli
