@@ -112,7 +112,7 @@ std::vector<std::int32_t> tokens_of(const fs::path& dir, Split s) { return all_t
 
 }  // namespace
 
-TEST_CASE("import: llm.c fixtures become a corpus with the same tokens; export writes them back byte for byte", "[corpus][format]") {
+TEST_CASE("import: llm.c fixtures become a corpus with the same tokens, export writes them back byte for byte", "[corpus][format]") {
   const fs::path dir = temp_dir("llmc");
   std::vector<std::uint16_t> a, b, v;
   for (int i = 0; i < 3000; ++i) a.push_back(static_cast<std::uint16_t>((i * 31) % 50257));
@@ -206,7 +206,7 @@ TEST_CASE("import and export: raw uint16 and uint32 arrays round-trip", "[corpus
   fs::remove_all(dir);
 }
 
-TEST_CASE("verify: a flipped byte fails the shard's checksum; a missing shard is named", "[corpus][format]") {
+TEST_CASE("verify: a flipped byte fails the shard's checksum, a missing shard is named", "[corpus][format]") {
   const fs::path dir = temp_dir("verify");
   std::vector<std::uint16_t> a(5000);
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::uint16_t>(i % 999);

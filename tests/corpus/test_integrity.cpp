@@ -146,7 +146,7 @@ TEST_CASE("token file integrity: shards of a manifest corpus are verified on ope
   fs::remove_all(dir);
 }
 
-TEST_CASE("token file integrity: version 1 files without a manifest still open; verify says no checksum recorded", "[corpus][integrity][cli]") {
+TEST_CASE("token file integrity: version 1 files without a manifest still open, verify says no checksum recorded", "[corpus][integrity][cli]") {
   const fs::path dir = temp_dir("integrity_v1");
   write_token_file((dir / "train.bin").string(), tokens_of(3000, 256), 256);
   write_token_file((dir / "val.bin").string(), tokens_of(500, 256), 256);

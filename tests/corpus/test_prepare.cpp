@@ -158,7 +158,7 @@ TEST_CASE("prepare: the token stream and the sampled windows do not depend on th
   fs::remove_all(dir);
 }
 
-TEST_CASE("prepare: plain text read by paragraphs and by lines; an existing corpus is kept unless forced", "[corpus][prepare]") {
+TEST_CASE("prepare: plain text read by paragraphs and by lines, an existing corpus is kept unless forced", "[corpus][prepare]") {
   const fs::path dir = temp_dir("units");
   write_text(dir / "t.txt", "first paragraph\nstill first\n\n\nsecond\n  \nthird line one\nthird line two\n");
   PrepareOptions o = options(dir / "t.txt", dir / "c", "byte", 0);

@@ -291,7 +291,7 @@ TEST_CASE("model scorer: padding and batching leave the scores of real positions
   CHECK(together.score(std::span<const std::vector<std::int32_t>>()).empty());
 }
 
-TEST_CASE("model scorer: MoE capacity makes the training forward depend on the batch; inference routes dropless",
+TEST_CASE("model scorer: MoE capacity makes the training forward depend on the batch, inference routes dropless",
           "[eval][scorer][moe]") {
   // With a capacity an expert runs only the first C slots routed to it in a call, ranked (choice,
   // token): a sequence's losses then depend on what else is in the batch. That is why inference
@@ -329,7 +329,7 @@ TEST_CASE("model scorer: MoE capacity makes the training forward depend on the b
   }
 }
 
-TEST_CASE("load_run: a trained run folder scores its validation loss; bad folders are one-line errors", "[eval][run]") {
+TEST_CASE("load_run: a trained run folder scores its validation loss, bad folders are one-line errors", "[eval][run]") {
   const fs::path root = fs::temp_directory_path() / concat("loopscale_eval_run_", static_cast<int64>(getpid()));
   fs::remove_all(root);
   fs::create_directories(root / "data");

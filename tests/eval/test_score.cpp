@@ -367,7 +367,7 @@ TEST_CASE("score: few-shot examples are other rows, drawn deterministically by t
   REQUIRE(s3.received != s1.received);
 }
 
-TEST_CASE("score: sequences longer than the context lose tokens from the left; the span stays whole", "[eval]") {
+TEST_CASE("score: sequences longer than the context lose tokens from the left, the span stays whole", "[eval]") {
   Task t = lm_task();
   t.items = {lm_item("0123456789mn", "op")};
   ToyScorer s = toy(8);

@@ -87,7 +87,7 @@ TEST_CASE("looped MoE on the measured runs: in sample bounded(R, m) < bounded < 
   CHECK(rmse("looped-moe-linear") == Approx(0.0231).margin(0.0005));
 }
 
-TEST_CASE("looped MoE on the measured runs: held out R = 4, linear extrapolates worst; the others are not determined",
+TEST_CASE("looped MoE on the measured runs: held out R = 4, linear extrapolates worst, the others are not determined",
           "[law][moe][measured][holdout]") {
   // Fitted on R = 1 and 2 only, predicted at R = 4. Two start seeds, 500 starts each.
   const auto a = compare("--seed 1 --holdout R=4");

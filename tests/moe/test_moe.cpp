@@ -73,7 +73,7 @@ const char* act_name(Activation a) { return a == Activation::relu2 ? "relu2" : a
 
 }  // namespace
 
-TEST_CASE("moe: parameter layout totals the accounting's ffn count; bad shapes are rejected", "[moe]") {
+TEST_CASE("moe: parameter layout totals the accounting's ffn count, bad shapes are rejected", "[moe]") {
   for (Activation act : {Activation::relu2, Activation::gelu, Activation::swiglu})
     for (bool shared : {false, true})
       for (int64 E : {1, 4, 8}) {

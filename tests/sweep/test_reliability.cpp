@@ -91,7 +91,7 @@ int in_child(F body) {
 
 }  // namespace
 
-TEST_CASE("reliability: a torn last results line is set aside with a warning and its run recorded again; a bad middle line is an error",
+TEST_CASE("reliability: a torn last results line is set aside with a warning and its run recorded again, a bad middle line is an error",
           "[sweep][reliability]") {
   const Plan plan = small_plan();
   const fs::path out = fresh("torn");
@@ -154,7 +154,7 @@ TEST_CASE("reliability: a torn last results line is set aside with a warning and
   fs::remove_all(out);
 }
 
-TEST_CASE("reliability: two processes on one shard: the second is refused naming the first; other shards run beside it",
+TEST_CASE("reliability: two processes on one shard: the second is refused naming the first, other shards run beside it",
           "[sweep][reliability]") {
   const Plan plan = small_plan();
   const fs::path out = fresh("shards");

@@ -162,7 +162,7 @@ TEST_CASE("loopscale train: SIGTERM, SIGINT or SIGUSR1 at a random step exits 75
   fs::remove_all(data);
 }
 
-TEST_CASE("loopscale train: a second process on the same --out exits 2 at once naming the first; a dead writer's temporaries go",
+TEST_CASE("loopscale train: a second process on the same --out exits 2 at once naming the first, a dead writer's temporaries go",
           "[train][cli][lock]") {
   const fs::path data = make_corpus();
   const std::string args = args_of(data);

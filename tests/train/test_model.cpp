@@ -528,7 +528,7 @@ TEST_CASE("hyperconnection kernels: both updates against finite differences, and
   }
 }
 
-TEST_CASE("model: r = 1 is one model under either norm placement; one shared lane is the plain loop", "[train][model]") {
+TEST_CASE("model: r = 1 is one model under either norm placement, one shared lane is the plain loop", "[train][model]") {
   const int64 B = 2, T = 5;
   const auto in = tokens(B * T, 11, 3), tgt = tokens(B * T, 11, 4);
   // Loss (and gradients) after init and a perturbation of every tensor but the lane parameters,

@@ -210,7 +210,7 @@ TEST_CASE("muon: two MuonH steps equal a double reference by SVD, and the weight
   REQUIRE((wd - W).norm() > 0.1 * n0);
 }
 
-TEST_CASE("muon: tensors are cut into their linear maps (q, k, v; gate, up; one per expert)", "[train][optim][muon]") {
+TEST_CASE("muon: tensors are cut into their linear maps (q, k, v, gate, up, one per expert)", "[train][optim][muon]") {
   ModelSpec m;
   m.d_model = 32;
   m.vocab = 64;
@@ -417,7 +417,7 @@ TEST_CASE("optim: one paper-recipe step moves each AdamW tensor by its learning 
     for (int64 i = 0; i < mm.size(); ++i) REQUIRE(opt.second_moment()[static_cast<std::size_t>(mm.offset + i)] == 0);
 }
 
-TEST_CASE("optim: the same state and gradients give the same bits; restored norms and moments continue a run exactly",
+TEST_CASE("optim: the same state and gradients give the same bits, restored norms and moments continue a run exactly",
           "[train][optim][recipe]") {
   ModelSpec m = small_spec();
   Transformer<float> model(m, 1, 4);
