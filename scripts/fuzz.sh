@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}
 shift || true
-all=(fuzz_runs_csv fuzz_runs_jsonl fuzz_results_jsonl fuzz_train_config fuzz_sweep_spec fuzz_token_file fuzz_checkpoint)
+all=(fuzz_runs_csv fuzz_runs_jsonl fuzz_results_jsonl fuzz_train_config fuzz_sweep_spec fuzz_token_file fuzz_checkpoint fuzz_bundle)
 [ $# -gt 0 ] && harnesses=("$@") || harnesses=("${all[@]}")
 bash scripts/setup.sh
 jobs=$(nproc)

@@ -4,6 +4,8 @@
 // file, the row's line (or the manifest's entry) and the field.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -315,6 +317,16 @@ TEST_CASE("bundle: a bad manifest is one line naming the file, the task and the 
     const fs::path dir = temp_dir("tasks_not_array");
     write_text(dir / "bundle.json", R"({"icl_tasks": {"mc": 1}})");
     CHECK_THAT(error_of([&] { read_bundle(dir); }), Catch::Contains("icl_tasks must be an array of tasks, not an object"));
+  }
+  SECTION("a dataset_uri outside the folder, or not a regular file") {
+    // A manifest must not send the reader to a device (it would never end) or to other folders.
+    for (const char* uri : {"/dev/zero", "../mc.jsonl", "sub/../../mc.jsonl"})
+      CHECK_THAT(manifest_error(std::string("uri_") + std::to_string(std::string(uri).size()),
+                                concat(R"("label": "mc", "dataset_uri": ")", uri, R"(", "icl_task_type": "multiple_choice", "axis": "math", "random_baseline": 0.5)")),
+                 Catch::Contains("is not a file inside the bundle's folder"));
+    const fs::path dir = mc_bundle("uri_fifo", R"("label": "mc", "dataset_uri": "fifo.jsonl", "icl_task_type": "multiple_choice", "axis": "math", "random_baseline": 0.5)", mc_rows);
+    REQUIRE(::mkfifo((dir / "fifo.jsonl").c_str(), 0600) == 0);
+    CHECK_THAT(error_of([&] { read_bundle(dir); }), Catch::Contains("not a regular file"));
   }
   SECTION("unknown task type") {
     CHECK_THAT(manifest_error("type", R"("label": "mc", "dataset_uri": "mc.jsonl", "icl_task_type": "generation", "axis": "math", "random_baseline": 0.5)"),

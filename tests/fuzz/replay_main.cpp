@@ -14,6 +14,7 @@
 #include <vector>
 
 #define LOOPSCALE_FUZZ_REPLAY 1
+#include "fuzz_bundle.cpp"
 #include "fuzz_checkpoint.cpp"
 #include "fuzz_results_jsonl.cpp"
 #include "fuzz_runs_csv.cpp"
@@ -27,10 +28,10 @@ namespace fs = std::filesystem;
 int main(int argc, char** argv) {
   using Fn = int (*)(const std::uint8_t*, std::size_t);
   const std::map<std::string, Fn> harnesses = {
-      {"fuzz_checkpoint", fuzz_checkpoint::one},     {"fuzz_results_jsonl", fuzz_results_jsonl::one},
-      {"fuzz_runs_csv", fuzz_runs_csv::one},         {"fuzz_runs_jsonl", fuzz_runs_jsonl::one},
-      {"fuzz_sweep_spec", fuzz_sweep_spec::one},     {"fuzz_token_file", fuzz_token_file::one},
-      {"fuzz_train_config", fuzz_train_config::one}};
+      {"fuzz_bundle", fuzz_bundle::one},         {"fuzz_checkpoint", fuzz_checkpoint::one},
+      {"fuzz_results_jsonl", fuzz_results_jsonl::one}, {"fuzz_runs_csv", fuzz_runs_csv::one},
+      {"fuzz_runs_jsonl", fuzz_runs_jsonl::one}, {"fuzz_sweep_spec", fuzz_sweep_spec::one},
+      {"fuzz_token_file", fuzz_token_file::one}, {"fuzz_train_config", fuzz_train_config::one}};
   if (argc < 3 || !harnesses.count(argv[1])) {
     std::fprintf(stderr, "usage: fuzz_replay HARNESS PATH...   (HARNESS: fuzz_checkpoint, fuzz_results_jsonl, ...)\n");
     return 2;

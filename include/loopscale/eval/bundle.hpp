@@ -215,7 +215,17 @@ inline json row_json(TaskType type, const Item& it) {
   return json::object();
 }
 
+// A dataset_uri names a file inside the bundle's folder: relative, never above it. Read and write
+// keep the same rule, so a manifest cannot send the reader to /dev/zero or another folder's files.
+inline bool inside_folder(const std::string& uri) {
+  const std::filesystem::path rel = std::filesystem::path(uri).lexically_normal();
+  return !rel.empty() && !rel.is_absolute() && *rel.begin() != ".." && rel.has_filename();
+}
+
 inline std::string read_file(const std::filesystem::path& path) {
+  // Only regular files: a FIFO or a device would block or never end.
+  if (std::error_code ec; std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw bundle_error(concat("eval: cannot read ", path.string(), ": not a regular file"));
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw bundle_error(concat("eval: cannot read ", path.string(), ": ", std::generic_category().message(errno)));
   std::string s;
@@ -305,6 +315,8 @@ inline Task parse_task(const json& e, const std::string& where_entry, std::optio
 
   t.dataset_uri = text("dataset_uri", required("dataset_uri"));
   if (t.dataset_uri.empty()) throw fail("dataset_uri is empty");
+  if (!inside_folder(t.dataset_uri))
+    throw fail(concat("dataset_uri ", in_quotes(t.dataset_uri), " is not a file inside the bundle's folder (relative, no ..)"));
 
   const json* type = find("icl_task_type");
   const json* alias = find("task_type");
@@ -473,7 +485,7 @@ inline void write_bundle(const Bundle& b, const std::filesystem::path& dir) {
     if (!labels.insert(t.label).second) throw bundle_error(concat(at, ": label ", in_quotes(t.label), " is used twice"));
     const std::string uri = t.dataset_uri.empty() ? concat(t.label, ".jsonl") : t.dataset_uri;
     const fs::path rel = fs::path(uri).lexically_normal();
-    if (rel.is_absolute() || rel.empty() || *rel.begin() == ".." || !rel.has_filename())
+    if (!bundle_detail::inside_folder(uri))
       throw bundle_error(concat(at, ": task ", in_quotes(t.label), ": dataset_uri ", in_quotes(uri), " is not a file inside the folder"));
     if (const auto [it, fresh] = file_of.emplace(rel.string(), &t); !fresh) {
       if (it->second->type != t.type || !(it->second->items == t.items))
