@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "cli.hpp"
+#include "loopscale/data/corpus.hpp"
+#include "loopscale/eval/probes.hpp"
 #include "loopscale/train/trainer.hpp"
 #include "loopscale/util/interrupt.hpp"
 #include "spec_flags.hpp"
@@ -27,6 +29,8 @@ struct TrainArgs {
   std::string config_file;
   std::string decay = "cosine";
   double tokens = 0;  // accepts 1e7 as well as 10000000
+  double mix_probes = 0;
+  std::uint64_t mix_probes_seed = 0;
   bool dry_run = false;
   TrainArgs() {
     spec.vocab = 256;  // the byte-level corpus of scripts/corpus.sh
@@ -80,6 +84,11 @@ const bool registered = add_command([](CLI::App& app) {
   sub->add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (0: at the end only)")->capture_default_str();
   sub->add_option("--peak-flops", c.peak_flops, "FLOP/s the MFU is relative to (0: measure)");
   sub->add_flag("--resume", c.resume, "continue the run in --out from its checkpoint");
+  sub->add_option("--mix-probes", a->mix_probes,
+                  "mix the built-in probes' task text into training: this fraction of the training windows (byte-level corpora; "
+                  "written to OUT/probes.bin, never the evaluation items)");
+  sub->add_option("--mix-probes-seed", a->mix_probes_seed, "the probes' seed, the one `loopscale eval --seed` evaluates with")
+      ->capture_default_str();
   sub->add_flag("--dry-run", a->dry_run, "check everything, print the config, budget and memory estimate, and stop");
   c.data = "data/corpus";
 
@@ -141,6 +150,24 @@ const bool registered = add_command([](CLI::App& app) {
     }
     if (cfg.tokens == 0 && cfg.flops == 0) throw usage_error("give a budget: --tokens or --flops");
     if (cfg.out.empty()) throw usage_error("--out is required");
+    if (sub->get_option("--mix-probes")->count() > 0) {
+      if (!(a->mix_probes > 0 && a->mix_probes < 1)) throw usage_error("--mix-probes must be a fraction in (0, 1)");
+      cfg.mix_frac = a->mix_probes;
+      cfg.mix_data = (std::filesystem::path(cfg.out) / "probes.bin").string();
+      train::detail::check_config(cfg);
+      if (data::open_corpus(cfg.data, data::Split::train, data::Verify::headers).vocab() != 256)
+        throw usage_error(fmt::format("--mix-probes: the probes are byte text, and {} is not a byte-level corpus (vocab 256)", cfg.data));
+      // The text of the probes `loopscale eval` scores this run on (same seed, items and prompt
+      // bytes), minus those evaluation items; deterministic, so a resumed run writes nothing new.
+      if (!a->dry_run && !std::filesystem::exists(cfg.mix_data)) {
+        const std::string text = eval::probe_training_text(
+            {a->mix_probes_seed, 200, std::min<int64>(256, cfg.seq_len), {}}, std::size_t{2} << 20);
+        std::vector<std::int32_t> tokens(text.begin(), text.end());
+        for (std::int32_t& t : tokens) t &= 0xFF;  // char may be signed
+        std::filesystem::create_directories(cfg.out);
+        data::write_token_file(cfg.mix_data, tokens, 256);
+      }
+    }
 
     if (a->dry_run) {
       train::detail::check_config(cfg);

@@ -47,7 +47,7 @@ const fs::path& trained_run() {
 
 }  // namespace
 
-TEST_CASE("eval: validation at the trained r is the run's; other r differ; the probes cover the five axes", "[eval][cli]") {
+TEST_CASE("eval: validation at the trained r is the run's, other r differ, the probes cover the five axes", "[eval][cli]") {
   if (!fs::exists(corpus() / "val.bin")) {
     WARN("skipped: no data/corpus (bash scripts/corpus.sh builds it)");
     return;
@@ -78,7 +78,7 @@ TEST_CASE("eval: validation at the trained r is the run's; other r differ; the p
   CHECK(axes.size() == 5);
 }
 
-TEST_CASE("eval: a written built-in bundle reads back and scores; sample is deterministic by seed", "[eval][cli]") {
+TEST_CASE("eval: a written built-in bundle reads back and scores, sample is deterministic by seed", "[eval][cli]") {
   if (!fs::exists(corpus() / "val.bin")) {
     WARN("skipped: no data/corpus (bash scripts/corpus.sh builds it)");
     return;
@@ -136,4 +136,34 @@ TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
   bad("sample " + run.string() + " --prompt x --max-new 1000", "context");
   bad("sample " + run.string() + " --prompt '' --max-new 10", "empty");
   bad("sample " + run.string() + " --prompt x --temperature -1", "temperature");
+}
+
+TEST_CASE("train --mix-probes: the probes' training text is written beside the run and recorded in its config", "[eval][cli]") {
+  if (!fs::exists(corpus() / "val.bin")) {
+    WARN("skipped: no data/corpus (bash scripts/corpus.sh builds it)");
+    return;
+  }
+  const fs::path out = trained_run().parent_path() / "mixed";
+  fs::remove_all(out);
+  const std::string base = "train --d-model 32 --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --seq-len 128 --batch 4 --threads 2 "
+                           "--eval-tokens 1024 --peak-flops 1e11 --data " + corpus().string() + " --out " + out.string();
+  const auto r = run_cli(base + " --tokens 5120 --mix-probes 0.5");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  std::ifstream cf(out / "config.json");
+  const nlohmann::json cfg = nlohmann::json::parse(cf);
+  CHECK(cfg.at("mix_frac") == 0.5);
+  CHECK(cfg.at("mix_data") == (out / "probes.bin").string());
+  REQUIRE(fs::exists(out / "probes.bin"));
+  CHECK(fs::file_size(out / "probes.bin") > (std::uintmax_t{2} << 20));
+  // A resume with the same flags continues; the fraction is part of the run's identity.
+  const auto again = run_cli(base + " --tokens 5120 --mix-probes 0.5 --resume");
+  INFO(again.out);
+  CHECK(again.rc == 0);
+  const auto other = run_cli(base + " --tokens 5120 --mix-probes 0.25 --resume");
+  CHECK(other.rc == 2);
+  CHECK_THAT(other.out, Catch::Contains("mix_frac"));
+  const auto bad = run_cli(base + "_bad --tokens 5120 --mix-probes 1.5");
+  CHECK(bad.rc == 2);
+  CHECK_THAT(bad.out, Catch::Contains("--mix-probes must be a fraction in (0, 1)"));
 }

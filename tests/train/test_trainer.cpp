@@ -135,6 +135,45 @@ TEST_CASE("data: the sampler is a function of (seed, step) and reads only the tr
   fs::remove_all(dir);
 }
 
+TEST_CASE("data: a mix corpus replaces a fraction of the windows, the others stay the unmixed run's", "[train][data]") {
+  const fs::path dir = temp_dir("sampler_mix");
+  std::vector<std::int32_t> seq(3000);
+  for (std::size_t i = 0; i < seq.size(); ++i) seq[i] = static_cast<std::int32_t>(i % 251);
+  write_token_file((dir / "seq.bin").string(), seq, 256);
+  write_token_file((dir / "mix.bin").string(), std::vector<std::int32_t>(500, 255), 256);
+  const Corpus sq(read_token_file((dir / "seq.bin").string())), mix(read_token_file((dir / "mix.bin").string()));
+  const TrainSampler plain(sq, 3, 32), mixed(sq, 3, 32, mix, 0.25);
+  std::vector<std::int32_t> a(32), ta(32), b(32), tb(32);
+  int from_mix = 0, n = 0;
+  for (int64 step = 0; step < 200; ++step)
+    for (int64 s = 0; s < 8; ++s, ++n) {
+      plain.batch(step * 8 + s, 1, a.data(), ta.data());
+      mixed.batch(step * 8 + s, 1, b.data(), tb.data());
+      if (mixed.from_mix(step * 8 + s, 0)) {
+        ++from_mix;
+        for (auto t : b) REQUIRE(t == 255);  // the mix file's tokens
+      } else {
+        REQUIRE(a == b);  // the window the unmixed run reads at the same (step, sequence)
+      }
+    }
+  CHECK(from_mix > n / 4 - 60);  // 1600 draws at 1/4: 400, sd 17
+  CHECK(from_mix < n / 4 + 60);
+  // A config mixing without a file, a file without a fraction, or a fraction of 1 is refused.
+  TrainConfig c;
+  c.spec = tiny_spec();
+  c.tokens = 1000;
+  c.data = "d";
+  c.out = "o";
+  c.mix_frac = 0.1;
+  CHECK_THROWS_WITH(train::detail::check_config(c), Catch::Contains("mix_frac needs mix_data"));
+  c.mix_frac = 0;
+  c.mix_data = "m.bin";
+  CHECK_THROWS_WITH(train::detail::check_config(c), Catch::Contains("mix_data is given but mix_frac is 0"));
+  c.mix_frac = 1;
+  CHECK_THROWS_WITH(train::detail::check_config(c), Catch::Contains("mix_frac must be in [0, 1)"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("optim: schedule, AdamW update and clipping", "[train][optim]") {
   Schedule s{1.0, 10, 110, Decay::cosine, 0.1};
   REQUIRE(s.at(0) == Approx(0.1));
@@ -185,7 +224,7 @@ TEST_CASE("checkpoint: round trip, and a truncated file is refused", "[train][ch
   fs::remove_all(dir);
 }
 
-TEST_CASE("trainer: a run writes log and summary; the same seed and threads repeat it bit for bit", "[train][trainer]") {
+TEST_CASE("trainer: a run writes log and summary, the same seed and threads repeat it bit for bit", "[train][trainer]") {
   const fs::path data = make_corpus("det");
   const fs::path a = temp_dir("det_a"), b = temp_dir("det_b");
   fs::remove_all(a);
@@ -521,7 +560,7 @@ TEST_CASE("loopscale train: killed with SIGKILL and resumed, the losses equal an
   for (const auto& p : {full, part, data}) fs::remove_all(p);
 }
 
-TEST_CASE("loopscale train --recipe: the recipe's defaults, flags and files over them; the other recipe cannot resume",
+TEST_CASE("loopscale train --recipe: the recipe's defaults, flags and files over them, the other recipe cannot resume",
           "[train][cli][recipe]") {
   const fs::path data = make_corpus("cli_recipe");
   const fs::path out = temp_dir("cli_recipe_out");

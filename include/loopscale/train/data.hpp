@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,16 +50,30 @@ inline void check_fits(const TokenFile& f, int64 vocab, int64 seq_len) {
 }
 
 // Deterministic (T+1)-token windows of the training split: inputs are the first T, targets the last T.
+// With a mix corpus, the window of (step, b) comes from it with probability mix_frac, decided by a
+// third draw of the same key: the windows that stay in the corpus are exactly those a run without
+// the mix reads at the same (step, b), and a resumed run draws the same sources.
 class TrainSampler {
  public:
-  TrainSampler(Corpus train, std::uint64_t seed, int64 seq_len)
-      : c_(std::move(train)), seed_(seed), T_(seq_len), window_(static_cast<std::size_t>(seq_len + 1)) {}
+  TrainSampler(Corpus train, std::uint64_t seed, int64 seq_len, std::optional<Corpus> mix = std::nullopt, double mix_frac = 0)
+      : c_(std::move(train)), mix_(std::move(mix)), mix_frac_(mix_ ? mix_frac : 0), seed_(seed), T_(seq_len),
+        window_(static_cast<std::size_t>(seq_len + 1)) {}
   TrainSampler(const TokenFile& train, std::uint64_t seed, int64 seq_len) : TrainSampler(Corpus(train), seed, seq_len) {}
 
-  // The first position of the window of sequence b at step `step`.
+  // Whether the window of sequence b at step `step` comes from the mix corpus.
+  bool from_mix(int64 step, int64 b) const {
+    if (mix_frac_ <= 0) return false;
+    SplitMix64 r = key(step, b);
+    r.next();
+    r.next();
+    return r.uniform() < mix_frac_;
+  }
+
+  // The first position of the window of sequence b at step `step`, in the corpus it comes from.
   std::uint64_t start(int64 step, int64 b) const {
-    const std::uint64_t span = c_.tokens() - static_cast<std::uint64_t>(T_);  // starts in [0, tokens - T - 1]
-    SplitMix64 r{seed_ ^ (static_cast<std::uint64_t>(step) * 0xD1B54A32D192ED03ull) ^ (static_cast<std::uint64_t>(b) * 0x8CB92BA72F3D8DD7ull)};
+    const Corpus& c = from_mix(step, b) ? *mix_ : c_;
+    const std::uint64_t span = c.tokens() - static_cast<std::uint64_t>(T_);  // starts in [0, tokens - T - 1]
+    SplitMix64 r = key(step, b);
     r.next();
     return r.next() % span;
   }
@@ -66,9 +81,10 @@ class TrainSampler {
   // Fills batch x T inputs and targets for optimiser step `step`.
   void batch(int64 step, int64 batch, std::int32_t* inputs, std::int32_t* targets) const {
     for (int64 b = 0; b < batch; ++b) {
+      const Corpus& c = from_mix(step, b) ? *mix_ : c_;
       const std::uint64_t s = start(step, b);
-      c_.read(s, window_.size(), window_.data());
-      c_.release(s, window_.size());
+      c.read(s, window_.size(), window_.data());
+      c.release(s, window_.size());
       std::copy(window_.begin(), window_.end() - 1, inputs + b * T_);
       std::copy(window_.begin() + 1, window_.end(), targets + b * T_);
     }
@@ -77,7 +93,13 @@ class TrainSampler {
   const Corpus& corpus() const { return c_; }
 
  private:
+  SplitMix64 key(int64 step, int64 b) const {
+    return SplitMix64{seed_ ^ (static_cast<std::uint64_t>(step) * 0xD1B54A32D192ED03ull) ^ (static_cast<std::uint64_t>(b) * 0x8CB92BA72F3D8DD7ull)};
+  }
+
   Corpus c_;
+  std::optional<Corpus> mix_;
+  double mix_frac_ = 0;
   std::uint64_t seed_;
   int64 T_;
   mutable std::vector<std::int32_t> window_;  // one (T+1)-token window, allocated once

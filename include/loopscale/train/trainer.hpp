@@ -114,6 +114,12 @@ struct TrainConfig {
   std::string moe_balance = "aux:0.01";  // none | aux:COEF (Switch aux loss) | bias:RATE (aux-loss-free)
   double moe_z_loss = 0;                 // router z-loss coefficient
   double moe_capacity = 0;               // capacity factor; 0: dropless
+  // A second token file mixed into training: each training window comes from it with probability
+  // mix_frac (drawn per (step, sequence), so resumes stay exact), else from the corpus. The
+  // validation sample stays the corpus's. `loopscale train --mix-probes FRAC` writes the built-in
+  // probes' training text there (docs/eval.md).
+  double mix_frac = 0;
+  std::string mix_data;
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, recipe, init, spec, batch, seq_len, tokens, flops, lr,
@@ -121,7 +127,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, recipe, init, spec,
                                                 beta1, beta2, eps, muon_momentum, grad_clip, warmup, decay, final_lr_frac,
                                                 softcap, data, out, seed, threads, eval_every, eval_tokens,
                                                 checkpoint_every, resume, peak_flops, moe_router, moe_renormalize,
-                                                moe_balance, moe_z_loss, moe_capacity)
+                                                moe_balance, moe_z_loss, moe_capacity, mix_frac, mix_data)
 
 inline Recipe parse_recipe(const std::string& s) {
   if (const std::optional<Recipe> r = parse_name<Recipe>(s)) return *r;
@@ -329,6 +335,9 @@ inline void check_config(const TrainConfig& c) {
   check(c.eval_tokens >= c.seq_len, "eval_tokens must hold at least one sequence");
   check(!c.data.empty(), "no data folder given");
   check(!c.out.empty(), "no output folder given");
+  check(c.mix_frac >= 0 && c.mix_frac < 1, "mix_frac must be in [0, 1)");
+  check(c.mix_frac == 0 || !c.mix_data.empty(), "mix_frac needs mix_data, the token file to mix in");
+  check(c.mix_data.empty() || c.mix_frac > 0, "mix_data is given but mix_frac is 0");
   parse_decay(c.decay);
 }
 
@@ -413,6 +422,7 @@ struct RunFiles {
 // Everything a run reads before it writes anything; reading it checks all of the input.
 struct RunInputs {
   Corpus train, val;       // the corpus folder's splits (data/corpus.hpp: one file each, or shards)
+  std::optional<Corpus> mix;  // TrainConfig::mix_data, when mix_frac > 0
   nlohmann::json tokenizer;  // what the run records of the corpus's tokenizer (data::tokenizer_record)
   TrainingLength length;
   MemoryEstimate memory;
@@ -490,6 +500,11 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files) {
     data::check_fits(*c, cfg.seq_len);
   }
   in.tokenizer = data::tokenizer_record(data, in.train);
+  if (cfg.mix_frac > 0) {
+    in.mix = Corpus(data::read_token_file(cfg.mix_data));
+    data::check_vocab(*in.mix, cfg.spec, in.mix->name());
+    data::check_fits(*in.mix, cfg.seq_len);
+  }
 
   B::set_threads(cfg.threads);
   in.length = training_length(cfg);
@@ -614,7 +629,7 @@ class Trainer {
         model_(cfg.spec, cfg.batch, cfg.seq_len, cfg.softcap, routing_of(cfg)),
         opt_(optimizer_of<float, B>(cfg, model_.tensors(), model_.num_params())),
         sched_(schedule_of(cfg, length_)),
-        sampler_(in.train, cfg.seed, cfg.seq_len),
+        sampler_(in.train, cfg.seed, cfg.seq_len, in.mix, cfg.mix_frac),
         valset_(in.val, cfg.seq_len, eval_batches_ * cfg.batch),
         inputs_(static_cast<std::size_t>(per_step_)),
         targets_(inputs_.size()) {
