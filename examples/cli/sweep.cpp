@@ -156,13 +156,19 @@ const bool registered = add_command([](CLI::App& app) {
     auto data = std::make_shared<std::string>();
     auto shard = std::make_shared<std::string>("0/1");
     auto threads = std::make_shared<int>(0);
+    auto eval_items = std::make_shared<int64>(EngineOptions{}.eval_items);
+    auto no_eval = std::make_shared<bool>(false);
     CLI::App* sub = sweep->add_subcommand("run", "train every planned run (resumable; results in OUT/results.jsonl)");
     src->add_to(*sub);
     sub->add_option("--out", *out, "sweep folder")->required();
     sub->add_option("--data", *data, "corpus folder (default: the spec's, data/corpus)");
     sub->add_option("--shard", *shard, "run only the runs with index = I mod N")->capture_default_str();
     sub->add_option("--threads", *threads, "training threads (0: every core)")->capture_default_str()->check(CLI::NonNegativeNumber);
-    sub->callback([src, out, data, shard, threads] {
+    sub->add_option("--eval-items", *eval_items, "items per task of the built-in probes each finished run is scored on")
+        ->capture_default_str()
+        ->check(CLI::Range(2, 100000));
+    sub->add_flag("--no-eval", *no_eval, "do not score finished runs on the built-in probes");
+    sub->callback([src, out, data, shard, threads, eval_items, no_eval] {
       const Plan plan = src->plan();
       RunOptions opt;
       try {
@@ -182,6 +188,7 @@ const bool registered = add_command([](CLI::App& app) {
         throw usage_error(fmt::format("{} has no train.bin and val.bin; build the corpus with scripts/corpus.sh or pass --data", opt.data.string()));
       EngineOptions eo;
       eo.threads = *threads;
+      eo.eval_items = *no_eval ? 0 : *eval_items;
       RunSummary s;
       // A signal stops the sweep after the current run's checkpoint: exit 75, resumable (run.hpp).
       const InterruptGuard guard;

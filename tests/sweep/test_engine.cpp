@@ -2,7 +2,9 @@
 
 #include <fstream>
 
+#include "loopscale/sweep/downstream.hpp"
 #include "loopscale/sweep/engine.hpp"
+#include "loopscale/sweep/report.hpp"
 #include "loopscale/train/data.hpp"
 
 using namespace loopscale;
@@ -49,7 +51,7 @@ Plan tiny_plan() {
 
 }  // namespace
 
-TEST_CASE("engine: sweep run trains with the real engine; an interrupted run resumes to the same loss") {
+TEST_CASE("engine: sweep run trains with the real engine, an interrupted run resumes to the same loss") {
   const fs::path data = tiny_corpus();
   const Plan plan = tiny_plan();
   REQUIRE(plan.runnable() == 2);
@@ -73,6 +75,12 @@ TEST_CASE("engine: sweep run trains with the real engine; an interrupted run res
                                 r.tokens == static_cast<double>(plan.runs[1].steps * plan.spec.batch_tokens);
     CHECK(planned_tokens);
     CHECK(r.line["summary"]["status"] == "done");
+    // A 32-token context holds only the arithmetic probe (its one-shot prompts are that short).
+    const nlohmann::json& e = r.line["summary"]["eval"];
+    REQUIRE(e.contains("tasks"));
+    REQUIRE(e.at("tasks").size() == 1);
+    CHECK(e.at("tasks")[0].at("label") == "arithmetic");
+    CHECK(e.at("r_eval") == r.r);
   }
 
   // Interrupted after 3/4 of its first run (the engine checkpointed half-way), then rerun.
@@ -110,4 +118,48 @@ TEST_CASE("engine: settings the sweep owns are refused in the spec's train objec
   CHECK(c.batch == 4);
   CHECK(c.flops == 5e8);
   CHECK(train::training_length(c).steps == plan.runs[1].steps);  // the engine trains the planned steps
+}
+
+TEST_CASE("engine: finished runs are scored on the built-in probes, and the report shows them per (C, r) and axis") {
+  const fs::path data = tiny_corpus();
+  SweepSpec spec = tiny_plan().spec;
+  spec.seq_len = 128;
+  spec.batch_tokens = spec.micro_batch_tokens = 2 * 128;
+  const Plan plan = make_plan(spec);
+  REQUIRE(plan.runnable() == 2);
+  const fs::path dir = fs::path(LOOPSCALE_TEST_TMP) / "engine_eval";
+  fs::remove_all(dir);
+  RunOptions opt;
+  opt.out = dir;
+  opt.data = data;
+  opt.log = nullptr;
+  EngineOptions eo;
+  eo.eval_items = 8;
+  run_sweep(plan, opt, engine_run_fn(eo));
+  const auto runs = read_results(dir / "results.jsonl");
+  REQUIRE(runs.size() == 2);
+  for (const auto& r : runs) {
+    const nlohmann::json& e = r.line["summary"]["eval"];
+    INFO(e.dump());
+    REQUIRE(e.contains("tasks"));
+    CHECK(e.at("r_eval") == r.r);
+    CHECK(e.at("tasks").size() >= 3);  // the tasks whose prompts fit in 128 bytes (no cloze: the corpus has no lines)
+    for (const auto& t : e.at("tasks")) {
+      CHECK(t.at("n") == 8);
+      CHECK(t.at("answer_bpb").get<double>() > 0);
+    }
+  }
+  const Downstream d = downstream(runs);
+  CHECK(d.evaluated == 2);
+  REQUIRE(d.cells.size() == 2);  // one budget, r = 1 and 2
+  CHECK(d.points.size() == 2);
+  CHECK_FALSE(d.axes.empty());
+  ReportOptions ro;
+  ro.plots = false;
+  ro.analyse.starts = 4;
+  ro.analyse.bootstrap = 0;
+  write_report(dir, ro);
+  std::ifstream md(dir / "report.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("## Downstream: the built-in probes") && Catch::Contains("2 of 2 runs scored"));
 }

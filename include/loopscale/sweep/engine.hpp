@@ -7,10 +7,17 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "loopscale/data/corpus.hpp"
+#include "loopscale/eval/model_scorer.hpp"
+#include "loopscale/eval/probes.hpp"
+#include "loopscale/eval/run_model.hpp"
+#include "loopscale/eval/score.hpp"
 #include "loopscale/sweep/run.hpp"
 #include "loopscale/train/trainer.hpp"
 #include "loopscale/util/interrupt.hpp"
@@ -25,7 +32,34 @@ struct EngineOptions {
   // so checkpointing tiny runs every few steps would cost more than it saves.
   double flops_per_checkpoint = 1e12;
   int64 min_checkpoints = 2, max_checkpoints = 20;
+  // After training, each run is scored on the built-in probes (eval/probes.hpp) at its trained r,
+  // this many items per task, and the scores go into its summary ("eval") and so into its results
+  // line; 0: no evaluation. Scoring a run costs a few percent of training it (docs/eval.md).
+  int64 eval_items = 50;
 };
+
+// The built-in probes a sweep's runs are scored on: drawn once per sweep from its seed, each
+// prompt within the sweep's context, the cloze lines from its corpus when that is byte-level
+// (the probes' text is bytes; another tokenizer scores the other tasks the same way).
+inline eval::Bundle sweep_probes(const SweepSpec& spec, const fs::path& data, int64 items) {
+  const bool bytes = data::open_corpus(data, data::Split::train, data::Verify::headers).vocab() == 256;
+  return eval::builtin_probes({spec.seed, items, std::min<int64>(256, spec.seq_len), bytes ? data : fs::path()}).bundle;
+}
+
+// Scores a trained run folder on `probes` at its trained r: per task and per axis (eval/score.hpp),
+// with the seconds it took.
+inline nlohmann::json evaluate_run(const fs::path& dir, const eval::Bundle& probes, std::uint64_t seed) {
+  const eval::RunModel model = eval::load_run(dir);
+  if (!model.tokenizer) return {{"skipped", "the run's corpus has no tokenizer loopscale can read, so task text cannot be encoded"}};
+  eval::ModelScorer<> scorer(model, model.spec.recur.r);
+  eval::EvalOptions opt;
+  opt.seed = seed;
+  const auto t0 = std::chrono::steady_clock::now();
+  nlohmann::json j = eval::to_json(eval::evaluate(probes, scorer, *model.tokenizer, opt));
+  j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  j["r_eval"] = model.spec.recur.r;
+  return j;
+}
 
 // The engine's configuration for one planned run.
 inline train::TrainConfig train_config(const SweepSpec& spec, const PlannedRun& run, const fs::path& dir, const fs::path& data) {
@@ -52,7 +86,8 @@ inline train::TrainConfig train_config(const SweepSpec& spec, const PlannedRun& 
 
 inline RunFn engine_run_fn(const EngineOptions& o = {}) {
   auto peak = std::make_shared<double>(0.0);  // measured once per sweep call, not once per run
-  return [o, peak](const RunRequest& req) -> nlohmann::json {
+  auto probes = std::make_shared<std::optional<eval::Bundle>>();  // drawn once per sweep call
+  return [o, peak, probes](const RunRequest& req) -> nlohmann::json {
     train::TrainConfig c = train_config(*req.spec, *req.run, req.dir, req.data);
     if (o.threads > 0) c.threads = o.threads;
     if (c.checkpoint_every == 0) {
@@ -73,7 +108,14 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
     if (r.status == "interrupted") throw interrupted_error(interrupt_signal(), fmt::format("sweep: run {} {}", req.run->id, r.message));
     if (r.status != "done")
       throw std::runtime_error(fmt::format("run {} {}: {}", req.run->id, r.status, r.message));
-    return r.json();
+    nlohmann::json summary = r.json();
+    if (o.eval_items > 0) {
+      if (!*probes) *probes = sweep_probes(*req.spec, req.data, o.eval_items);
+      summary["eval"] = (*probes)->tasks.empty()
+                            ? nlohmann::json{{"skipped", fmt::format("no built-in probe fits in the sweep's context of {} tokens", req.spec->seq_len)}}
+                            : evaluate_run(req.dir, **probes, req.spec->seed);
+    }
+    return summary;
   };
 }
 

@@ -1,8 +1,9 @@
 // The report of a sweep folder: DIR/report.md (runs, iso-FLOP minima, per-r and joint fits, phi
 // with its interval, R^2 and RMSE), DIR/analysis.json (the same numbers for programs, read by
-// `sweep compare`), DIR/runs.csv (a flat table `loopscale fit` reads) and three plots rendered by
+// `sweep compare`), DIR/runs.csv (a flat table `loopscale fit` reads) and the plots rendered by
 // gnuplot into DIR/plots/: iso-FLOP curves per r with the fitted joint law, the loss-compute
-// frontier per r, and the bootstrap distribution of phi. Each plot's data and gnuplot script stay
+// frontier per r, the bootstrap distribution of phi, and, when the runs were scored on the
+// built-in probes (downstream.hpp), answer bits per byte against validation bits per byte. Each plot's data and gnuplot script stay
 // next to the PNG, so a figure can be restyled without refitting.
 //
 // This header renders and writes; the numbers it shows come from analyse.hpp (the fits) and
@@ -20,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "loopscale/sweep/analyse.hpp"
+#include "loopscale/sweep/downstream.hpp"
 #include "loopscale/sweep/report_data.hpp"
 #include "loopscale/sweep/run.hpp"
 
@@ -61,7 +63,8 @@ inline const char* color(std::size_t i) {
 }  // namespace detail
 
 // Writes the data and gnuplot scripts of the three plots (report_data.hpp, plot_data) and renders them.
-inline std::vector<fs::path> write_plots(const fs::path& dir, const PlotData& p, const std::string& gnuplot, std::string& problem) {
+inline std::vector<fs::path> write_plots(const fs::path& dir, const PlotData& p, const std::string& gnuplot, std::string& problem,
+                                         const std::vector<DownstreamPoint>& downstream = {}) {
   const fs::path pd = dir / "plots";
   fs::create_directories(pd);
   const bool cairo = detail::has_cairo(gnuplot);
@@ -145,6 +148,26 @@ inline std::vector<fs::path> write_plots(const fs::path& dir, const PlotData& p,
                       "NaN with lines lw 2 dt 2 lc rgb '#333333' title '{:.0f}% interval [{:.3f}, {:.3f}]'\n",
                       (pd / "phi_bootstrap.dat").string(), h.phi, 100 * h.level, h.lo, h.hi);
     scripts.push_back(pd / "phi_bootstrap.gp");
+  }
+
+  if (!downstream.empty()) {  // 4. does downstream track loss? answer bpb against validation bpb, one colour per r
+    std::ofstream gp(pd / "downstream.gp");
+    gp << term << "\nset output '" << (pd / "downstream.png").string() << "'\n";
+    gp << fmt::format("set title 'sweep {}: answer bits per byte of the built-in probes against validation bits per byte, per run'\n", p.sweep);
+    gp << "set grid\nset xlabel 'validation bits per byte'\nset ylabel 'answer bits per byte (all probe tasks pooled)'\nset key top left\n";
+    std::ofstream dp(pd / "downstream.dat");
+    std::string plot = "plot ";
+    std::size_t block = 0;
+    for (std::size_t i = 0; i < downstream.size(); ++block) {
+      const int64 r = downstream[i].r;
+      dp << "# r = " << r << "\n";
+      for (; i < downstream.size() && downstream[i].r == r; ++i) dp << downstream[i].val_bpb << " " << downstream[i].answer_bpb << "\n";
+      dp << "\n\n";
+      plot += fmt::format("'{}' index {} with points pt 7 ps 1.4 lc rgb '{}' title 'r = {}', ", (pd / "downstream.dat").string(), block,
+                          detail::color(block), r);
+    }
+    gp << plot << "1/0 notitle\n";
+    scripts.push_back(pd / "downstream.gp");
   }
 
   std::vector<fs::path> pngs;
@@ -330,11 +353,13 @@ inline ReportFiles write_report(const fs::path& dir, const ReportOptions& opt) {
   write_file_atomic(out.json, j.dump(2) + "\n");
   out.csv = dir / "runs.csv";
   write_file_atomic(out.csv, spec.moe() ? moe_runs_csv(results) : runs_csv(out.analysis, plan));
-  if (opt.plots) out.plots = write_plots(dir, plot_data(spec, out.analysis), opt.gnuplot, out.plot_problem);
+  const Downstream down = downstream(results);
+  if (opt.plots) out.plots = write_plots(dir, plot_data(spec, out.analysis), opt.gnuplot, out.plot_problem, down.points);
   else out.plot_problem = "not rendered (--no-plots)";
   out.markdown = dir / "report.md";
   std::string md = report_markdown(spec, plan, out.analysis, missing, out.plots, out.plot_problem, dir, results.size());
   if (spec.moe()) md += moe_markdown(spec, results, analysed_e);
+  md += downstream_markdown(down);
   write_file_atomic(out.markdown, md);
   return out;
 }
