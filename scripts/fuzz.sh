@@ -3,13 +3,13 @@
 # tests/fuzz with clang (LOOPSCALE_FUZZ) in build-fuzz and runs each for a fixed time, as many at
 # once as there are cores. Prints executions and coverage per harness; exits non-zero on any
 # crash, sanitizer report, hang (-timeout), leak or oversized allocation.
-#   scripts/fuzz.sh [SECONDS per harness, default 20] [HARNESS...]
+#   scripts/fuzz.sh [SECONDS per harness, default 10] [HARNESS...]
 # Longer by hand: scripts/fuzz.sh 3600 fuzz_checkpoint. What a run learns stays in
 # build-fuzz/fuzz-work/corpus/<harness> and is reused by the next run; a finding is written to
 # build-fuzz/fuzz-work/artifacts/<harness>/ (copy it to tests/fuzz/regressions/<harness>/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-20}
+secs=${1:-10}
 shift || true
 all=(fuzz_runs_csv fuzz_runs_jsonl fuzz_results_jsonl fuzz_train_config fuzz_sweep_spec fuzz_token_file fuzz_checkpoint fuzz_bundle)
 [ $# -gt 0 ] && harnesses=("$@") || harnesses=("${all[@]}")

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The sanitizer stage of CI (docs/fuzzing-and-sanitizers.md): builds the tests of the code most
-# exposed to bad input and the quick kernel tests (tests/sanitize/CMakeLists.txt), and the replay
-# of the fuzz seeds and findings, with AddressSanitizer + UndefinedBehaviorSanitizer (GCC,
-# LOOPSCALE_SANITIZE) in build-asan, and runs them. Any report fails the test that made it.
+# exposed to bad input (tests/sanitize/CMakeLists.txt) with AddressSanitizer +
+# UndefinedBehaviorSanitizer (GCC, LOOPSCALE_SANITIZE) in build-asan, and runs them. Any report fails the test that made it.
 # Arguments go to ctest (e.g. -R runs_io).
 set -euo pipefail
 cd "$(dirname "$0")/.."
