@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "items.hpp"
 #include "loopscale/eval/bundle.hpp"
 #include "loopscale/util/text.hpp"
 
@@ -23,26 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Item lm_item(std::string context, std::string continuation) {
-  Item it;
-  it.context = std::move(context);
-  it.continuation = std::move(continuation);
-  return it;
-}
-Item mc_item(std::string query, std::vector<std::string> choices, std::int64_t gold) {
-  Item it;
-  it.query = std::move(query);
-  it.choices = std::move(choices);
-  it.gold = gold;
-  return it;
-}
-Item schema_item(std::vector<std::string> options, std::string continuation, std::int64_t gold) {
-  Item it;
-  it.context_options = std::move(options);
-  it.continuation = std::move(continuation);
-  it.gold = gold;
-  return it;
-}
+using test::lm_item;
+using test::mc_item;
+using test::schema_item;
 
 fs::path temp_dir(const std::string& name) {
   const fs::path p = fs::temp_directory_path() / concat("loopscale_eval_bundle_", name, "_", ::getpid());

@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "items.hpp"
 #include "loopscale/eval/score.hpp"
 #include "loopscale/util/text.hpp"
 
@@ -21,26 +22,9 @@ using namespace loopscale::eval;
 
 namespace {
 
-Item lm_item(std::string context, std::string continuation) {
-  Item it;
-  it.context = std::move(context);
-  it.continuation = std::move(continuation);
-  return it;
-}
-Item mc_item(std::string query, std::vector<std::string> choices, std::int64_t gold) {
-  Item it;
-  it.query = std::move(query);
-  it.choices = std::move(choices);
-  it.gold = gold;
-  return it;
-}
-Item schema_item(std::vector<std::string> options, std::string continuation, std::int64_t gold) {
-  Item it;
-  it.context_options = std::move(options);
-  it.continuation = std::move(continuation);
-  it.gold = gold;
-  return it;
-}
+using test::lm_item;
+using test::mc_item;
+using test::schema_item;
 
 // p(next | prev) over bytes: a bigram entry if there is one, else a unigram entry, else
 // `fallback`. The argmax after a byte is the next byte of highest probability (the lowest byte of
