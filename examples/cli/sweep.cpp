@@ -157,6 +157,7 @@ const bool registered = add_command([](CLI::App& app) {
     auto shard = std::make_shared<std::string>("0/1");
     auto threads = std::make_shared<int>(0);
     auto eval_items = std::make_shared<int64>(EngineOptions{}.eval_items);
+    auto curve_windows = std::make_shared<int64>(EngineOptions{}.curve_windows);
     auto no_eval = std::make_shared<bool>(false);
     CLI::App* sub = sweep->add_subcommand("run", "train every planned run (resumable; results in OUT/results.jsonl)");
     src->add_to(*sub);
@@ -167,8 +168,12 @@ const bool registered = add_command([](CLI::App& app) {
     sub->add_option("--eval-items", *eval_items, "items per task of the built-in probes each finished run is scored on")
         ->capture_default_str()
         ->check(CLI::Range(2, 100000));
-    sub->add_flag("--no-eval", *no_eval, "do not score finished runs on the built-in probes");
-    sub->callback([src, out, data, shard, threads, eval_items, no_eval] {
+    sub->add_option("--curve-windows", *curve_windows,
+                    "validation windows of each finished run's test-time recurrence curve (r_eval 1, 2, 4, ... 4r; 0: none)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 100000));
+    sub->add_flag("--no-eval", *no_eval, "do not score finished runs on the built-in probes nor draw their recurrence curves");
+    sub->callback([src, out, data, shard, threads, eval_items, curve_windows, no_eval] {
       const Plan plan = src->plan();
       RunOptions opt;
       try {
@@ -189,6 +194,7 @@ const bool registered = add_command([](CLI::App& app) {
       EngineOptions eo;
       eo.threads = *threads;
       eo.eval_items = *no_eval ? 0 : *eval_items;
+      eo.curve_windows = *no_eval ? 0 : *curve_windows;
       RunSummary s;
       // A signal stops the sweep after the current run's checkpoint: exit 75, resumable (run.hpp).
       const InterruptGuard guard;

@@ -18,6 +18,7 @@
 #include "loopscale/eval/generate.hpp"
 #include "loopscale/eval/model_scorer.hpp"
 #include "loopscale/eval/run_model.hpp"
+#include "loopscale/eval/validation.hpp"
 #include "loopscale/train/trainer.hpp"
 
 using namespace loopscale;
@@ -464,4 +465,13 @@ TEST_CASE("load_run: a trained run folder scores its validation loss, bad folder
                       Catch::Contains("it is not the tokenizer the run was trained with"));
   CHECK_FALSE(eval::detail::recorded_tokenizer({{"kind", "external"}, {"vocab", 50257}}, "x").has_value());
   fs::remove_all(root);
+}
+
+TEST_CASE("recurrence curve points: powers of two up to 4r, and r itself") {
+  using loopscale::eval::recurrence_curve_points;
+  CHECK(recurrence_curve_points(1) == std::vector<std::int64_t>{1, 2, 4});
+  CHECK(recurrence_curve_points(3) == std::vector<std::int64_t>{1, 2, 3, 4, 8});
+  CHECK(recurrence_curve_points(4) == std::vector<std::int64_t>{1, 2, 4, 8, 16});
+  CHECK(recurrence_curve_points(6) == std::vector<std::int64_t>{1, 2, 4, 6, 8, 16});
+  CHECK_THROWS_WITH(recurrence_curve_points(0), Catch::Contains("trained r of at least 1"));
 }

@@ -135,10 +135,22 @@ TEST_CASE("engine: finished runs are scored on the built-in probes, and the repo
   opt.log = nullptr;
   EngineOptions eo;
   eo.eval_items = 8;
+  // The curve on the trainer's own validation windows, so that at the trained r it is the run's val_loss.
+  const train::TrainConfig cfg = train_config(spec, plan.runs[0], "x", data);
+  eo.curve_windows = eval::trainer_validation_windows(cfg.eval_tokens, cfg.batch, cfg.seq_len);
   run_sweep(plan, opt, engine_run_fn(eo));
   const auto runs = read_results(dir / "results.jsonl");
   REQUIRE(runs.size() == 2);
   for (const auto& r : runs) {
+    const nlohmann::json& c = r.line["summary"]["recurrence_curve"];
+    INFO(c.dump());
+    REQUIRE(c.at("points").size() == eval::recurrence_curve_points(r.r).size());
+    for (std::size_t k = 0; k < c.at("points").size(); ++k) {
+      const nlohmann::json& p = c["points"][k];
+      CHECK(p.at("r_eval") == eval::recurrence_curve_points(r.r)[k]);
+      CHECK(std::isfinite(p.at("loss").get<double>()));
+      if (p.at("r_eval") == r.r) CHECK(p.at("loss").get<double>() == Approx(r.loss).epsilon(1e-5));
+    }
     const nlohmann::json& e = r.line["summary"]["eval"];
     INFO(e.dump());
     REQUIRE(e.contains("tasks"));
@@ -154,6 +166,10 @@ TEST_CASE("engine: finished runs are scored on the built-in probes, and the repo
   REQUIRE(d.cells.size() == 2);  // one budget, r = 1 and 2
   CHECK(d.points.size() == 2);
   CHECK_FALSE(d.axes.empty());
+  REQUIRE(d.curves.size() == 2);  // one model per r: the largest is the only one
+  CHECK(d.curves[0].r == 1);
+  CHECK(d.curves[1].r == 2);
+  CHECK(d.curves[1].r_eval == std::vector<int64>{1, 2, 4, 8});
   ReportOptions ro;
   ro.plots = false;
   ro.analyse.starts = 4;
@@ -162,4 +178,39 @@ TEST_CASE("engine: finished runs are scored on the built-in probes, and the repo
   std::ifstream md(dir / "report.md");
   const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
   CHECK_THAT(text, Catch::Contains("## Downstream: the built-in probes") && Catch::Contains("2 of 2 runs scored"));
+  CHECK_THAT(text, Catch::Contains("## Test-time recurrence") && Catch::Contains("| r_eval 8 |"));
+}
+
+TEST_CASE("report: the recurrence curve shown per r is that of its largest model, and malformed curves are skipped") {
+  const auto run = [](const char* id, double c, int64 r, double n, nlohmann::json curve) {
+    RunResult x;
+    x.id = id;
+    x.budget = c;
+    x.r = r;
+    x.n = n;
+    x.line = {{"id", id}, {"summary", {{"recurrence_curve", std::move(curve)}}}};
+    return x;
+  };
+  const auto curve = [](std::vector<std::pair<int64, double>> pts) {
+    nlohmann::json p = nlohmann::json::array();
+    for (auto [r, l] : pts) p.push_back({{"r_eval", r}, {"loss", l}, {"bpb", l / std::log(2.0)}});
+    return nlohmann::json{{"windows", 4}, {"seq_len", 32}, {"points", p}};
+  };
+  const std::vector<RunResult> runs = {
+      run("small", 1e9, 2, 100, curve({{1, 3.0}, {2, 2.9}, {4, 2.95}, {8, 3.0}})),
+      run("large", 1e9, 2, 300, curve({{1, 2.8}, {2, 2.5}, {4, 2.45}, {8, 2.46}})),
+      run("large-more-c", 2e9, 2, 300, curve({{1, 2.7}, {2, 2.4}, {4, 2.35}, {8, 2.36}})),
+      run("bad", 4e9, 2, 900, {{"points", {{{"r_eval", "two"}, {"loss", 1.0}}}}}),
+      run("r1", 1e9, 1, 50, curve({{1, 3.1}, {2, 3.2}, {4, 3.5}})),
+  };
+  const Downstream d = downstream(runs);
+  REQUIRE(d.curves.size() == 2);
+  CHECK(d.curves[0].id == "r1");
+  CHECK(d.curves[1].id == "large-more-c");  // equal N: the larger budget
+  CHECK(d.curves[1].loss == std::vector<double>{2.7, 2.4, 2.35, 2.36});
+  CHECK(d.evaluated == 0);  // no probe scores
+  const std::string md = downstream_markdown(d);
+  CHECK_THAT(md, Catch::Contains("| large-more-c | 300 | 2 | 2.7000 | **2.4000** | 2.3500 | 2.3600 |"));
+  CHECK_THAT(md, Catch::Contains("| r1 | 50 | 1 | **3.1000** | 3.2000 | 3.5000 | - |"));
+  CHECK_THAT(md, !Catch::Contains("## Downstream"));
 }

@@ -39,6 +39,17 @@ inline std::int64_t trainer_validation_windows(std::int64_t eval_tokens, std::in
   return std::max<std::int64_t>(1, eval_tokens / (batch * seq_len)) * batch;
 }
 
+// The numbers of recurrences of a trained-r model's test-time recurrence curve: 1, 2, 4, ... up to
+// 4r, and r itself when it is not a power of two: fewer recurrences than trained show what each
+// one adds, more show whether the state stays bounded (the iso-depth paper evaluates up to 4r).
+inline std::vector<std::int64_t> recurrence_curve_points(std::int64_t r) {
+  if (r < 1) throw std::invalid_argument(concat("eval: a recurrence curve needs a trained r of at least 1, got ", r));
+  std::vector<std::int64_t> rs;
+  for (std::int64_t x = 1; x <= 4 * r; x *= 2) rs.push_back(x);
+  if (std::find(rs.begin(), rs.end(), r) == rs.end()) rs.insert(std::upper_bound(rs.begin(), rs.end(), r), r);
+  return rs;
+}
+
 // Scores `windows` windows of seq_len + 1 tokens of `val` in groups of `group` sequences.
 inline ValidationResult validation_loss(Scorer& scorer, const data::Corpus& val, std::int64_t seq_len, std::int64_t windows,
                                         std::int64_t group = 8) {

@@ -2,12 +2,14 @@
 // training (engine.hpp, evaluate_run; eval/score.hpp's JSON under the line's summary.eval),
 // gathered per (C, r) cell and per axis, and the points of the plot that asks the paper's
 // question: does downstream track loss? (answer bits per byte against validation bits per byte,
-// one colour per r: if looped models trail by what their loss predicts, the r's fall on one curve).
+// one colour per r: if looped models trail by what their loss predicts, the r's fall on one curve),
+// and the test-time recurrence curve of each r's largest model (summary.recurrence_curve).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,10 +37,23 @@ struct DownstreamPoint {
   double val_bpb = 0, answer_bpb = 0;
 };
 
+// The test-time recurrence curve of one trained r's largest model (most stored non-embedding
+// parameters; of equal ones the larger budget): validation loss at each r_eval (engine.hpp,
+// recurrence_curve).
+struct RecurrenceCurve {
+  int64 r = 1;
+  std::string id;
+  double n = 0, budget = 0;
+  int64 windows = 0, seq_len = 0;
+  std::vector<int64> r_eval;
+  std::vector<double> loss, bpb;  // bpb NaN when the corpus does not know its bytes
+};
+
 struct Downstream {
   std::vector<std::string> axes;  // the axes some run was scored on, in eval/task.hpp's order
   std::vector<DownstreamCell> cells;  // by C, then r
   std::vector<DownstreamPoint> points;
+  std::vector<RecurrenceCurve> curves;  // by trained r
   int evaluated = 0, runs = 0;
 };
 
@@ -48,6 +63,29 @@ inline const nlohmann::json* eval_of(const RunResult& r) {
   if (!l.is_object() || !l.contains("summary") || !l["summary"].is_object() || !l["summary"].contains("eval")) return nullptr;
   const nlohmann::json& e = l["summary"]["eval"];
   return e.is_object() && e.contains("axes") && e.contains("tasks") ? &e : nullptr;
+}
+
+// The run's recorded curve, or nothing when it has none or it is malformed (a line is data).
+inline std::optional<RecurrenceCurve> curve_of(const RunResult& r) {
+  const nlohmann::json& l = r.line;
+  if (!l.is_object() || !l.contains("summary") || !l["summary"].is_object() || !l["summary"].contains("recurrence_curve")) return std::nullopt;
+  const nlohmann::json& c = l["summary"]["recurrence_curve"];
+  if (!c.is_object() || !c.contains("points") || !c["points"].is_array() || c["points"].empty()) return std::nullopt;
+  RecurrenceCurve out;
+  out.r = r.r;
+  out.id = r.id;
+  out.n = r.n;
+  out.budget = r.budget;
+  out.windows = c.value("windows", int64{0});
+  out.seq_len = c.value("seq_len", int64{0});
+  for (const auto& p : c["points"]) {
+    if (!p.is_object() || !p.contains("r_eval") || !p["r_eval"].is_number_integer() || !p.contains("loss") || !p["loss"].is_number())
+      return std::nullopt;
+    out.r_eval.push_back(p["r_eval"].get<int64>());
+    out.loss.push_back(p["loss"].get<double>());
+    out.bpb.push_back(p.contains("bpb") && p["bpb"].is_number() ? p["bpb"].get<double>() : std::nan(""));
+  }
+  return out;
 }
 }  // namespace detail
 
@@ -90,14 +128,49 @@ inline Downstream downstream(const std::vector<RunResult>& runs) {
     d.cells.push_back(std::move(c));
   }
   std::sort(d.points.begin(), d.points.end(), [](const auto& a, const auto& b) { return std::pair(a.r, a.val_bpb) < std::pair(b.r, b.val_bpb); });
+  std::map<int64, RecurrenceCurve> largest;
+  for (const RunResult& r : runs)
+    if (auto c = detail::curve_of(r)) {
+      const auto it = largest.find(c->r);
+      if (it == largest.end() || std::pair(c->n, c->budget) > std::pair(it->second.n, it->second.budget)) largest[c->r] = std::move(*c);
+    }
+  for (auto& [r, c] : largest) d.curves.push_back(std::move(c));
   return d;
 }
 
 // The report's section: per (C, r) the mean CORE and each axis's centred accuracy, then each axis's
 // answer bits per byte. Empty when no run was evaluated.
 inline std::string downstream_markdown(const Downstream& d) {
-  if (d.evaluated == 0) return "";
-  std::string m = "## Downstream: the built-in probes\n\n";
+  std::string m;
+  if (!d.curves.empty()) {
+    std::vector<int64> rs;  // every r_eval of some curve, in order
+    for (const RecurrenceCurve& c : d.curves) rs.insert(rs.end(), c.r_eval.begin(), c.r_eval.end());
+    std::sort(rs.begin(), rs.end());
+    rs.erase(std::unique(rs.begin(), rs.end()), rs.end());
+    m += "## Test-time recurrence\n\n";
+    m += fmt::format("The largest model of each trained r evaluated with r_eval recurrences of its shared block: validation loss "
+                     "(nats/token) on {} evenly spaced windows of {} tokens of val.bin (fewer than the trainer's, so the trained r's "
+                     "loss differs slightly from the run's). `plots/recurrence.png` draws it; `loopscale eval RUN_DIR --r-eval LIST` "
+                     "gives any run's.\n\n",
+                     d.curves.front().windows, d.curves.front().seq_len);
+    m += "| run | N | trained r |";
+    for (const int64 x : rs) m += fmt::format(" r_eval {} |", x);
+    m += "\n|---|---|---|";
+    for (std::size_t i = 0; i < rs.size(); ++i) m += "---|";
+    m += "\n";
+    for (const RecurrenceCurve& c : d.curves) {
+      m += fmt::format("| {} | {:.3g} | {} |", c.id, c.n, c.r);
+      for (const int64 x : rs) {
+        const auto it = std::find(c.r_eval.begin(), c.r_eval.end(), x);
+        const double loss = it == c.r_eval.end() ? std::nan("") : c.loss[static_cast<std::size_t>(it - c.r_eval.begin())];
+        m += std::isnan(loss) ? std::string(" - |") : (x == c.r ? fmt::format(" **{:.4f}** |", loss) : fmt::format(" {:.4f} |", loss));
+      }
+      m += "\n";
+    }
+    m += "\n";
+  }
+  if (d.evaluated == 0) return m;
+  m += "## Downstream: the built-in probes\n\n";
   m += fmt::format("{} of {} runs scored after training on the built-in probes (eval/probes.hpp) at their trained r; "
                    "means over the runs of each (C, r) cell. Centred accuracy is 0 at chance and 1 at perfect; "
                    "answer bits per byte is the gold answers' -log2 p per byte, continuous where accuracy is at chance. "

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -18,6 +19,7 @@
 #include "loopscale/eval/probes.hpp"
 #include "loopscale/eval/run_model.hpp"
 #include "loopscale/eval/score.hpp"
+#include "loopscale/eval/validation.hpp"
 #include "loopscale/sweep/run.hpp"
 #include "loopscale/train/trainer.hpp"
 #include "loopscale/util/interrupt.hpp"
@@ -36,6 +38,11 @@ struct EngineOptions {
   // this many items per task, and the scores go into its summary ("eval") and so into its results
   // line; 0: no evaluation. Scoring a run costs a few percent of training it (docs/eval.md).
   int64 eval_items = 50;
+  // And its test-time recurrence curve (eval/validation.hpp, recurrence_curve_points: r_eval = 1, 2,
+  // 4, ... 4r) on this many evenly spaced validation windows, the same for every run of the sweep,
+  // so that the report can draw the curve of each r's largest model; 0: none. 32 windows of 256
+  // tokens cost about 8 (1 + 2 + ... + 4r) / r forward passes of a 1,024-token batch.
+  int64 curve_windows = 32;
 };
 
 // The built-in probes a sweep's runs are scored on: drawn once per sweep from its seed, each
@@ -59,6 +66,23 @@ inline nlohmann::json evaluate_run(const fs::path& dir, const eval::Bundle& prob
   j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   j["r_eval"] = model.spec.recur.r;
   return j;
+}
+
+// A trained run folder's test-time recurrence curve: validation loss and bits per byte at each
+// r_eval of recurrence_curve_points(r) on `windows` windows of the corpus's val split.
+inline nlohmann::json recurrence_curve(const fs::path& dir, const fs::path& data, int64 seq_len, int64 windows) {
+  const eval::RunModel model = eval::load_run(dir);
+  const data::Corpus val = data::open_corpus(data, data::Split::val, data::Verify::headers);
+  eval::ModelScorer<> scorer(model, model.spec.recur.r);
+  nlohmann::json points = nlohmann::json::array();
+  double seconds = 0;
+  for (const int64 r : eval::recurrence_curve_points(model.spec.recur.r)) {
+    scorer.set_recurrences(r);
+    const eval::ValidationResult v = eval::validation_loss(scorer, val, seq_len, windows);
+    seconds += v.seconds;
+    points.push_back({{"r_eval", r}, {"loss", v.loss}, {"bpb", std::isfinite(v.bpb) ? nlohmann::json(v.bpb) : nlohmann::json(nullptr)}});
+  }
+  return {{"r", model.spec.recur.r}, {"windows", windows}, {"seq_len", seq_len}, {"points", points}, {"seconds", seconds}};
 }
 
 // The engine's configuration for one planned run.
@@ -115,6 +139,7 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
                             ? nlohmann::json{{"skipped", fmt::format("no built-in probe fits in the sweep's context of {} tokens", req.spec->seq_len)}}
                             : evaluate_run(req.dir, **probes, req.spec->seed);
     }
+    if (o.curve_windows > 0) summary["recurrence_curve"] = recurrence_curve(req.dir, req.data, req.spec->seq_len, o.curve_windows);
     return summary;
   };
 }

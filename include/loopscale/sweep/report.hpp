@@ -3,7 +3,8 @@
 // `sweep compare`), DIR/runs.csv (a flat table `loopscale fit` reads) and the plots rendered by
 // gnuplot into DIR/plots/: iso-FLOP curves per r with the fitted joint law, the loss-compute
 // frontier per r, the bootstrap distribution of phi, and, when the runs were scored on the
-// built-in probes (downstream.hpp), answer bits per byte against validation bits per byte. Each plot's data and gnuplot script stay
+// built-in probes (downstream.hpp), answer bits per byte against validation bits per byte and the
+// test-time recurrence curve of each r's largest model. Each plot's data and gnuplot script stay
 // next to the PNG, so a figure can be restyled without refitting.
 //
 // This header renders and writes; the numbers it shows come from analyse.hpp (the fits) and
@@ -62,9 +63,10 @@ inline const char* color(std::size_t i) {
 
 }  // namespace detail
 
-// Writes the data and gnuplot scripts of the three plots (report_data.hpp, plot_data) and renders them.
+// Writes the data and gnuplot scripts of the plots (report_data.hpp, plot_data; downstream.hpp) and renders them.
 inline std::vector<fs::path> write_plots(const fs::path& dir, const PlotData& p, const std::string& gnuplot, std::string& problem,
-                                         const std::vector<DownstreamPoint>& downstream = {}) {
+                                         const Downstream& down = {}) {
+  const std::vector<DownstreamPoint>& downstream = down.points;
   const fs::path pd = dir / "plots";
   fs::create_directories(pd);
   const bool cairo = detail::has_cairo(gnuplot);
@@ -168,6 +170,32 @@ inline std::vector<fs::path> write_plots(const fs::path& dir, const PlotData& p,
     }
     gp << plot << "1/0 notitle\n";
     scripts.push_back(pd / "downstream.gp");
+  }
+
+  if (!down.curves.empty()) {  // 5. test-time recurrence: loss against r_eval, one line per trained r (its largest model)
+    std::ofstream gp(pd / "recurrence.gp");
+    gp << term << "\nset output '" << (pd / "recurrence.png").string() << "'\n";
+    gp << fmt::format("set title 'sweep {}: test-time recurrence of the largest model of each trained r (filled: the trained r)'\n", p.sweep);
+    gp << "set grid\nset logscale x 2\nset xlabel 'recurrences at evaluation, r_{eval}'\nset ylabel 'validation loss (nats/token)'\n"
+          "set key top right\n";
+    std::ofstream dp(pd / "recurrence.dat"), dt(pd / "recurrence_trained.dat");
+    std::string plot = "plot ";
+    for (std::size_t i = 0; i < down.curves.size(); ++i) {
+      const RecurrenceCurve& c = down.curves[i];
+      dp << "# " << c.id << "\n";
+      dt << "# " << c.id << "\n";
+      for (std::size_t k = 0; k < c.r_eval.size(); ++k) {
+        dp << c.r_eval[k] << " " << c.loss[k] << "\n";
+        if (c.r_eval[k] == c.r) dt << c.r_eval[k] << " " << c.loss[k] << "\n";
+      }
+      dp << "\n\n";
+      dt << "\n\n";
+      plot += fmt::format("'{}' index {} with linespoints pt 6 ps 1.3 lw 2 lc rgb '{}' title 'r = {} ({})', ", (pd / "recurrence.dat").string(), i,
+                          detail::color(i), c.r, c.id);
+      plot += fmt::format("'{}' index {} with points pt 7 ps 2 lc rgb '{}' notitle, ", (pd / "recurrence_trained.dat").string(), i, detail::color(i));
+    }
+    gp << plot << "1/0 notitle\n";
+    scripts.push_back(pd / "recurrence.gp");
   }
 
   std::vector<fs::path> pngs;
@@ -354,7 +382,7 @@ inline ReportFiles write_report(const fs::path& dir, const ReportOptions& opt) {
   out.csv = dir / "runs.csv";
   write_file_atomic(out.csv, spec.moe() ? moe_runs_csv(results) : runs_csv(out.analysis, plan));
   const Downstream down = downstream(results);
-  if (opt.plots) out.plots = write_plots(dir, plot_data(spec, out.analysis), opt.gnuplot, out.plot_problem, down.points);
+  if (opt.plots) out.plots = write_plots(dir, plot_data(spec, out.analysis), opt.gnuplot, out.plot_problem, down);
   else out.plot_problem = "not rendered (--no-plots)";
   out.markdown = dir / "report.md";
   std::string md = report_markdown(spec, plan, out.analysis, missing, out.plots, out.plot_problem, dir, results.size());
