@@ -213,4 +213,20 @@ TEST_CASE("report: the recurrence curve shown per r is that of its largest model
   CHECK_THAT(md, Catch::Contains("| large-more-c | 300 | 2 | 2.7000 | **2.4000** | 2.3500 | 2.3600 |"));
   CHECK_THAT(md, Catch::Contains("| r1 | 50 | 1 | **3.1000** | 3.2000 | 3.5000 | - |"));
   CHECK_THAT(md, !Catch::Contains("## Downstream"));
+
+  // The plot's range follows the curves up to their trained r; the r = 1 model's rise past it
+  // (3.5 at r_eval 4) would otherwise flatten the others.
+  const fs::path dir = fs::path(LOOPSCALE_TEST_TMP) / "recurrence_plot";
+  fs::remove_all(dir);
+  PlotData pd;
+  pd.sweep = "t";
+  std::string problem;
+  write_plots(dir, pd, "true", problem, d);  // `true` stands in for gnuplot: the scripts are what is checked
+  CHECK(problem.empty());
+  std::ifstream gp(dir / "plots" / "recurrence.gp");
+  const std::string script((std::istreambuf_iterator<char>(gp)), std::istreambuf_iterator<char>());
+  CHECK_THAT(script, Catch::Contains("set yrange [2.1625:3.2875]") && Catch::Contains("losses above the range are in report.md"));
+  std::ifstream dt(dir / "plots" / "recurrence_trained.dat");
+  const std::string trained((std::istreambuf_iterator<char>(dt)), std::istreambuf_iterator<char>());
+  CHECK_THAT(trained, Catch::Contains("# large-more-c\n2 2.4\n"));
 }

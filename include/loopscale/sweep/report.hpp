@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -173,11 +174,24 @@ inline std::vector<fs::path> write_plots(const fs::path& dir, const PlotData& p,
   }
 
   if (!down.curves.empty()) {  // 5. test-time recurrence: loss against r_eval, one line per trained r (its largest model)
+    // The y range covers every curve up to its trained r, with a margin: beyond it a model may
+    // diverge (an r = 1 model has never run its block twice), and one such curve would flatten the
+    // others; what leaves the range is in the report's table.
+    double lo = INFINITY, hi = -INFINITY, all_hi = -INFINITY;
+    for (const RecurrenceCurve& c : down.curves)
+      for (std::size_t k = 0; k < c.r_eval.size(); ++k) {
+        lo = std::min(lo, c.loss[k]);
+        all_hi = std::max(all_hi, c.loss[k]);
+        if (c.r_eval[k] <= c.r) hi = std::max(hi, c.loss[k]);
+      }
+    const double margin = std::max(0.25 * (hi - lo), 0.01);
     std::ofstream gp(pd / "recurrence.gp");
     gp << term << "\nset output '" << (pd / "recurrence.png").string() << "'\n";
-    gp << fmt::format("set title 'sweep {}: test-time recurrence of the largest model of each trained r (filled: the trained r)'\n", p.sweep);
+    gp << fmt::format("set title 'sweep {}: test-time recurrence of the largest model of each trained r (filled: the trained r){}'\n", p.sweep,
+                      all_hi > hi + margin ? "; losses above the range are in report.md" : "");
     gp << "set grid\nset logscale x 2\nset xlabel 'recurrences at evaluation, r_{eval}'\nset ylabel 'validation loss (nats/token)'\n"
           "set key top right\n";
+    if (all_hi > hi + margin) gp << fmt::format("set yrange [{:.6g}:{:.6g}]\n", lo - margin, hi + margin);
     std::ofstream dp(pd / "recurrence.dat"), dt(pd / "recurrence_trained.dat");
     std::string plot = "plot ";
     for (std::size_t i = 0; i < down.curves.size(); ++i) {
