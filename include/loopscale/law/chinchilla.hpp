@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string_view>
+#include <type_traits>
 
 #include "loopscale/law/law.hpp"
 #include "loopscale/law/recurrence.hpp"
+#include "loopscale/law/simd_math.hpp"
 
 namespace loopscale::law {
 
@@ -34,9 +37,15 @@ struct ChinchillaForm {
     return c;
   }
 
+  struct Range {
+    double lo = 0, hi = 0;
+  };
   struct Prepared {
     typename Mapping::Prepared neff;
     Eigen::ArrayXd log_d;
+    struct {
+      Range log_d, log_n, log_r, log_n_rec, n_once;
+    } ranges;
     Eigen::Index size() const { return log_d.size(); }
 
     // theta = (log E, log A, log B, alpha, beta, mapping...)
@@ -76,8 +85,118 @@ struct ChinchillaForm {
       J.col(4) = (-w(2) * log_d).matrix();
       for (Eigen::Index k = 0; k < q; ++k) J.col(5 + k) = (-th[3] * w(1) * s.derivs.col(k)).matrix();
     }
+    // The fitter's inner loop in one pass (AnyPreparedLaw::huber): per point the exponentials, the
+    // division and the log of the law (simd_math.hpp, four points a step), the Huber loss of the
+    // log residual and its gradient, summed in registers. The log_predict route writes the terms,
+    // the weights and an n x p Jacobian to memory and reads them back, with Eigen's slower exp
+    // and log; perf put it at half of a whole fit (docs/benchmarks.md). Mappings with no
+    // parameters (a prepared log N) and PowerRecurrence's (phi) have the pass; for others this
+    // returns false and the fitter takes log_predict. Before the pass, the arguments of every
+    // exponential are bounded from the data's ranges: within [-708, 700] each sum is a positive
+    // normal number and needs no check per point; otherwise (far outside the law's box) this
+    // returns false and log_predict's log-sum-exp takes those points.
+    bool huber(const Eigen::VectorXd& theta, const Eigen::ArrayXd& log_loss, double delta, double& f, Eigen::VectorXd& grad) const {
+      constexpr bool fixed_n = requires { neff.log_n; };
+      constexpr bool power = std::is_same_v<typename Mapping::Prepared, PowerRecurrence::Prepared>;
+      if constexpr (!fixed_n && !power) {
+        return false;
+      } else {
+        const double* th = theta.data();
+        const Eigen::Index n = size();
+        if (n == 0) return false;
+        // Bounds of the exponentials' arguments: a x + b over x in [lo, hi] lies between its
+        // values at the ends.
+        const auto span = [](double a, double b, const Range& x) {
+          const double u = a * x.lo + b, v = a * x.hi + b;
+          return Range{std::min(u, v), std::max(u, v)};
+        };
+        const auto ok = [](const Range& r) { return r.lo >= -708 && r.hi <= 700; };
+        Range ln;
+        if constexpr (fixed_n) {
+          ln = ranges.log_n;
+        } else {
+          const Range lr = span(th[5], 0, ranges.log_r);  // phi log r
+          const Range rec{lr.lo + ranges.log_n_rec.lo, lr.hi + ranges.log_n_rec.hi};
+          if (!ok(rec) || !(ranges.n_once.lo >= 0)) return false;
+          ln = {std::log(ranges.n_once.lo + std::exp(rec.lo)), std::log(ranges.n_once.hi + std::exp(rec.hi))};
+        }
+        if (!(th[0] >= -708 && th[0] <= 700) || !ok(span(-th[3], th[1], ln)) || !ok(span(-th[4], th[2], ranges.log_d))) return false;
+
+        namespace v = simd;
+        using vd = v::vd;
+        const vd E = v::splat(std::exp(th[0])), lA = v::splat(th[1]), lB = v::splat(th[2]), al = v::splat(th[3]),
+                 be = v::splat(th[4]), dl = v::splat(delta), ndl = v::splat(-delta);
+        const vd phi = v::splat(power ? th[5] : 0.0);
+        vd fs = v::splat(0), g0 = fs, g1 = fs, g2 = fs, g3 = fs, g4 = fs, g5 = fs;
+        // Four points; `pad` (the last, partial step) holds copies of the last point, and `live`
+        // zeroes their contributions.
+        const auto step = [&](Eigen::Index i, const double* pad, const vd live) {
+          const auto get = [&](const Eigen::ArrayXd& a, int k) { return pad ? v::load(pad + v::lanes * k) : v::load(a.data() + i); };
+          const vd lnd = get(log_d, 0), ll = get(log_loss, 1);
+          vd lne, dphi;
+          if constexpr (fixed_n) {
+            lne = get(neff.log_n, 2);
+          } else {
+            const vd lr = get(neff.log_r, 2), rec = v::exp_in_range(phi * lr + get(neff.log_n_rec, 3)), ne = get(neff.n_once, 4) + rec;
+            lne = v::log(ne);
+            dphi = lr * rec / ne;  // d log N_eff / d phi
+          }
+          const vd e1 = v::exp_in_range(lA - al * lne), e2 = v::exp_in_range(lB - be * lnd);
+          const vd s = E + e1 + e2;
+          const vd r = v::log(s) - ll;
+          const vd c = pad ? v::vmin(v::vmax(r, ndl), dl) * live : v::vmin(v::vmax(r, ndl), dl);  // the Huber slope
+          const vd h = 0.5 * c * c + dl * (v::vabs(r) - v::vabs(c));
+          fs += pad ? h * live : h;
+          const vd cinv = c / s;
+          const vd w1 = cinv * e1, w2 = cinv * e2;
+          g0 += cinv * E;
+          g1 += w1;
+          g2 += w2;
+          g3 -= w1 * lne;
+          g4 -= w2 * lnd;
+          if constexpr (power) g5 -= w1 * dphi;
+        };
+        Eigen::Index i = 0;
+        for (; i + v::lanes <= n; i += v::lanes) step(i, nullptr, v::splat(1));
+        if (i < n) {
+          alignas(32) double pad[5 * v::lanes];
+          vd live = v::splat(0);
+          for (int k = 0; k < v::lanes; ++k) {
+            const Eigen::Index j = std::min(i + k, n - 1);
+            pad[k] = log_d[j];
+            pad[v::lanes + k] = log_loss[j];
+            if constexpr (fixed_n) {
+              pad[2 * v::lanes + k] = neff.log_n[j];
+            } else {
+              pad[2 * v::lanes + k] = neff.log_r[j];
+              pad[3 * v::lanes + k] = neff.log_n_rec[j];
+              pad[4 * v::lanes + k] = neff.n_once[j];
+            }
+            live[k] = i + k < n ? 1.0 : 0.0;
+          }
+          step(i, pad, live);
+        }
+        f = v::hsum(fs);
+        grad[0] = v::hsum(g0), grad[1] = v::hsum(g1), grad[2] = v::hsum(g2), grad[3] = v::hsum(g3), grad[4] = v::hsum(g4);
+        if constexpr (power) grad[5] = th[3] * v::hsum(g5);  // g5 holds -sum c w1 dphi
+        return std::isfinite(f) && grad.allFinite();
+      }
+    }
   };
-  Prepared prepare(const Runs& runs) const { return {Mapping::prepare(runs), runs["D"].log()}; }
+  // The data's ranges, for huber's bounds (empty ranges for arrays a mapping does not have).
+  static Range range_of(const Eigen::ArrayXd& a) { return a.size() ? Range{a.minCoeff(), a.maxCoeff()} : Range{}; }
+  static Prepared make(typename Mapping::Prepared neff, Eigen::ArrayXd log_d) {
+    Prepared p{std::move(neff), std::move(log_d), {}};
+    p.ranges.log_d = range_of(p.log_d);
+    if constexpr (requires { p.neff.log_n; }) p.ranges.log_n = range_of(p.neff.log_n);
+    if constexpr (std::is_same_v<typename Mapping::Prepared, PowerRecurrence::Prepared>) {
+      p.ranges.log_r = range_of(p.neff.log_r);
+      p.ranges.log_n_rec = range_of(p.neff.log_n_rec);
+      p.ranges.n_once = range_of(p.neff.n_once);
+    }
+    return p;
+  }
+  Prepared prepare(const Runs& runs) const { return make(Mapping::prepare(runs), runs["D"].log()); }
 };
 
 // Epoch's and Hoffmann et al.'s grid: alpha, beta in {0, .5, .., 2}, log E in {-1, -.5, .., 1},

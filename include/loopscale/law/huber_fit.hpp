@@ -20,6 +20,7 @@
 #endif
 
 #include "loopscale/law/law.hpp"
+#include "loopscale/law/small_lbfgsb.hpp"
 #include "loopscale/law/starts.hpp"
 
 namespace loopscale::law {
@@ -124,15 +125,22 @@ struct HuberObjective {
   Eigen::VectorXd theta;  // full point; frozen coordinates stay as set
   Eigen::ArrayXd logp, resid, slope;
   Eigen::MatrixXd jac;
+  Eigen::VectorXd full_grad;  // every coordinate, from the law's fused pass
   double best_f = std::numeric_limits<double>::infinity();  // lowest value seen, and where
   Eigen::VectorXd best_x;
 
   HuberObjective(const AnyPreparedLaw& p, const Eigen::ArrayXd& ll, const std::vector<int>& f, double d, Eigen::VectorXd full)
       : prepared(p), log_loss(ll), free(f), delta(d), theta(std::move(full)), logp(p.size()), resid(p.size()),
-        slope(p.size()), jac(p.size(), theta.size()) {}
+        slope(p.size()), jac(p.size(), theta.size()), full_grad(theta.size()) {}
 
   double operator()(const Eigen::VectorXd& x, Eigen::VectorXd& grad) {
     for (std::size_t k = 0; k < free.size(); ++k) theta[free[k]] = x[static_cast<Eigen::Index>(k)];
+    double fused = 0;
+    if (prepared.huber(theta, log_loss, delta, fused, full_grad)) {
+      for (std::size_t k = 0; k < free.size(); ++k) grad[static_cast<Eigen::Index>(k)] = full_grad[free[k]];
+      if (fused < best_f) best_f = fused, best_x = x;
+      return fused;
+    }
     prepared.log_predict(theta, logp, &jac);
     resid = logp - log_loss;
     const double f = huber_sum(resid, delta, &slope);
@@ -177,8 +185,15 @@ inline StartOutcome run_start(const AnyPreparedLaw& prepared, const Eigen::Array
       for (int restart = 0;; ++restart) {
         const double before = f.best_f;
         try {
-          LBFGSpp::LBFGSBSolver<double> solver(param);
-          solver.minimize(f, x, fx, lb, ub);
+          // SmallLBFGSB is LBFGSpp's algorithm on a dense n x n matrix (small_lbfgsb.hpp): the
+          // same steps without the 2m x 2m factorisations and allocations of every iteration.
+          if (nf <= detail::SmallLBFGSB::max_n && param.m <= detail::SmallLBFGSB::max_m) {
+            detail::SmallLBFGSB solver(param);
+            solver.minimize(f, x, fx, lb, ub);
+          } else {
+            LBFGSpp::LBFGSBSolver<double> solver(param);
+            solver.minimize(f, x, fx, lb, ub);
+          }
           if (f.best_f < fx) x = f.best_x, fx = f.best_f;
           break;
         } catch (const std::exception&) {

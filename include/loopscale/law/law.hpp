@@ -30,6 +30,15 @@ class AnyPreparedLaw {
   // the fitted coordinates. `out` and `*jac` must already have their sizes (n, n x p): the fitter
   // allocates once per start, not per evaluation.
   virtual void log_predict(const Eigen::VectorXd& theta, Eigen::ArrayXd& out, Eigen::MatrixXd* jac) const = 0;
+  // The summed Huber loss (delta) of log predicted - log_loss at theta, and its gradient in every
+  // fitted coordinate (grad has p entries), in one pass over the points: what the fitter evaluates
+  // at every step of every start. false: this law has no such pass (or it could not represent a
+  // point), and the fitter uses log_predict and the Jacobian.
+  virtual bool huber(const Eigen::VectorXd& theta, const Eigen::ArrayXd& log_loss, double delta, double& f,
+                     Eigen::VectorXd& grad) const {
+    (void)theta, (void)log_loss, (void)delta, (void)f, (void)grad;
+    return false;
+  }
 };
 
 // What a law's prepare(runs) returns: its points' predicted log loss, with the Jacobian on request.
@@ -118,6 +127,11 @@ class AnyLaw {
     Eigen::Index size() const override { return p.size(); }
     void log_predict(const Eigen::VectorXd& theta, Eigen::ArrayXd& out, Eigen::MatrixXd* jac) const override {
       p.log_predict(theta, out, jac);
+    }
+    bool huber(const Eigen::VectorXd& theta, const Eigen::ArrayXd& log_loss, double delta, double& f,
+               Eigen::VectorXd& grad) const override {
+      if constexpr (requires { p.huber(theta, log_loss, delta, f, grad); }) return p.huber(theta, log_loss, delta, f, grad);
+      else return AnyPreparedLaw::huber(theta, log_loss, delta, f, grad);
     }
   };
   template <class L>
