@@ -61,12 +61,13 @@ std::vector<nlohmann::json> read_log(const fs::path& p) {
   return v;
 }
 
-// The log's step lines (the interruption's event line left out), without the wall-clock fields.
+// The log's step lines (the interruption's event line left out), without the wall-clock fields
+// and the setup a process records on its first line (a resumed run has two such lines).
 std::vector<nlohmann::json> steps_of(const fs::path& log) {
   std::vector<nlohmann::json> v;
   for (nlohmann::json j : read_log(log)) {
     if (j.is_discarded() || j.contains("event")) continue;
-    for (const char* k : {"seconds", "tokens_per_s", "mfu"}) j.erase(k);
+    for (const char* k : {"seconds", "tokens_per_s", "mfu", "peak_flops", "peak_source", "isa", "threads"}) j.erase(k);
     v.push_back(j);
   }
   return v;

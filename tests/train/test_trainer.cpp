@@ -245,6 +245,12 @@ TEST_CASE("trainer: a run writes log and summary, the same seed and threads repe
   for (const char* k : {"step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "mfu"}) REQUIRE(log[0].contains(k));
   REQUIRE(log[3].contains("val_loss"));
   REQUIRE_FALSE(log[2].contains("val_loss"));
+  // The first line says what the mfu is relative to, on which vector unit; the others do not repeat it.
+  CHECK(log[0].at("isa") == train::peak_isa().name);
+  CHECK(log[0].at("peak_source") == "given");
+  CHECK(log[0].at("peak_flops").get<double>() > 0);
+  CHECK(log[0].at("threads") == 2);
+  CHECK_FALSE(log[1].contains("isa"));
   std::ifstream sf(a / "summary.json");
   const nlohmann::json s = nlohmann::json::parse(sf);
   for (const char* k : {"val_loss", "val_bpb", "tokens", "flops", "seconds", "tokens_per_s", "mfu", "peak_rss_bytes"})
@@ -278,6 +284,13 @@ TEST_CASE("trainer: stop and resume in process gives the uninterrupted losses", 
   REQUIRE(resumed.status == "done");
   REQUIRE(resumed.resumed_from == 7);
   REQUIRE(losses(part / "log.jsonl") == losses(full / "log.jsonl"));
+  {  // each process's first line carries the ISA: the run's first step and the first after the resume
+    const auto log = read_log(part / "log.jsonl");
+    std::vector<int64> with_isa;
+    for (const auto& j : log)
+      if (j.contains("isa")) with_isa.push_back(j.at("step").get<int64>());
+    CHECK(with_isa == std::vector<int64>{1, 8});
+  }
   REQUIRE(resumed.val_loss == whole.val_loss);
   // Resuming with another config is refused.
   c.lr *= 2;

@@ -789,6 +789,16 @@ class Trainer {
       line["val_bpb"] = *p.val_bpb;
     }
     if (!moe.is_null()) line["moe"] = moe;
+    // The first line each process writes (a fresh start or a resume) says what its mfu is
+    // relative to and on which vector unit the peak was measured: resumes may land on another
+    // machine, and an MFU read without its ISA is the mistake a 16-lane AVX-512 host revealed.
+    if (!logged_setup_) {
+      line["peak_flops"] = res_.peak_flops;
+      line["peak_source"] = res_.peak_source;
+      line["isa"] = peak_isa().name;
+      line["threads"] = B::threads();
+      logged_setup_ = true;
+    }
     log_ << line.dump() << "\n";
     log_.flush();
   }
@@ -878,6 +888,7 @@ class Trainer {
   bool keep_previous_ = true;  // false while checkpoint.bin is a bad one the run did not resume from
   double prior_seconds_ = 0, step_seconds_ = 0;  // wall time of earlier sessions; time spent in steps
   std::ofstream log_;
+  bool logged_setup_ = false;  // write_log_line: the first line of this process carries the peak and ISA
 };
 
 }  // namespace detail
