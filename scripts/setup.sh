@@ -19,20 +19,30 @@ pkgs=(
   gnuplot-nox            # plots of sweep reports
   clang libclang-rt-14-dev  # libFuzzer (-fsanitize=fuzzer) for the fuzz stage, scripts/fuzz.sh; GCC has no libFuzzer
   bible-kjv bible-kjv-text fortunes fortunes-min python3.11-doc perl-doc  # text corpus sources (scripts/corpus.sh)
+  openmpi-bin libopenmpi-dev  # Open MPI: mpirun and the MPI headers of the coming data-parallel training (docs/dependencies.md)
 )
+# Installed after everything above, Open MPI included: slurmd loads libpmix (Open MPI's PMIx) when it
+# starts, so a slurmd started before Open MPI was there cannot launch MPI steps. The live Slurm test
+# (scripts/slurm-cluster.sh, tests/sweep/slurm_live.sh) runs its own one-node cluster with them.
+late=(slurm-wlm munge)
 # Debian's Thrust is only needed where the CUDA toolkit (which carries CCCL) is absent.
 if [ ! -d /usr/local/cuda/include/cccl/thrust ] && [ ! -d /usr/local/cuda/include/thrust ]; then
   pkgs+=(libthrust-dev)
 fi
 
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
+missing_of() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+mapfile -t missing < <(missing_of "${pkgs[@]}")
+mapfile -t missing_late < <(missing_of "${late[@]}")
+if [ ${#missing[@]} -gt 0 ] || [ ${#missing_late[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  [ ${#missing[@]} -eq 0 ] || $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  [ ${#missing_late[@]} -eq 0 ] || $SUDO apt-get install -y -qq --no-install-recommends "${missing_late[@]}"
 fi
 echo "setup: all dependencies present"

@@ -16,6 +16,7 @@
 #include "loopscale/sweep/results.hpp"
 #include "loopscale/sweep/run.hpp"
 #include "loopscale/sweep/slurm.hpp"
+#include "loopscale/util/atomic_file.hpp"
 #include "loopscale/util/interrupt.hpp"
 
 namespace loopscale::cli {
@@ -238,23 +239,39 @@ const bool registered = add_command([](CLI::App& app) {
     auto src = std::make_shared<SpecSource>();
     auto o = std::make_shared<SlurmOptions>();
     auto spec_on_cluster = std::make_shared<std::string>();
-    CLI::App* sub = sweep->add_subcommand("slurm", "print an sbatch job-array script that runs the sweep's shards");
+    auto script_path = std::make_shared<std::string>();
+    auto dry_run = std::make_shared<bool>(false);
+    CLI::App* sub = sweep->add_subcommand("slurm", "print (or write) an sbatch job-array script that runs the sweep's shards");
     src->add_to(*sub);
     sub->add_option("--out", o->out, "sweep folder on the cluster (shared file system)")->required();
     sub->add_option("--shards", o->shards, "array tasks")->capture_default_str();
+    sub->add_option("--throttle", o->throttle, "at most this many tasks at once (--array=0-N%T; 0: no limit)")->capture_default_str();
     sub->add_option("--program", o->program, "path of loopscale on the cluster")->capture_default_str();
     sub->add_option("--spec-on-cluster", *spec_on_cluster, "where the spec file is on the cluster (default: its path here, made absolute)");
     sub->add_option("--data", o->data, "corpus folder on the cluster")->capture_default_str();
-    sub->add_option("--time", o->time, "time limit per task")->capture_default_str();
-    sub->add_option("--partition", o->partition, "Slurm partition");
-    sub->add_option("--gpus", o->gpus, "GPUs per task (--gres=gpu:N)");
-    sub->add_option("--cpus", o->cpus, "CPUs per task")->capture_default_str();
+    sub->add_option("--time", o->time, "time limit per task (MINUTES, HH:MM:SS, D-HH:MM:SS)")->capture_default_str();
+    sub->add_option("--partition", o->partition, "Slurm partition (default: the cluster's)");
+    sub->add_option("--account", o->account, "account to charge (default: yours)");
+    sub->add_option("--qos", o->qos, "quality of service (default: the account's)");
+    sub->add_option("--gpus", o->gpus, "GPUs per task: N or TYPE:N");
+    sub->add_option("--gpu-request", o->gpu_request, "how to ask for the GPUs: gres (--gres=gpu:N) or gpus-per-task")->capture_default_str();
+    sub->add_option("--cpus", o->cpus, "CPUs per task (OMP_NUM_THREADS)")->capture_default_str();
     sub->add_option("--mem", o->mem, "memory per task")->capture_default_str();
+    sub->add_option("--job-name", o->job_name, "job name (default: loopscale-NAME)");
+    sub->add_option("--log", o->log, "each task's log, with Slurm's %A (job) and %a (task) (default: OUT/slurm-%A_%a.log)");
+    // One value per occurrence, so that a repeated option never swallows the positional spec.
+    sub->add_option("--module", o->modules, "module to load before loopscale runs (repeatable)")
+        ->allow_extra_args(false);
+    sub->add_option("--setup", o->setup, "shell line to run before loopscale, e.g. 'source ~/venv/bin/activate' (repeatable)")
+        ->allow_extra_args(false);
+    sub->add_option("--sbatch", o->sbatch, "another #SBATCH option as sbatch takes it, e.g. --sbatch=--constraint=a100 (repeatable)")
+        ->allow_extra_args(false);
     sub->add_option("--signal-seconds", o->signal_seconds,
                     "SIGUSR1 this many seconds before the time limit: checkpoint, exit 75, requeue (0: none)")
-        ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
-    sub->callback([src, o, spec_on_cluster] {
+        ->capture_default_str();
+    sub->add_option("--script", *script_path, "write the script to this file instead of printing it");
+    sub->add_flag("--dry-run", *dry_run, "print the script and create nothing: no script file, no folders");
+    sub->callback([src, o, spec_on_cluster, script_path, dry_run] {
       const Plan plan = src->plan();
       SlurmOptions opt = *o;
       if (!src->preset.empty()) opt.spec_arg = "--preset " + shell_quote(src->preset);
@@ -265,13 +282,32 @@ const bool registered = add_command([](CLI::App& app) {
       } catch (const sweep_error& e) {
         throw usage_error(e.what());
       }
-      // Slurm opens the log in --out before the script's own mkdir runs (slurm.hpp).
+      if (*dry_run) {
+        std::cout << script;
+        return;
+      }
+      // Slurm opens each task's log before the script's own mkdir runs (slurm.hpp): make the
+      // sweep folder and the log's folder now. A log folder named with Slurm's patterns (%A)
+      // cannot be made ahead; say so.
       std::error_code ec;
       fs::create_directories(opt.out, ec);
       if (ec)
         fmt::print(stderr, "loopscale: warning: cannot create {} ({}); create it before sbatch: Slurm writes the tasks' logs there\n",
                    opt.out, ec.message());
-      std::cout << script;
+      // The default log lies in OUT (made above); only a --log elsewhere needs its own folder.
+      const fs::path log_dir = opt.log.empty() ? fs::path() : fs::path(opt.log).parent_path();
+      if (!log_dir.empty() && log_dir.string().find('%') != std::string::npos)
+        fmt::print(stderr, "loopscale: warning: the log folder {} holds Slurm patterns; it must exist before the tasks start\n",
+                   log_dir.string());
+      else if (!log_dir.empty() && !fs::create_directories(log_dir, ec) && ec)
+        fmt::print(stderr, "loopscale: warning: cannot create {} ({}); create it before sbatch: Slurm writes the tasks' logs there\n",
+                   log_dir.string(), ec.message());
+      if (script_path->empty()) {
+        std::cout << script;
+        return;
+      }
+      write_file_atomic(*script_path, script);  // a failure: one line naming the file, exit 1
+      fmt::print("wrote {}; submit it with: sbatch {}\n", *script_path, shell_quote(*script_path));
     });
   }
 

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -136,6 +139,231 @@ TEST_CASE("slurm: one array task per shard, each running its shard") {
   CHECK(slurm_script(plan, o).find("#SBATCH --signal") == std::string::npos);
   o.shards = 0;
   CHECK_THROWS_AS(slurm_script(plan, o), sweep_error);
+}
+
+namespace {
+
+// The script's lines in order.
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> v;
+  std::size_t from = 0;
+  for (std::size_t nl; (nl = s.find('\n', from)) != std::string::npos; from = nl + 1) v.push_back(s.substr(from, nl - from));
+  return v;
+}
+
+std::size_t line_index(const std::vector<std::string>& lines, const std::string& line) {
+  return static_cast<std::size_t>(std::find(lines.begin(), lines.end(), line) - lines.begin());
+}
+
+}  // namespace
+
+TEST_CASE("slurm: partition, account, QOS, GPUs, throttle, modules, setup lines, log and extra options in the script") {
+  const Plan plan = make_plan(preset("paper"));
+  SlurmOptions o;
+  o.shards = 8;
+  o.throttle = 3;
+  o.out = "/scratch/sweep";
+  o.spec_arg = "--preset paper";
+  o.time = "2-00:00:00";
+  o.partition = "gpu";
+  o.account = "proj-42";
+  o.qos = "high";
+  o.gpus = "a100:2";
+  o.cpus = 16;
+  o.mem = "120G";
+  o.job_name = "paper.sweep";
+  o.log = "/scratch/logs/%x-%A_%a.log";
+  o.modules = {"gcc/12.2.0", "cuda/12.1"};
+  o.setup = {"source /opt/venv/bin/activate", "export LOOPSCALE_X=1"};
+  o.sbatch = {"--constraint=a100", "--mail-type=FAIL"};
+  const std::string s = slurm_script(plan, o);
+  const auto lines = lines_of(s);
+  for (const char* want : {"#SBATCH --job-name=paper.sweep", "#SBATCH --array=0-7%3", "#SBATCH --time=2-00:00:00", "#SBATCH --partition=gpu",
+                           "#SBATCH --account=proj-42", "#SBATCH --qos=high", "#SBATCH --gres=gpu:a100:2", "#SBATCH --cpus-per-task=16",
+                           "#SBATCH --mem=120G", "#SBATCH --output=/scratch/logs/%x-%A_%a.log", "#SBATCH --open-mode=append",
+                           "#SBATCH --constraint=a100", "#SBATCH --mail-type=FAIL", "module load gcc/12.2.0", "module load cuda/12.1",
+                           "source /opt/venv/bin/activate", "export LOOPSCALE_X=1", "set -u"}) {
+    INFO(want);
+    CHECK(line_index(lines, want) < lines.size());
+  }
+  // sbatch reads #SBATCH lines only up to the first command: all of them come before it.
+  std::size_t first_command = 0;
+  while (first_command < lines.size() && (lines[first_command].empty() || lines[first_command][0] == '#')) ++first_command;
+  for (std::size_t i = first_command; i < lines.size(); ++i) CHECK(lines[i].rfind("#SBATCH", 0) != 0);
+  // The environment is set up (modules first, then the lines in order) before loopscale runs,
+  // and -u only after it: module scripts read unset variables.
+  const std::size_t run = static_cast<std::size_t>(std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+                                                      return l.find("sweep run") != std::string::npos && l.rfind("#", 0) != 0;
+                                                    }) -
+                                                    lines.begin());
+  REQUIRE(run < lines.size());
+  CHECK(line_index(lines, "set -eo pipefail") < line_index(lines, "module load gcc/12.2.0"));
+  CHECK(line_index(lines, "module load gcc/12.2.0") < line_index(lines, "module load cuda/12.1"));
+  CHECK(line_index(lines, "module load cuda/12.1") < line_index(lines, "source /opt/venv/bin/activate"));
+  CHECK(line_index(lines, "export LOOPSCALE_X=1") < line_index(lines, "set -u"));
+  CHECK(line_index(lines, "set -u") < run);
+
+  o.gpu_request = "gpus-per-task";
+  CHECK(slurm_script(plan, o).find("#SBATCH --gpus-per-task=a100:2\n") != std::string::npos);
+  CHECK(slurm_script(plan, o).find("--gres") == std::string::npos);
+  // Defaults: no throttle, no account or QOS, the log in the sweep folder with a '%' of the
+  // folder's name doubled (Slurm would read "%x" as a pattern), the spec's name in the job name.
+  SlurmOptions d;
+  d.out = "/scratch/50%x/";
+  d.spec_arg = "--preset smoke";
+  const std::string ds = slurm_script(make_plan(preset("smoke")), d);
+  CHECK(ds.find("#SBATCH --array=0-3\n") != std::string::npos);
+  CHECK(ds.find("#SBATCH --output=/scratch/50%%x/slurm-%A_%a.log\n") != std::string::npos);
+  CHECK(ds.find("#SBATCH --job-name=loopscale-smoke\n") != std::string::npos);
+  CHECK(ds.find("--account") == std::string::npos);
+  CHECK(ds.find("--qos") == std::string::npos);
+  CHECK(ds.find("module load") == std::string::npos);
+  CHECK(slurm_log(d) == "/scratch/50%%x/slurm-%A_%a.log");
+  // A spec's name goes into a comment and the job name: a line break in it must not start a command.
+  SweepSpec two_lines = preset("smoke");
+  two_lines.name = "two\nlines";
+  const std::string ns = slurm_script(make_plan(two_lines), d);
+  CHECK(ns.find("# loopscale sweep 'two\\nlines' (fingerprint") != std::string::npos);
+  CHECK(ns.find("#SBATCH --job-name=loopscale-two_lines\n") != std::string::npos);
+  CHECK(ns.find("\nlines") == std::string::npos);
+}
+
+TEST_CASE("slurm: an option Slurm would refuse, or one that would break the script, is one error naming it") {
+  const Plan plan = make_plan(preset("smoke"));
+  SlurmOptions base;
+  base.out = "/scratch/sweep";
+  base.spec_arg = "--preset smoke";
+  REQUIRE_NOTHROW(slurm_script(plan, base));
+  struct Bad {
+    const char* what;
+    std::function<void(SlurmOptions&)> set;
+    const char* names;
+  };
+  const std::vector<Bad> bad = {
+      {"time 25h", [](SlurmOptions& o) { o.time = "25h"; }, "--time '25h'"},
+      {"time with four fields", [](SlurmOptions& o) { o.time = "1:2:3:4"; }, "--time"},
+      {"time with days and four fields", [](SlurmOptions& o) { o.time = "1-2:3:4:5"; }, "--time"},
+      {"time without hours after the days", [](SlurmOptions& o) { o.time = "1-"; }, "--time"},
+      {"empty time", [](SlurmOptions& o) { o.time = ""; }, "--time"},
+      {"mem 64GB", [](SlurmOptions& o) { o.mem = "64GB"; }, "--mem '64GB'"},
+      // One-character values built as strings: GCC 12 warns (-Wrestrict, a false positive) about
+      // assigning a one-character literal after inlining.
+      {"mem G alone", [](SlurmOptions& o) { o.mem = std::string(1, 'G'); }, "--mem"},
+      {"partition with a space", [](SlurmOptions& o) { o.partition = "a b"; }, "--partition 'a b'"},
+      {"account with a semicolon", [](SlurmOptions& o) { o.account = "x;rm"; }, "--account"},
+      {"qos with a line break", [](SlurmOptions& o) { o.qos = "high\n#SBATCH --x"; }, "--qos"},
+      {"no GPUs", [](SlurmOptions& o) { o.gpus = std::string(1, '0'); }, "--gpus '0'"},
+      {"GPUs in words", [](SlurmOptions& o) { o.gpus = "two"; }, "--gpus"},
+      {"GPU type without a count", [](SlurmOptions& o) { o.gpus = "a100:"; }, "--gpus"},
+      {"GPU count without a type", [](SlurmOptions& o) { o.gpus = ":2"; }, "--gpus"},
+      {"unknown GPU request", [](SlurmOptions& o) { o.gpu_request = "gpu"; }, "--gpu-request 'gpu'"},
+      {"negative throttle", [](SlurmOptions& o) { o.throttle = -1; }, "--throttle -1"},
+      {"no CPUs", [](SlurmOptions& o) { o.cpus = 0; }, "--cpus 0"},
+      {"signal beyond 16 bits", [](SlurmOptions& o) { o.signal_seconds = 70000; }, "--signal-seconds 70000"},
+      {"negative signal", [](SlurmOptions& o) { o.signal_seconds = -1; }, "--signal-seconds"},
+      {"log with a space", [](SlurmOptions& o) { o.log = "/a b/x.log"; }, "--log"},
+      {"folder with a space and no --log", [](SlurmOptions& o) { o.out = "/scratch/my sweep"; }, "--log"},
+      {"folder with a line break", [](SlurmOptions& o) {
+         o.out = "/scratch/x\nrm";
+         o.log = "/logs/x.log";
+       }, "--out"},
+      {"program with a line break", [](SlurmOptions& o) { o.program = "loopscale\nrm"; }, "--program"},
+      {"module with a space", [](SlurmOptions& o) { o.modules = {"gcc 12"}; }, "--module 'gcc 12'"},
+      {"setup with a line break", [](SlurmOptions& o) { o.setup = {"a\nb"}; }, "--setup"},
+      {"sbatch option without dashes", [](SlurmOptions& o) { o.sbatch = {"constraint=a100"}; }, "--sbatch 'constraint=a100'"},
+      {"sbatch option with a space", [](SlurmOptions& o) { o.sbatch = {"--constraint a100"}; }, "--sbatch"},
+      {"job name with a space", [](SlurmOptions& o) { o.job_name = "my sweep"; }, "--job-name"},
+      {"no shards", [](SlurmOptions& o) { o.shards = 0; }, "--shards"},
+  };
+  for (const Bad& b : bad) {
+    INFO(b.what);
+    SlurmOptions o = base;
+    b.set(o);
+    try {
+      slurm_script(plan, o);
+      FAIL("no error");
+    } catch (const sweep_error& e) {
+      const std::string msg = e.what();
+      INFO(msg);
+      CHECK(msg.find(b.names) != std::string::npos);
+      CHECK(msg.find('\n') == std::string::npos);
+    }
+  }
+  // What Slurm accepts passes.
+  for (const char* t : {"90", "1:30", "12:00:00", "2-12", "2-12:30", "2-12:30:00", "0", "UNLIMITED", "INFINITE"}) {
+    SlurmOptions o = base;
+    o.time = t;
+    INFO(t);
+    CHECK_NOTHROW(slurm_script(plan, o));
+  }
+  for (const char* m : {"0", "4096", "64G", "512m", "1T"}) {
+    SlurmOptions o = base;
+    o.mem = m;
+    INFO(m);
+    CHECK_NOTHROW(slurm_script(plan, o));
+  }
+  for (const char* g : {"1", "8", "a100:2", "nvidia_h100_80gb:1"}) {
+    SlurmOptions o = base;
+    o.gpus = g;
+    INFO(g);
+    CHECK_NOTHROW(slurm_script(plan, o));
+  }
+  SlurmOptions spaced = base;  // a folder with a space is fine once the log is elsewhere
+  spaced.out = "/scratch/my sweep";
+  spaced.log = "/scratch/logs/%A_%a.log";
+  CHECK(slurm_script(plan, spaced).find("--out '/scratch/my sweep'") != std::string::npos);
+}
+
+TEST_CASE("cli: sweep slurm --dry-run creates nothing, --script writes the file and the log folder, bad options exit 2") {
+  using loopscale::test::run_cli;
+  const std::filesystem::path dir = std::filesystem::path(LOOPSCALE_TEST_TMP) / "slurm_cli";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "sweep").string();
+
+  const auto dry = run_cli("sweep slurm --preset smoke --out " + out + " --shards 2 --throttle 1 --time 10 --mem 1G --cpus 1 --module gcc/12 "
+                           "--module cuda/12 --setup 'export A=1' --sbatch=--constraint=x --dry-run");
+  INFO(dry.out);
+  REQUIRE(dry.rc == 0);
+  CHECK(dry.out.rfind("#!/bin/bash\n", 0) == 0);
+  for (const char* want : {"#SBATCH --array=0-1%1\n", "#SBATCH --time=10\n", "#SBATCH --mem=1G\n", "module load gcc/12\nmodule load cuda/12\n",
+                           "export A=1\n", "#SBATCH --constraint=x\n", "--shard \"${SLURM_ARRAY_TASK_ID}/2\""})
+    CHECK(dry.out.find(want) != std::string::npos);
+  CHECK(!std::filesystem::exists(out));
+
+  const std::filesystem::path script = dir / "job.sbatch";
+  const auto wrote = run_cli("sweep slurm --preset smoke --out " + out + " --log " + (dir / "logs" / "t-%A_%a.log").string() +
+                             " --script " + script.string());
+  INFO(wrote.out);
+  REQUIRE(wrote.rc == 0);
+  CHECK(wrote.out.find("sbatch") != std::string::npos);
+  CHECK(loopscale::test::count_lines(wrote.out) == 1);
+  REQUIRE(std::filesystem::exists(script));
+  std::ifstream in(script);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.find("#SBATCH --output=" + (dir / "logs" / "t-%A_%a.log").string() + "\n") != std::string::npos);
+  CHECK(std::filesystem::is_directory(out));
+  CHECK(std::filesystem::is_directory(dir / "logs"));  // Slurm opens the log before the script runs
+
+  for (const std::string& args : {std::string("--time 25h"), std::string("--mem 64GB"), std::string("--gpus 0"), std::string("--partition 'a b'"),
+                                  std::string("--throttle -2"), std::string("--gpu-request x"), std::string("--sbatch=constraint"),
+                                  std::string("--signal-seconds 99999")}) {
+    const auto r = run_cli("sweep slurm --preset smoke --out " + out + " --dry-run " + args);
+    INFO(args << ": " << r.out);
+    CHECK(r.rc == 2);
+    CHECK(loopscale::test::count_lines(r.out) == 1);
+  }
+
+  // A repeatable option takes one value each time: the spec file after it stays the spec.
+  const std::filesystem::path spec = dir / "spec.json";
+  std::ofstream(spec) << R"({"name": "cli spec", "depth": 4, "prelude": 1, "coda": 1, "r": [1], "budgets": [{"C": 1e10, "s": [1]}]})";
+  const auto pos = run_cli("sweep slurm --module gcc/12 " + spec.string() + " --module cuda/12 --out " + out + " --dry-run");
+  INFO(pos.out);
+  REQUIRE(pos.rc == 0);
+  CHECK(pos.out.find("module load gcc/12\nmodule load cuda/12\n") != std::string::npos);
+  CHECK(pos.out.find("#SBATCH --job-name=loopscale-cli_spec\n") != std::string::npos);
+  CHECK(pos.out.find("sweep run '" + spec.string() + "' --out") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("cli: sweep plan --json lists every run, bad input is one line and exit 2") {

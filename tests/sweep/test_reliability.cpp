@@ -272,11 +272,11 @@ TEST_CASE("reliability: a results line or a report that cannot be written is one
   fs::remove_all(out);
 }
 
-TEST_CASE("reliability: the Slurm script forwards the warning signal and requeues its task when loopscale exits 75",
+TEST_CASE("reliability: the Slurm script forwards the warning signal and requeues its task when loopscale exits 75, not after scancel's TERM",
           "[sweep][reliability][slurm]") {
   const fs::path dir = fresh("slurm");
   // Stand-ins: a program that stops with 75 on SIGUSR1 as loopscale does, and scontrol.
-  spit(dir / "fake_loopscale", "#!/bin/sh\ntrap 'echo stopping; exit 75' USR1\necho \"$@\" > '" + (dir / "args").string() +
+  spit(dir / "fake_loopscale", "#!/bin/sh\ntrap 'echo stopping; exit 75' USR1 TERM\necho \"$@\" > '" + (dir / "args").string() +
                                    "'\nwhile :; do sleep 0.05; done\n");
   spit(dir / "scontrol", "#!/bin/sh\necho \"$@\" >> '" + (dir / "scontrol.log").string() + "'\n");
   fs::permissions(dir / "fake_loopscale", fs::perms::owner_all);
@@ -306,6 +306,27 @@ TEST_CASE("reliability: the Slurm script forwards the warning signal and requeue
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 75);
   CHECK(slurp(dir / "scontrol.log") == "requeue 77_3\n");
+
+  // scancel sends TERM to the batch shell (and to loopscale): the task stops with its state saved
+  // and stays cancelled; requeueing itself would undo every scancel (found on a live cluster).
+  fs::remove(dir / "args");
+  std::fflush(nullptr);
+  const pid_t cancelled = fork();
+  if (cancelled == 0) {
+    setenv("PATH", (dir.string() + ":" + std::getenv("PATH")).c_str(), 1);
+    setenv("SLURM_ARRAY_JOB_ID", "77", 1);
+    setenv("SLURM_ARRAY_TASK_ID", "2", 1);
+    execl("/bin/bash", "bash", (dir / "job.sh").c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 500 && !fs::exists(dir / "args"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(fs::exists(dir / "args"));
+  kill(cancelled, SIGTERM);
+  status = 0;
+  waitpid(cancelled, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 75);
+  CHECK(slurp(dir / "scontrol.log") == "requeue 77_3\n");  // no second requeue
 
   // `sweep slurm` makes the folder Slurm opens the logs in.
   const auto r = test::run_cli("sweep slurm --preset smoke --shards 2 --out " + (dir / "made").string());

@@ -6,16 +6,29 @@
 // limit (`--signal=B:USR1@S`). B: sends it to the batch shell only (without B:, Slurm signals job
 // steps, i.e. srun launches, and loopscale is none), so the shell runs loopscale in the
 // background, forwards USR1/TERM/INT to it and `wait`s. loopscale then finishes the step, writes
-// the checkpoint and exits 75 (util/interrupt.hpp), and the script requeues its own array task
-// (`#SBATCH --requeue`, `scontrol requeue JOB_TASK`), which resumes where it stopped. SIGTERM at
-// the limit or on preemption takes the same way, within Slurm's KillWait before SIGKILL.
+// the checkpoint and exits 75 (util/interrupt.hpp). After USR1, the time limit's warning, the
+// script requeues its own array task (`#SBATCH --requeue`, `scontrol requeue JOB_TASK`), which
+// resumes where it stopped. After TERM or INT it does not: `scancel` sends TERM to the batch shell
+// and to loopscale, and a cancelled task must stay cancelled (the live test found that requeueing
+// on TERM brought every cancelled task back); a preempted task is requeued by Slurm itself under
+// PreemptMode=REQUEUE. Either way the checkpoint is written within Slurm's KillWait.
 //
-// Slurm opens the --output log (DIR/slurm-%A_%a.log) before the script runs, so DIR must exist at
-// submission: `loopscale sweep slurm` creates it (the `mkdir -p` in the script is too late for the
-// log; it stays for a folder removed since).
+// Slurm opens the --output log (DIR/slurm-%A_%a.log, or --log) before the script runs, so its
+// folder must exist at submission: `loopscale sweep slurm` creates it (the `mkdir -p` in the script
+// is too late for the log; it stays for a folder removed since). The log is opened for appending,
+// so a requeued task's log keeps what its earlier attempts wrote.
+//
+// Every option is checked before anything is written (check_slurm_options): a value that Slurm
+// would reject at submission, or that would break the script (a newline would end an #SBATCH line
+// and start a shell command), is one sweep_error naming the option. Tested against a live one-node
+// cluster by tests/sweep/slurm_live.sh (docs/sweeps.md).
 #pragma once
 
+#include <cctype>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -25,15 +38,24 @@ namespace loopscale::sweep {
 
 struct SlurmOptions {
   int64 shards = 4;
+  int64 throttle = 0;                 // at most this many tasks at once (--array=0-N%T); 0: no limit
   std::string program = "loopscale";  // path of the loopscale program on the cluster
   std::string spec_arg;               // shell words naming the spec: "--preset cpu" or a quoted path
   std::string out;                    // the sweep folder (shared file system)
   std::string data = "data/corpus";
-  std::string time = "24:00:00";
+  std::string time = "24:00:00";      // Slurm's formats: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
   std::string partition;              // empty: the cluster's default
-  std::string gpus;                   // e.g. "1" -> --gres=gpu:1; empty: none
+  std::string account;                // empty: the user's default account
+  std::string qos;                    // empty: the account's default QOS
+  std::string gpus;                   // GPUs per task, "N" or "TYPE:N"; empty: none
+  std::string gpu_request = "gres";   // how to ask for them: gres (--gres=gpu:N) | gpus-per-task
   int64 cpus = 8;
   std::string mem = "64G";
+  std::string job_name;               // empty: loopscale-NAME, from the spec's name
+  std::string log;                    // each task's log (Slurm's %A, %a patterns); empty: OUT/slurm-%A_%a.log
+  std::vector<std::string> modules;   // `module load NAME` before loopscale runs
+  std::vector<std::string> setup;     // shell lines run before loopscale: an environment, a venv
+  std::vector<std::string> sbatch;    // more #SBATCH options as given, e.g. --constraint=a100
   // SIGUSR1 this long before the time limit; enough for one step and a checkpoint (Slurm sends
   // it up to a minute early: its timer ticks once a minute). 0: no warning signal.
   int64 signal_seconds = 300;
@@ -46,38 +68,172 @@ inline std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-inline std::string slurm_script(const Plan& plan, const SlurmOptions& o) {
+namespace slurm_detail {
+
+inline bool has_space_or_control(std::string_view s) {
+  for (unsigned char c : s)
+    if (c <= ' ' || c == 0x7f) return true;
+  return false;
+}
+
+inline bool all_of_chars(std::string_view s, std::string_view extra) {
+  if (s.empty()) return false;
+  for (unsigned char c : s)
+    if (!std::isalnum(c) && extra.find(static_cast<char>(c)) == std::string_view::npos) return false;
+  return true;
+}
+
+inline bool digits(std::string_view s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos; }
+
+// A value inside single quotes for an error message, control characters written as escapes, so
+// the message stays one line whatever the value holds.
+inline std::string shown(std::string_view v) {
+  std::string out = "'";
+  for (unsigned char c : v) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c < ' ' || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out + "'";
+}
+
+// Slurm's time limit formats (sbatch(1), --time): MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS,
+// DAYS-HOURS, DAYS-HOURS:MINUTES, DAYS-HOURS:MINUTES:SECONDS, or UNLIMITED / INFINITE.
+inline bool slurm_time(std::string_view t) {
+  if (t == "UNLIMITED" || t == "INFINITE") return true;
+  if (const auto dash = t.find('-'); dash != std::string_view::npos) {
+    if (!digits(t.substr(0, dash))) return false;
+    t = t.substr(dash + 1);
+  }
+  int parts = 0;
+  for (std::size_t from = 0;; ++parts) {
+    const auto colon = t.find(':', from);
+    if (!digits(t.substr(from, colon == std::string_view::npos ? std::string_view::npos : colon - from))) return false;
+    if (colon == std::string_view::npos) break;
+    from = colon + 1;
+  }
+  return parts <= 2;
+}
+
+// The task log's default: OUT/slurm-%A_%a.log, with a '%' of OUT itself doubled (Slurm reads
+// "%%" as one '%' and any other '%x' as a pattern).
+inline std::string default_log(const std::string& out) {
+  std::string dir;
+  for (char c : out) dir += c == '%' ? std::string("%%") : std::string(1, c);
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir + "/slurm-%A_%a.log";
+}
+
+// The spec's name as a job name: what Slurm and a shell take without quotes.
+inline std::string job_name_of(const std::string& spec_name) {
+  std::string n = "loopscale-";
+  for (unsigned char c : spec_name) n += std::isalnum(c) || c == '-' || c == '_' || c == '.' ? static_cast<char>(c) : '_';
+  return n;
+}
+
+}  // namespace slurm_detail
+
+// The path of each task's log as the #SBATCH --output line gives it.
+inline std::string slurm_log(const SlurmOptions& o) { return o.log.empty() ? slurm_detail::default_log(o.out) : o.log; }
+
+// Throws sweep_error, one line naming the option, for what Slurm would refuse at submission or
+// what would break the script.
+inline void check_slurm_options(const SlurmOptions& o) {
+  using namespace slurm_detail;
   if (o.shards < 1) throw sweep_error("--shards must be at least 1");
   if (o.out.empty()) throw sweep_error("slurm: --out (the sweep folder on the cluster) is required");
   if (o.spec_arg.empty()) throw sweep_error("slurm: the spec (file on the cluster or preset) is required");
+  if (o.throttle < 0) throw sweep_error(fmt::format("slurm: --throttle {} must be at least 0 (0: no limit)", o.throttle));
+  if (o.cpus < 1) throw sweep_error(fmt::format("slurm: --cpus {} must be at least 1", o.cpus));
+  // Slurm keeps the warning's lead time in 16 bits.
+  if (o.signal_seconds < 0 || o.signal_seconds > 65535)
+    throw sweep_error(fmt::format("slurm: --signal-seconds {} must be between 0 and 65535", o.signal_seconds));
+  // These go into the script as they are: a newline would end the line and start a command.
+  for (const auto& [name, v] : {std::pair<const char*, const std::string&>{"--out", o.out}, {"--program", o.program}, {"--data", o.data},
+                                {"the spec", o.spec_arg}})
+    if (v.find_first_of("\n\r") != std::string::npos) throw sweep_error(fmt::format("slurm: {} holds a line break", name));
+  if (!slurm_time(o.time))
+    throw sweep_error(fmt::format("slurm: --time {} is not a Slurm time limit (MINUTES, HH:MM:SS, D-HH, D-HH:MM:SS or UNLIMITED)", shown(o.time)));
+  const auto mem_unit = o.mem.empty() ? std::string_view::npos : std::string_view("KMGTkmgt").find(o.mem.back());
+  if (!digits(mem_unit == std::string_view::npos ? std::string_view(o.mem) : std::string_view(o.mem).substr(0, o.mem.size() - 1)))
+    throw sweep_error(fmt::format("slurm: --mem {} is not a Slurm memory size (a number of megabytes, or with K, M, G or T: 64G)", shown(o.mem)));
+  for (const auto& [name, v] : {std::pair<const char*, const std::string&>{"--partition", o.partition}, {"--account", o.account},
+                                {"--qos", o.qos}})
+    if (!v.empty() && !all_of_chars(v, "._-,"))
+      throw sweep_error(fmt::format("slurm: {} {} is not a Slurm name (letters, digits, '.', '_', '-'; several separated by ',')", name, shown(v)));
+  if (!o.job_name.empty() && !all_of_chars(o.job_name, "._-"))
+    throw sweep_error(fmt::format("slurm: --job-name {} may hold only letters, digits, '.', '_' and '-'", shown(o.job_name)));
+  if (!o.gpus.empty()) {
+    const auto colon = o.gpus.rfind(':');
+    const std::string_view count = colon == std::string::npos ? std::string_view(o.gpus) : std::string_view(o.gpus).substr(colon + 1);
+    const bool typed_ok = colon == std::string::npos || all_of_chars(std::string_view(o.gpus).substr(0, colon), "._-");
+    if (!digits(count) || count.find_first_not_of('0') == std::string_view::npos || !typed_ok)
+      throw sweep_error(fmt::format("slurm: --gpus {} is not a GPU count per task (N, or TYPE:N such as a100:2, N at least 1)", shown(o.gpus)));
+  }
+  if (o.gpu_request != "gres" && o.gpu_request != "gpus-per-task")
+    throw sweep_error(fmt::format("slurm: --gpu-request {} must be gres or gpus-per-task", shown(o.gpu_request)));
+  const std::string log = slurm_log(o);
+  if (has_space_or_control(log))
+    throw sweep_error(fmt::format("slurm: the task log {} holds whitespace, which an #SBATCH --output line cannot carry; give --log a path "
+                                  "without",
+                                  shown(log)));
+  for (const std::string& m : o.modules)
+    if (!all_of_chars(m, "._-/+:@"))
+      throw sweep_error(fmt::format("slurm: --module {} is not a module name (letters, digits and . _ - / + : @, e.g. gcc/12.2.0)", shown(m)));
+  for (const std::string& line : o.setup)
+    if (line.find_first_of("\n\r") != std::string::npos)
+      throw sweep_error("slurm: a --setup line holds a line break; give each line as its own --setup");
+  for (const std::string& opt : o.sbatch)
+    if (opt.size() < 3 || opt.rfind("--", 0) != 0 || has_space_or_control(opt))
+      throw sweep_error(fmt::format("slurm: --sbatch {} must be one long sbatch option without spaces, e.g. --constraint=a100", shown(opt)));
+}
+
+inline std::string slurm_script(const Plan& plan, const SlurmOptions& o) {
+  check_slurm_options(o);
   std::string s;
   s += "#!/bin/bash\n";
-  s += fmt::format("# loopscale sweep '{}' (fingerprint {}): {} runs ({} runnable) in {} shards.\n", plan.spec.name,
+  // The spec's name as shown(): a line break in it would end this comment and start a command.
+  s += fmt::format("# loopscale sweep {} (fingerprint {}): {} runs ({} runnable) in {} shards.\n", slurm_detail::shown(plan.spec.name),
                    plan.fingerprint, plan.runs.size(), plan.runnable(), o.shards);
-  s += "# Submit: sbatch THIS_FILE. Each array task runs one shard; near its time limit (or when\n";
-  s += "# preempted) loopscale checkpoints and exits 75, and the task requeues itself and resumes.\n";
+  s += "# Submit: sbatch THIS_FILE. Each array task runs one shard; near its time limit loopscale\n";
+  s += "# checkpoints and exits 75, and the task requeues itself and resumes. scancel stops a task\n";
+  s += "# with its state saved; scontrol requeue JOB_TASK continues it.\n";
   s += "# After a failure, resubmit (sbatch --array=I THIS_FILE): finished runs are skipped.\n";
   s += "# The folder of --output below must exist before sbatch (loopscale sweep slurm made it).\n";
   s += "# When all tasks are done: " + o.program + " sweep merge " + (o.spec_arg.rfind("--preset", 0) == 0 ? o.spec_arg : "--spec " + o.spec_arg) + " --out " + shell_quote(o.out) +
        " " + shell_quote(o.out) + "\n";
-  s += fmt::format("#SBATCH --job-name=loopscale-{}\n", plan.spec.name);
-  s += fmt::format("#SBATCH --array=0-{}\n", o.shards - 1);
+  s += fmt::format("#SBATCH --job-name={}\n", o.job_name.empty() ? slurm_detail::job_name_of(plan.spec.name) : o.job_name);
+  s += fmt::format("#SBATCH --array=0-{}{}\n", o.shards - 1, o.throttle > 0 ? fmt::format("%{}", o.throttle) : "");
   s += fmt::format("#SBATCH --time={}\n", o.time);
   s += fmt::format("#SBATCH --cpus-per-task={}\n", o.cpus);
   s += fmt::format("#SBATCH --mem={}\n", o.mem);
   if (!o.partition.empty()) s += fmt::format("#SBATCH --partition={}\n", o.partition);
-  if (!o.gpus.empty()) s += fmt::format("#SBATCH --gres=gpu:{}\n", o.gpus);
-  s += fmt::format("#SBATCH --output={}/slurm-%A_%a.log\n", o.out);
+  if (!o.account.empty()) s += fmt::format("#SBATCH --account={}\n", o.account);
+  if (!o.qos.empty()) s += fmt::format("#SBATCH --qos={}\n", o.qos);
+  if (!o.gpus.empty())
+    s += o.gpu_request == "gres" ? fmt::format("#SBATCH --gres=gpu:{}\n", o.gpus) : fmt::format("#SBATCH --gpus-per-task={}\n", o.gpus);
+  s += fmt::format("#SBATCH --output={}\n", slurm_log(o));
+  // Slurm truncates the log when a requeued task starts again, unless asked to append.
+  s += "#SBATCH --open-mode=append\n";
   s += "#SBATCH --requeue\n";
   if (o.signal_seconds > 0) s += fmt::format("#SBATCH --signal=B:USR1@{}\n", o.signal_seconds);
-  s += "set -euo pipefail\n";
+  for (const std::string& opt : o.sbatch) s += "#SBATCH " + opt + "\n";
+  // -u only after the setup: module scripts (Lmod, environment modules) and many activate scripts
+  // read variables that may be unset.
+  s += "set -eo pipefail\n";
+  for (const std::string& m : o.modules) s += "module load " + m + "\n";
+  for (const std::string& line : o.setup) s += line + "\n";
+  s += "set -u\n";
   s += "mkdir -p " + shell_quote(o.out) + "\n";
   s += "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}\n";
   s += fmt::format("{} sweep run {} --out {} --data {} --shard \"${{SLURM_ARRAY_TASK_ID}}/{}\" &\n", shell_quote(o.program),
                    o.spec_arg, shell_quote(o.out), shell_quote(o.data), o.shards);
   s += "child=$!\n";
   s += "# The shell gets USR1 (--signal=B:); loopscale must, to checkpoint and stop.\n";
-  s += "for sig in USR1 TERM INT; do trap \"kill -s $sig $child 2> /dev/null || true\" $sig; done\n";
+  s += "got=\n";
+  s += "for sig in USR1 TERM INT; do trap \"got=$sig; kill -s $sig $child 2> /dev/null || true\" $sig; done\n";
   s += "rc=0\n";
   s += "while :; do\n";
   s += "  wait \"$child\" && rc=0 || rc=$?\n";
@@ -88,11 +244,13 @@ inline std::string slurm_script(const Plan& plan, const SlurmOptions& o) {
   s += "  last=0; wait \"$child\" && last=0 || last=$?\n";
   s += "  [ \"$last\" -eq 127 ] || rc=$last\n";
   s += "fi\n";
-  s += "if [ \"$rc\" -eq 75 ]; then  # stopped by a signal, checkpoint written: run the rest later\n";
+  s += "if [ \"$rc\" -eq 75 ] && [ \"$got\" = USR1 ]; then  # the time limit is near, checkpoint written: run the rest later\n";
   s += "  echo \"loopscale stopped with its state saved; requeueing ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}\"\n";
-  // Preemption with PreemptMode=REQUEUE may have requeued the task already; say so, keep 75.
+  // The task may have been requeued already (preemption); say so, keep 75.
   s += "  scontrol requeue \"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}\" ||\n";
   s += "    echo \"scontrol requeue failed; resubmit with sbatch --array=${SLURM_ARRAY_TASK_ID}\" >&2\n";
+  s += "elif [ \"$rc\" -eq 75 ]; then  # scancel (or preemption, which Slurm requeues itself): stay stopped\n";
+  s += "  echo \"loopscale stopped on SIG${got:-?} with its state saved; not requeued (to continue: scontrol requeue ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID})\"\n";
   s += "fi\n";
   s += "exit \"$rc\"\n";
   return s;
