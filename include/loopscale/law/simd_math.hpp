@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <bit>
 #include <cstring>
 
 namespace loopscale::law::simd {
@@ -25,32 +26,12 @@ inline vd load(const double* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline vd as_double(vi v) {
-  vd d;
-  std::memcpy(&d, &v, sizeof d);
-  return d;
-}
-inline vi as_int(vd v) {
-  vi i;
-  std::memcpy(&i, &v, sizeof i);
-  return i;
-}
+inline vd as_double(vi v) { return std::bit_cast<vd>(v); }
+inline vi as_int(vd v) { return std::bit_cast<vi>(v); }
 typedef std::uint64_t vu __attribute__((vector_size(32)));
-inline vu as_uint(vd v) {
-  vu u;
-  std::memcpy(&u, &v, sizeof u);
-  return u;
-}
-inline vi as_int(vu v) {
-  vi i;
-  std::memcpy(&i, &v, sizeof i);
-  return i;
-}
-inline vd as_double(vu v) {
-  vd d;
-  std::memcpy(&d, &v, sizeof d);
-  return d;
-}
+inline vu as_uint(vd v) { return std::bit_cast<vu>(v); }
+inline vi as_int(vu v) { return std::bit_cast<vi>(v); }
+inline vd as_double(vu v) { return std::bit_cast<vd>(v); }
 inline vd vmin(vd a, vd b) { return a < b ? a : b; }
 inline vd vmax(vd a, vd b) { return a > b ? a : b; }
 inline vd vabs(vd a) { return as_double(as_int(a) & splat_bits(0x7FFFFFFFFFFFFFFF)); }

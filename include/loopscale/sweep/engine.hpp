@@ -53,10 +53,9 @@ inline eval::Bundle sweep_probes(const SweepSpec& spec, const fs::path& data, in
   return eval::builtin_probes({spec.seed, items, std::min<int64>(256, spec.seq_len), bytes ? data : fs::path()}).bundle;
 }
 
-// Scores a trained run folder on `probes` at its trained r: per task and per axis (eval/score.hpp),
-// with the seconds it took.
-inline nlohmann::json evaluate_run(const fs::path& dir, const eval::Bundle& probes, std::uint64_t seed) {
-  const eval::RunModel model = eval::load_run(dir);
+// Scores a trained run (eval::load_run of its folder) on `probes` at its trained r: per task and
+// per axis (eval/score.hpp), with the seconds it took.
+inline nlohmann::json evaluate_run(const eval::RunModel& model, const eval::Bundle& probes, std::uint64_t seed) {
   if (!model.tokenizer) return {{"skipped", "the run's corpus has no tokenizer loopscale can read, so task text cannot be encoded"}};
   eval::ModelScorer<> scorer(model, model.spec.recur.r);
   eval::EvalOptions opt;
@@ -68,10 +67,9 @@ inline nlohmann::json evaluate_run(const fs::path& dir, const eval::Bundle& prob
   return j;
 }
 
-// A trained run folder's test-time recurrence curve: validation loss and bits per byte at each
-// r_eval of recurrence_curve_points(r) on `windows` windows of the corpus's val split.
-inline nlohmann::json recurrence_curve(const fs::path& dir, const fs::path& data, int64 seq_len, int64 windows) {
-  const eval::RunModel model = eval::load_run(dir);
+// A trained run's test-time recurrence curve: validation loss and bits per byte at each r_eval of
+// recurrence_curve_points(r) on `windows` windows of the corpus's val split.
+inline nlohmann::json recurrence_curve(const eval::RunModel& model, const fs::path& data, int64 seq_len, int64 windows) {
   const data::Corpus val = data::open_corpus(data, data::Split::val, data::Verify::headers);
   eval::ModelScorer<> scorer(model, model.spec.recur.r);
   nlohmann::json points = nlohmann::json::array();
@@ -133,13 +131,15 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
     if (r.status != "done")
       throw std::runtime_error(fmt::format("run {} {}: {}", req.run->id, r.status, r.message));
     nlohmann::json summary = r.json();
+    if (o.eval_items == 0 && o.curve_windows == 0) return summary;
+    const eval::RunModel model = eval::load_run(req.dir);  // read once for the probes and the curve
     if (o.eval_items > 0) {
       if (!*probes) *probes = sweep_probes(*req.spec, req.data, o.eval_items);
       summary["eval"] = (*probes)->tasks.empty()
                             ? nlohmann::json{{"skipped", fmt::format("no built-in probe fits in the sweep's context of {} tokens", req.spec->seq_len)}}
-                            : evaluate_run(req.dir, **probes, req.spec->seed);
+                            : evaluate_run(model, **probes, req.spec->seed);
     }
-    if (o.curve_windows > 0) summary["recurrence_curve"] = recurrence_curve(req.dir, req.data, req.spec->seq_len, o.curve_windows);
+    if (o.curve_windows > 0) summary["recurrence_curve"] = recurrence_curve(model, req.data, req.spec->seq_len, o.curve_windows);
     return summary;
   };
 }
