@@ -19,7 +19,8 @@ pkgs=(
   gnuplot-nox            # plots of sweep reports
   clang libclang-rt-14-dev  # libFuzzer (-fsanitize=fuzzer) for the fuzz stage, scripts/fuzz.sh; GCC has no libFuzzer
   bible-kjv bible-kjv-text fortunes fortunes-min python3.11-doc perl-doc  # text corpus sources (scripts/corpus.sh)
-  openmpi-bin libopenmpi-dev  # Open MPI: mpirun and the MPI headers of the coming data-parallel training (docs/dependencies.md)
+  openmpi-bin libopenmpi-dev  # Open MPI: mpirun and MPI for data-parallel `loopscale train` (docs/scaling-out.md)
+  jq                     # the MPI test (tests/train/mpi_train.sh) reads log.jsonl and summary.json
 )
 # Installed after everything above, Open MPI included: slurmd loads libpmix (Open MPI's PMIx) when it
 # starts, so a slurmd started before Open MPI was there cannot launch MPI steps. The live Slurm test

@@ -5,14 +5,24 @@
 #include <exception>
 
 #include "cli.hpp"
+#include "processes.hpp"
 #include "loopscale/spec/spec.hpp"
 #include "loopscale/train/checkpoint.hpp"
+#include "loopscale/train/dist/communicator.hpp"
 #include "loopscale/util/interrupt.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"loopscale: looped transformers, mixture of experts and their scaling laws"};
   app.require_subcommand(1);
   for (auto& reg : loopscale::cli::registry()) reg(app);
+  // Under an MPI launcher every rank parses the same command and meets the same bad input: rank 0
+  // alone prints it. The ranks agree on failures while they train (train/trainer.hpp), so a rank
+  // that fails alone ends the job (cli::end_job).
+  const int rank = loopscale::cli::process_rank();
+  const auto bad_input = [rank](const char* what) {
+    if (rank == 0) std::fprintf(stderr, "loopscale: error: %s\n", what);
+    return 2;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -23,26 +33,25 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const loopscale::interrupted_error& e) {
     // Stopped by a signal with its state saved: 75 (EX_TEMPFAIL) tells a job script to run it again.
-    std::fprintf(stderr, "loopscale: %s\n", e.what());
+    if (rank == 0) std::fprintf(stderr, "loopscale: %s\n", e.what());
     return loopscale::exit_interrupted;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "loopscale: error: %s\n", e.what());
-    return 2;
+    return bad_input(e.what());
   } catch (const loopscale::cli::usage_error& e) {
-    std::fprintf(stderr, "loopscale: error: %s\n", e.what());
-    return 2;
+    return bad_input(e.what());
   } catch (const loopscale::spec_error& e) {
-    std::fprintf(stderr, "loopscale: error: %s\n", e.what());
-    return 2;
+    return bad_input(e.what());
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "loopscale: error: %s\n", e.what());
-    return 2;
+    return bad_input(e.what());
   } catch (const loopscale::train::checkpoint_error& e) {
     // A checkpoint that cannot be used (truncated, corrupt, not the model's) is bad input too.
-    std::fprintf(stderr, "loopscale: error: %s\n", e.what());
-    return 2;
+    return bad_input(e.what());
+  } catch (const loopscale::train::other_rank_failed& e) {
+    return e.code;  // the failing rank said why
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "loopscale: failed: %s\n", e.what());
+    if (rank == 0) std::fprintf(stderr, "loopscale: failed: %s\n", e.what());
+    else std::fprintf(stderr, "loopscale: rank %d failed: %s\n", rank, e.what());
+    loopscale::cli::end_job(1);  // the other ranks may still be running: end them too
     return 1;
   }
   return 0;

@@ -160,6 +160,8 @@ const bool registered = add_command([](CLI::App& app) {
     auto eval_items = std::make_shared<int64>(EngineOptions{}.eval_items);
     auto curve_windows = std::make_shared<int64>(EngineOptions{}.curve_windows);
     auto no_eval = std::make_shared<bool>(false);
+    auto ranks = std::make_shared<int>(1);
+    auto launcher = std::make_shared<std::string>();
     CLI::App* sub = sweep->add_subcommand("run", "train every planned run (resumable; results in OUT/results.jsonl)");
     src->add_to(*sub);
     sub->add_option("--out", *out, "sweep folder")->required();
@@ -174,7 +176,13 @@ const bool registered = add_command([](CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(0, 100000));
     sub->add_flag("--no-eval", *no_eval, "do not score finished runs on the built-in probes nor draw their recurrence curves");
-    sub->callback([src, out, data, shard, threads, eval_items, curve_windows, no_eval] {
+    sub->add_option("--ranks", *ranks, "ranks per run: above 1, each run trains data-parallel under --launcher (--threads per rank)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 65536));
+    sub->add_option("--launcher", *launcher,
+                    "with --ranks: the command that starts the ranks, given -n RANKS (default: mpirun --oversubscribe; on Slurm: "
+                    "srun --mpi=pmix)");
+    sub->callback([src, out, data, shard, threads, eval_items, curve_windows, no_eval, ranks, launcher] {
       const Plan plan = src->plan();
       RunOptions opt;
       try {
@@ -196,6 +204,19 @@ const bool registered = add_command([](CLI::App& app) {
       eo.threads = *threads;
       eo.eval_items = *no_eval ? 0 : *eval_items;
       eo.curve_windows = *no_eval ? 0 : *curve_windows;
+      eo.ranks = *ranks;
+      eo.launcher = *launcher;
+      if (!launcher->empty() && *ranks == 1) throw usage_error("--launcher is only used with --ranks above 1");
+      if (*ranks > 1) {
+        try {
+          launcher_words(launcher->empty() ? default_launcher() : *launcher);
+        } catch (const sweep_error& e) {
+          throw usage_error(e.what());
+        }
+        if ((plan.spec.batch_tokens / plan.spec.seq_len) % *ranks != 0)  // every run's batch
+          throw usage_error(fmt::format("--ranks {}: the sweep's batch of {} sequences does not split evenly over {} ranks", *ranks,
+                                          plan.spec.batch_tokens / plan.spec.seq_len, *ranks));
+      }
       RunSummary s;
       // A signal stops the sweep after the current run's checkpoint: exit 75, resumable (run.hpp).
       const InterruptGuard guard;
@@ -255,7 +276,9 @@ const bool registered = add_command([](CLI::App& app) {
     sub->add_option("--qos", o->qos, "quality of service (default: the account's)");
     sub->add_option("--gpus", o->gpus, "GPUs per task: N or TYPE:N");
     sub->add_option("--gpu-request", o->gpu_request, "how to ask for the GPUs: gres (--gres=gpu:N) or gpus-per-task")->capture_default_str();
-    sub->add_option("--cpus", o->cpus, "CPUs per task (OMP_NUM_THREADS)")->capture_default_str();
+    sub->add_option("--cpus", o->cpus, "CPUs per task (OMP_NUM_THREADS; per rank with --ranks)")->capture_default_str();
+    sub->add_option("--ranks", o->ranks, "ranks per run (data parallel): #SBATCH --ntasks and sweep run --ranks")->capture_default_str();
+    sub->add_option("--launcher", o->launcher, "with --ranks: how a task starts its ranks")->capture_default_str();
     sub->add_option("--mem", o->mem, "memory per task")->capture_default_str();
     sub->add_option("--job-name", o->job_name, "job name (default: loopscale-NAME)");
     sub->add_option("--log", o->log, "each task's log, with Slurm's %A (job) and %a (task) (default: OUT/slurm-%A_%a.log)");

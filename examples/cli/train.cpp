@@ -3,7 +3,8 @@
 // bar on a terminal and as plain lines otherwise, and the result is summary.json in --out. The
 // recipe (--recipe, or the config's) gives every optimiser setting that neither names. SIGTERM,
 // SIGINT or SIGUSR1 stop it after the current step with a checkpoint and exit 75 (resumable); a
-// second process on the same --out is refused with exit 2.
+// second process on the same --out is refused with exit 2. Under mpirun or srun (a build with MPI)
+// the ranks train one model together (data parallel, docs/scaling-out.md); rank 0 prints.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "loopscale/eval/probes.hpp"
 #include "loopscale/train/trainer.hpp"
 #include "loopscale/util/interrupt.hpp"
+#include "processes.hpp"
 #include "spec_flags.hpp"
 
 namespace loopscale::cli {
@@ -32,6 +34,7 @@ struct TrainArgs {
   double mix_probes = 0;
   std::uint64_t mix_probes_seed = 0;
   bool dry_run = false;
+  double collective_timeout = 600;
   TrainArgs() {
     spec.vocab = 256;  // the byte-level corpus of scripts/corpus.sh
     spec.vocab_multiple = 64;
@@ -89,6 +92,17 @@ const bool registered = add_command([](CLI::App& app) {
                   "written to OUT/probes.bin, never the evaluation items)");
   sub->add_option("--mix-probes-seed", a->mix_probes_seed, "the probes' seed, the one `loopscale eval --seed` evaluates with")
       ->capture_default_str();
+  sub->add_option("--accum", c.accum,
+                  "micro-batches per step and rank: each forward pass computes batch / (ranks x accum) sequences, their "
+                  "gradients summed (less memory, the same step)")
+      ->capture_default_str();
+  sub->add_option("--reduction", c.reduction,
+                  "under mpirun: how the ranks' gradients are summed: allreduce (MPI's own order) or ordered (rank 0 + 1 + ..., "
+                  "so N ranks equal one process with --accum N bit for bit)")
+      ->capture_default_str();
+  sub->add_option("--collective-timeout", a->collective_timeout,
+                  "under mpirun: seconds a rank waits for the others in a collective before it ends the job (a rank died or hangs)")
+      ->capture_default_str();
   sub->add_flag("--dry-run", a->dry_run, "check everything, print the config, budget and memory estimate, and stop");
   c.data = "data/corpus";
 
@@ -128,7 +142,7 @@ const bool registered = add_command([](CLI::App& app) {
         {"--warmup", "warmup"}, {"--decay", "decay"}, {"--final-lr-frac", "final_lr_frac"}, {"--softcap", "softcap"},
         {"--data", "data"}, {"--out", "out"}, {"--seed", "seed"}, {"--threads", "threads"}, {"--eval-every", "eval_every"},
         {"--eval-tokens", "eval_tokens"}, {"--checkpoint-every", "checkpoint_every"}, {"--peak-flops", "peak_flops"},
-        {"--resume", "resume"}};
+        {"--resume", "resume"}, {"--accum", "accum"}, {"--reduction", "reduction"}};
     for (const auto& [flag, key] : map)
       if (sub->get_option(flag)->count() > 0) j[key] = flags[key];
     // One budget flag replaces the file's other budget; both flags given are checked as both.
@@ -150,6 +164,9 @@ const bool registered = add_command([](CLI::App& app) {
     }
     if (cfg.tokens == 0 && cfg.flops == 0) throw usage_error("give a budget: --tokens or --flops");
     if (cfg.out.empty()) throw usage_error("--out is required");
+    if (!(a->collective_timeout > 0) || !std::isfinite(a->collective_timeout)) throw usage_error("--collective-timeout must be positive");
+    // Under mpirun or srun, the ranks (MPI starts here; one plain process otherwise).
+    train::Communicator& comm = a->dry_run ? train::single_process() : processes(a->collective_timeout);
     if (sub->get_option("--mix-probes")->count() > 0) {
       if (!(a->mix_probes > 0 && a->mix_probes < 1)) throw usage_error("--mix-probes must be a fraction in (0, 1)");
       cfg.mix_frac = a->mix_probes;
@@ -159,7 +176,7 @@ const bool registered = add_command([](CLI::App& app) {
         throw usage_error(fmt::format("--mix-probes: the probes are byte text, and {} is not a byte-level corpus (vocab 256)", cfg.data));
       // The text of the probes `loopscale eval` scores this run on (same seed, items and prompt
       // bytes), minus those evaluation items; deterministic, so a resumed run writes nothing new.
-      if (!a->dry_run && !std::filesystem::exists(cfg.mix_data)) {
+      if (!a->dry_run && comm.root() && !std::filesystem::exists(cfg.mix_data)) {
         const std::string text = eval::probe_training_text(
             {a->mix_probes_seed, 200, std::min<int64>(256, cfg.seq_len), {}}, std::size_t{2} << 20);
         std::vector<std::int32_t> tokens(text.begin(), text.end());
@@ -167,6 +184,7 @@ const bool registered = add_command([](CLI::App& app) {
         std::filesystem::create_directories(cfg.out);
         data::write_token_file(cfg.mix_data, tokens, 256);
       }
+      comm.gather(0, "the writing of probes.bin");  // the other ranks read it once rank 0 wrote it
     }
 
     if (a->dry_run) {
@@ -182,7 +200,9 @@ const bool registered = add_command([](CLI::App& app) {
     }
 
     const bool tty = isatty(fileno(stderr)) != 0;
-    const auto show = [tty](const train::TrainProgress& p) {
+    const bool quiet = !comm.root();  // rank 0 shows the progress of all
+    const auto show = [tty, quiet](const train::TrainProgress& p) {
+      if (quiet) return true;
       const double frac = static_cast<double>(p.step) / static_cast<double>(p.steps);
       const double eta = p.seconds / std::max(frac, 1e-9) * (1 - frac);
       std::string val = p.val_loss ? fmt::format("  val {:.4f} ({:.3f} bpb)", *p.val_loss, *p.val_bpb) : "";
@@ -201,13 +221,14 @@ const bool registered = add_command([](CLI::App& app) {
       return true;
     };
     const InterruptGuard guard;  // SIGTERM/SIGINT/SIGUSR1: stop after the step with a checkpoint
-    const train::TrainResult r = train::train(cfg, show);
+    const train::TrainResult r = train::train(cfg, show, comm);
     if (r.status == "interrupted")
       throw interrupted_error(interrupt_signal(), fmt::format("train: {} (the same command with --resume)", r.message));
     if (r.status == "diverged") {
-      fmt::print(stderr, "loopscale: train: {}\n", r.message);
-      throw std::runtime_error("training diverged");
+      if (comm.root()) fmt::print(stderr, "loopscale: train: {}\n", r.message);
+      throw train::other_rank_failed(0, 1, "found the training diverged");  // every rank did: exit 1, no more lines
     }
+    if (!comm.root()) return;
     fmt::print("{}: val_loss {:.4f} nats/token, val_bpb {:.4f}, {} tokens in {}, {:.0f} tok/s, mfu {:.1f}%, peak RSS {} MiB -> {}\n",
                r.status, r.val_loss, r.val_bpb, r.tokens, duration(r.seconds), r.tokens_per_s, 100 * r.mfu, r.peak_rss_bytes >> 20,
                (std::filesystem::path(cfg.out) / "summary.json").string());

@@ -206,6 +206,14 @@ TEST_CASE("slurm: partition, account, QOS, GPUs, throttle, modules, setup lines,
   o.gpu_request = "gpus-per-task";
   CHECK(slurm_script(plan, o).find("#SBATCH --gpus-per-task=a100:2\n") != std::string::npos);
   CHECK(slurm_script(plan, o).find("--gres") == std::string::npos);
+  // Runs on several ranks: one task per rank, started by the sweep through srun.
+  CHECK(slurm_script(plan, o).find("--ntasks") == std::string::npos);
+  CHECK(slurm_script(plan, o).find("--ranks") == std::string::npos);
+  o.ranks = 4;
+  const std::string rs = slurm_script(plan, o);
+  CHECK(rs.find("#SBATCH --ntasks=4\n") != std::string::npos);
+  CHECK(rs.find(fmt::format(" --ranks 4 --launcher 'srun --mpi=pmix' --threads {} &\n", o.cpus)) != std::string::npos);
+  o.ranks = 1;
   // Defaults: no throttle, no account or QOS, the log in the sweep folder with a '%' of the
   // folder's name doubled (Slurm would read "%x" as a pattern), the spec's name in the job name.
   SlurmOptions d;
@@ -259,6 +267,11 @@ TEST_CASE("slurm: an option Slurm would refuse, or one that would break the scri
       {"unknown GPU request", [](SlurmOptions& o) { o.gpu_request = "gpu"; }, "--gpu-request 'gpu'"},
       {"negative throttle", [](SlurmOptions& o) { o.throttle = -1; }, "--throttle -1"},
       {"no CPUs", [](SlurmOptions& o) { o.cpus = 0; }, "--cpus 0"},
+      {"no ranks", [](SlurmOptions& o) { o.ranks = 0; }, "--ranks 0"},
+      {"launcher with a quote", [](SlurmOptions& o) {
+         o.ranks = 2;
+         o.launcher = "srun '--x'";
+       }, "--launcher"},
       {"signal beyond 16 bits", [](SlurmOptions& o) { o.signal_seconds = 70000; }, "--signal-seconds 70000"},
       {"negative signal", [](SlurmOptions& o) { o.signal_seconds = -1; }, "--signal-seconds"},
       {"log with a space", [](SlurmOptions& o) { o.log = "/a b/x.log"; }, "--log"},

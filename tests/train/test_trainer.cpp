@@ -623,3 +623,124 @@ TEST_CASE("loopscale train --recipe: the recipe's defaults, flags and files over
   fs::remove_all(data);
   fs::remove(file);
 }
+
+TEST_CASE("trainer: accum cuts each step's batch into micro-batches: the same steps within float reassociation, resumes bit for bit",
+          "[train][trainer][accum]") {
+  const fs::path data = make_corpus("accum");
+  const auto run = [&](const std::string& name, int64 accum, bool moe) {
+    const fs::path out = temp_dir(name);
+    fs::remove_all(out);
+    TrainConfig c = tiny_config(data, out);
+    c.accum = accum;
+    c.eval_tokens = 256;  // 4 batches of 4: split into forward passes of batch / accum
+    if (moe) {
+      for (StackSpec* st : {&c.spec.prelude, &c.spec.recur.block, &c.spec.coda})
+        for (LayerSpec& l : st->layers) {
+          l.ffn.experts = 4;
+          l.ffn.top_k = 2;
+          l.ffn.hidden = 32;
+        }
+      c.moe_balance = "bias:0.01";
+    }
+    const TrainResult r = train::train(c);
+    REQUIRE(r.status == "done");
+    return std::make_pair(c, losses(out / "log.jsonl"));
+  };
+  for (const bool moe : {false, true}) {
+    INFO((moe ? "MoE" : "dense"));
+    const auto [c1, whole] = run("accum1", 1, moe);
+    for (const int64 accum : {2, 4}) {
+      const auto [c, split] = run("accum" + std::to_string(accum), accum, moe);
+      REQUIRE(split.size() == whole.size());
+      for (std::size_t s = 0; s < whole.size(); ++s) {
+        CHECK(split[s].first == Approx(whole[s].first).margin(2e-3));
+        CHECK(split[s].second == Approx(whole[s].second).margin(2e-3));
+      }
+      if (accum == 2) {  // stopped after step 5 and resumed: bit for bit with the same split
+        TrainConfig p = c;
+        p.out = temp_dir("accum_part").string();
+        const fs::path other = temp_dir("accum_resplit");
+        for (const fs::path& f : {fs::path(p.out), other}) fs::remove_all(f);
+        REQUIRE(train::train(p, [](const TrainProgress& q) { return q.step < 5; }).status == "stopped");
+        fs::copy(p.out, other, fs::copy_options::recursive);
+        p.resume = true;
+        REQUIRE(train::train(p).resumed_from == 5);
+        REQUIRE(losses(fs::path(p.out) / "log.jsonl") == split);
+        // The checkpoint records the split and a checksum of the state.
+        const Checkpoint<float> ck = load_checkpoint<float>(fs::path(p.out) / "checkpoint.bin");
+        CHECK(ck.meta.at("accum") == 2);
+        CHECK(ck.meta.at("ranks") == 1);
+        CHECK(ck.meta.at("state_checksum").get<std::string>().rfind("xxh3-64:", 0) == 0);
+        // The same checkpoint resumed with another split: allowed (the same data), said in the log.
+        TrainConfig q = p;
+        q.out = other.string();
+        q.accum = 1;
+        REQUIRE(train::train(q).status == "done");
+        const auto log = read_log(other / "log.jsonl");
+        REQUIRE(log.size() == whole.size());
+        CHECK(log[5].value("resplit", std::string()).find("by 1 rank(s) x 2 micro-batch(es), this run has 1 x 1") != std::string::npos);
+        CHECK(log.back().at("loss").get<double>() == Approx(whole.back().first).margin(2e-3));
+        for (const fs::path& f : {fs::path(p.out), other}) fs::remove_all(f);
+      }
+    }
+  }
+  TrainConfig bad = tiny_config(data, temp_dir("accum_bad"));
+  bad.accum = 3;
+  REQUIRE_THROWS_WITH(train::train(bad), Catch::Contains("batch 4 does not split evenly over 1 rank x 3 micro-batches"));
+  bad.accum = 0;
+  REQUIRE_THROWS_WITH(train::train(bad), Catch::Contains("accum (micro-batches per rank and step) must be at least 1"));
+  bad.accum = 1;
+  bad.reduction = "tree";
+  REQUIRE_THROWS_WITH(train::train(bad), Catch::Contains("reduction must be allreduce or ordered, not 'tree'"));
+  for (const char* n : {"accum1", "accum2", "accum4"}) fs::remove_all(temp_dir(n));
+  fs::remove_all(data);
+}
+
+namespace {
+// Rank 0 of two, the other rank a mirror of this one: sums double, gathers repeat, except that the
+// checksum comparison can be told to see another checksum on rank 1 (a replica that diverged).
+struct MirroredRanks final : Communicator {
+  bool diverged = false;
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string describe() const override { return "test: rank 0 of 2, mirrored"; }
+  void sum(std::span<float> x, Reduction, const char*) override {
+    for (float& v : x) v += v;
+  }
+  void sum(std::span<double> x, Reduction, const char* what) override {
+    if (std::string(what).find("losses") != std::string::npos) return;  // one nonzero entry per chunk: the other rank's are its own
+    for (double& v : x) v += v;
+  }
+  std::vector<std::uint64_t> gather(std::uint64_t v, const char* what) override {
+    return {v, diverged && std::string(what) == "the checksum comparison" ? v ^ 1 : v};
+  }
+};
+}  // namespace
+
+TEST_CASE("trainer: on several ranks, every checkpoint compares the replicas' checksums and stops when they differ",
+          "[train][trainer][ranks]") {
+  const fs::path data = make_corpus("ranks");
+  TrainConfig c = tiny_config(data, temp_dir("ranks_ok"));
+  fs::remove_all(c.out);
+  c.checkpoint_every = 4;
+  MirroredRanks agree;
+  const TrainResult ok = train::train(c, {}, agree);
+  REQUIRE(ok.status == "done");
+  const nlohmann::json first = read_log(fs::path(c.out) / "log.jsonl").front();
+  CHECK(first.at("ranks") == 2);
+  CHECK(first.at("communicator") == "test: rank 0 of 2, mirrored");
+  CHECK(load_checkpoint<float>(fs::path(c.out) / "checkpoint.bin").meta.at("ranks") == 2);
+  MirroredRanks split;
+  split.diverged = true;
+  c.out = temp_dir("ranks_diverged").string();
+  fs::remove_all(c.out);
+  REQUIRE_THROWS_WITH(train::train(c, {}, split), Catch::Contains("the ranks' parameters differ at step 4: rank 1 has checksum"));
+  // A batch that does not split over the ranks is bad input, before anything is written.
+  c.batch = 3;
+  c.out = temp_dir("ranks_bad").string();
+  fs::remove_all(c.out);
+  REQUIRE_THROWS_WITH(train::train(c, {}, agree), Catch::Contains("batch 3 does not split evenly over 2 ranks x 1 micro-batches"));
+  CHECK(!fs::exists(c.out));
+  for (const char* n : {"ranks_ok", "ranks_diverged"}) fs::remove_all(temp_dir(n));
+  fs::remove_all(data);
+}

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -20,8 +22,10 @@
 #include "loopscale/eval/run_model.hpp"
 #include "loopscale/eval/score.hpp"
 #include "loopscale/eval/validation.hpp"
+#include "loopscale/sweep/launch.hpp"
 #include "loopscale/sweep/run.hpp"
 #include "loopscale/train/trainer.hpp"
+#include "loopscale/util/atomic_file.hpp"
 #include "loopscale/util/interrupt.hpp"
 
 namespace loopscale::sweep {
@@ -43,6 +47,10 @@ struct EngineOptions {
   // so that the report can draw the curve of each r's largest model; 0: none. 32 windows of 256
   // tokens cost about 8 (1 + 2 + ... + 4r) / r forward passes of a 1,024-token batch.
   int64 curve_windows = 32;
+  // Ranks per run: above 1, each run trains data-parallel under `launcher` (sweep/launch.hpp;
+  // empty: default_launcher(), mpirun), `threads` threads per rank.
+  int ranks = 1;
+  std::string launcher;
 };
 
 // The built-in probes a sweep's runs are scored on: drawn once per sweep from its seed, each
@@ -106,6 +114,32 @@ inline train::TrainConfig train_config(const SweepSpec& spec, const PlannedRun& 
   return c;
 }
 
+// Trains one run on o.ranks ranks: its config goes to RUN/train_config.json, `LAUNCHER -n RANKS
+// loopscale train --config` trains it (data-parallel, rank 0 writing the run folder), and its
+// summary.json is the result. Exit 75 (stopped with a checkpoint) stops the sweep like a signal.
+inline nlohmann::json train_on_ranks(const train::TrainConfig& c, const RunRequest& req, const EngineOptions& o) {
+  fs::create_directories(req.dir);
+  const fs::path config = req.dir / "train_config.json";
+  write_file_atomic(config, nlohmann::json(c).dump(2) + "\n");
+  std::vector<std::string> argv = launcher_words(o.launcher.empty() ? default_launcher() : o.launcher);
+  for (const std::string& a : {std::string("-n"), std::to_string(o.ranks), this_program(), std::string("train"),
+                               std::string("--config"), config.string()})
+    argv.push_back(a);
+  const int rc = run_forwarding_stop(argv);
+  if (rc == exit_interrupted)
+    throw interrupted_error(interrupt_signal() != 0 ? interrupt_signal() : SIGUSR1,
+                            fmt::format("sweep: run {} stopped on its {} ranks with a checkpoint; run the sweep again to resume", req.run->id, o.ranks));
+  if (rc != 0)
+    throw std::runtime_error(fmt::format("run {}: `{} -n {} ... train` exited with {} (its ranks' messages are above)", req.run->id,
+                                         o.launcher.empty() ? default_launcher() : o.launcher, o.ranks, rc));
+  std::ifstream in(req.dir / "summary.json");
+  nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
+  if (s.is_discarded() || !s.is_object() || s.value("status", "") != "done")
+    throw std::runtime_error(fmt::format("run {}: the ranks exited 0 but {} holds no finished run", req.run->id, (req.dir / "summary.json").string()));
+  for (const char* k : {"config", "flops_per_token", "memory_estimate"}) s.erase(k);  // as TrainResult::json() has it, plus the ranks
+  return s;
+}
+
 inline RunFn engine_run_fn(const EngineOptions& o = {}) {
   auto peak = std::make_shared<double>(0.0);  // measured once per sweep call, not once per run
   auto probes = std::make_shared<std::optional<eval::Bundle>>();  // drawn once per sweep call
@@ -117,20 +151,25 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
       const int64 n = std::clamp<int64>(static_cast<int64>(run_flops / o.flops_per_checkpoint), o.min_checkpoints, o.max_checkpoints);
       c.checkpoint_every = std::max<int64>(1, req.run->steps / n);
     }
-    if (c.peak_flops == 0) {
-      if (*peak == 0) *peak = train::measure_peak_flops(c.threads);
-      c.peak_flops = *peak;
+    nlohmann::json summary;
+    if (o.ranks > 1) {
+      summary = train_on_ranks(c, req, o);  // each rank measures its own peak
+    } else {
+      if (c.peak_flops == 0) {
+        if (*peak == 0) *peak = train::measure_peak_flops(c.threads);
+        c.peak_flops = *peak;
+      }
+      const train::TrainResult r = train::train(c, [&](const train::TrainProgress& p) {
+        if (req.progress) req.progress({p.step, p.steps, p.loss, p.tokens_per_s});
+        return true;
+      });
+      // A signal (util/interrupt.hpp) stopped the run after a checkpoint: the sweep stops too, and
+      // the run gets no results line; the next `sweep run` resumes it.
+      if (r.status == "interrupted") throw interrupted_error(interrupt_signal(), fmt::format("sweep: run {} {}", req.run->id, r.message));
+      if (r.status != "done")
+        throw std::runtime_error(fmt::format("run {} {}: {}", req.run->id, r.status, r.message));
+      summary = r.json();
     }
-    const train::TrainResult r = train::train(c, [&](const train::TrainProgress& p) {
-      if (req.progress) req.progress({p.step, p.steps, p.loss, p.tokens_per_s});
-      return true;
-    });
-    // A signal (util/interrupt.hpp) stopped the run after a checkpoint: the sweep stops too, and
-    // the run gets no results line; the next `sweep run` resumes it.
-    if (r.status == "interrupted") throw interrupted_error(interrupt_signal(), fmt::format("sweep: run {} {}", req.run->id, r.message));
-    if (r.status != "done")
-      throw std::runtime_error(fmt::format("run {} {}: {}", req.run->id, r.status, r.message));
-    nlohmann::json summary = r.json();
     if (o.eval_items == 0 && o.curve_windows == 0) return summary;
     const eval::RunModel model = eval::load_run(req.dir);  // read once for the probes and the curve
     if (o.eval_items > 0) {

@@ -49,7 +49,9 @@ struct SlurmOptions {
   std::string qos;                    // empty: the account's default QOS
   std::string gpus;                   // GPUs per task, "N" or "TYPE:N"; empty: none
   std::string gpu_request = "gres";   // how to ask for them: gres (--gres=gpu:N) | gpus-per-task
-  int64 cpus = 8;
+  int64 cpus = 8;                     // CPUs per task (per rank with ranks > 1)
+  int64 ranks = 1;                    // ranks per run: above 1, --ntasks and `sweep run --ranks` under `launcher`
+  std::string launcher = "srun --mpi=pmix";  // how a task starts its ranks (Debian's Slurm + Open MPI: pmix only)
   std::string mem = "64G";
   std::string job_name;               // empty: loopscale-NAME, from the spec's name
   std::string log;                    // each task's log (Slurm's %A, %a patterns); empty: OUT/slurm-%A_%a.log
@@ -147,6 +149,9 @@ inline void check_slurm_options(const SlurmOptions& o) {
   if (o.spec_arg.empty()) throw sweep_error("slurm: the spec (file on the cluster or preset) is required");
   if (o.throttle < 0) throw sweep_error(fmt::format("slurm: --throttle {} must be at least 0 (0: no limit)", o.throttle));
   if (o.cpus < 1) throw sweep_error(fmt::format("slurm: --cpus {} must be at least 1", o.cpus));
+  if (o.ranks < 1 || o.ranks > 65536) throw sweep_error(fmt::format("slurm: --ranks {} must be between 1 and 65536", o.ranks));
+  if (o.ranks > 1 && (o.launcher.find_first_of("\n\r'") != std::string::npos || o.launcher.find_first_not_of(' ') == std::string::npos))
+    throw sweep_error(fmt::format("slurm: --launcher {} must be a command line without quotes or line breaks", shown(o.launcher)));
   // Slurm keeps the warning's lead time in 16 bits.
   if (o.signal_seconds < 0 || o.signal_seconds > 65535)
     throw sweep_error(fmt::format("slurm: --signal-seconds {} must be between 0 and 65535", o.signal_seconds));
@@ -207,6 +212,7 @@ inline std::string slurm_script(const Plan& plan, const SlurmOptions& o) {
   s += fmt::format("#SBATCH --job-name={}\n", o.job_name.empty() ? slurm_detail::job_name_of(plan.spec.name) : o.job_name);
   s += fmt::format("#SBATCH --array=0-{}{}\n", o.shards - 1, o.throttle > 0 ? fmt::format("%{}", o.throttle) : "");
   s += fmt::format("#SBATCH --time={}\n", o.time);
+  if (o.ranks > 1) s += fmt::format("#SBATCH --ntasks={}\n", o.ranks);  // each run's ranks (the shell and sweep run in the first)
   s += fmt::format("#SBATCH --cpus-per-task={}\n", o.cpus);
   s += fmt::format("#SBATCH --mem={}\n", o.mem);
   if (!o.partition.empty()) s += fmt::format("#SBATCH --partition={}\n", o.partition);
@@ -228,8 +234,9 @@ inline std::string slurm_script(const Plan& plan, const SlurmOptions& o) {
   s += "set -u\n";
   s += "mkdir -p " + shell_quote(o.out) + "\n";
   s += "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}\n";
-  s += fmt::format("{} sweep run {} --out {} --data {} --shard \"${{SLURM_ARRAY_TASK_ID}}/{}\" &\n", shell_quote(o.program),
-                   o.spec_arg, shell_quote(o.out), shell_quote(o.data), o.shards);
+  const std::string ranks = o.ranks > 1 ? fmt::format(" --ranks {} --launcher '{}' --threads {}", o.ranks, o.launcher, o.cpus) : "";
+  s += fmt::format("{} sweep run {} --out {} --data {} --shard \"${{SLURM_ARRAY_TASK_ID}}/{}\"{} &\n", shell_quote(o.program),
+                   o.spec_arg, shell_quote(o.out), shell_quote(o.data), o.shards, ranks);
   s += "child=$!\n";
   s += "# The shell gets USR1 (--signal=B:); loopscale must, to checkpoint and stop.\n";
   s += "got=\n";

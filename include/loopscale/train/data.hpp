@@ -79,14 +79,18 @@ class TrainSampler {
   }
 
   // Fills batch x T inputs and targets for optimiser step `step`.
-  void batch(int64 step, int64 batch, std::int32_t* inputs, std::int32_t* targets) const {
-    for (int64 b = 0; b < batch; ++b) {
+  void batch(int64 step, int64 batch, std::int32_t* inputs, std::int32_t* targets) const { this->batch(step, 0, batch, inputs, targets); }
+  // Sequences [first, first + count) of step `step`'s batch: a data-parallel rank's share, the
+  // same windows whatever the split (trainer.hpp).
+  void batch(int64 step, int64 first, int64 count, std::int32_t* inputs, std::int32_t* targets) const {
+    for (int64 i = 0; i < count; ++i) {
+      const int64 b = first + i;
       const Corpus& c = from_mix(step, b) ? *mix_ : c_;
       const std::uint64_t s = start(step, b);
       c.read(s, window_.size(), window_.data());
       c.release(s, window_.size());
-      std::copy(window_.begin(), window_.end() - 1, inputs + b * T_);
-      std::copy(window_.begin() + 1, window_.end(), targets + b * T_);
+      std::copy(window_.begin(), window_.end() - 1, inputs + i * T_);
+      std::copy(window_.begin() + 1, window_.end(), targets + i * T_);
     }
   }
 

@@ -214,6 +214,9 @@ class Transformer {
   const std::string& moe_name(int64 i) const { return moe_[i].name; }
   const kernels::MoeShape& moe_shape(int64 i) const { return moe_[i].shape->ms; }
   const kernels::MoeStats& moe_stats(int64 i) const { return moe_[i].stats; }
+  // Replaces layer i's statistics of the step (data parallelism: the whole batch's, summed over
+  // micro-batches and ranks), before update_moe_bias and the step's log line read them.
+  void set_moe_stats(int64 i, const kernels::MoeStats& s) { moe_[i].stats = s; }
   std::span<T> moe_bias(int64 i) { return moe_[i].bias; }
   std::span<const T> moe_bias(int64 i) const { return moe_[i].bias; }
   const kernels::MoeRouting& moe_routing() const { return routing_; }

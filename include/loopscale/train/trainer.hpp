@@ -32,6 +32,15 @@
 //          to 0.1; InitScheme::paper
 // docs/training.md lists where the paper recipe differs from the paper's code.
 //
+// Data parallelism: train(config, progress, comm) with a Communicator of N processes (an
+// MpiCommunicator, train/dist/mpi.hpp, under mpirun or srun) trains one model on N ranks. Every
+// rank holds the whole model and optimiser; each computes its 1/N of the batch (as config.accum
+// micro-batches), the gradients are summed over the ranks (config.reduction) and every rank takes
+// the same optimiser step (replicated, not sharded), so the ranks hold the same bits throughout,
+// which each checkpoint verifies (a checksum of parameters and optimiser state from every rank).
+// Rank 0 alone writes the run folder. A signal to any rank stops all of them after the same step;
+// a failure on one rank ends the job on all of them. docs/scaling-out.md.
+//
 // Everything that can be wrong with the input (spec, numbers, data files, memory) is checked and
 // reported as a config_error (or corpus_error / spec_error, all std::invalid_argument) before the
 // first step.
@@ -41,11 +50,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -53,13 +64,17 @@
 
 #include <sys/resource.h>
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "loopscale/account/flops.hpp"
 #include "loopscale/account/memory.hpp"
 #include "loopscale/spec/spec_json.hpp"
 #include "loopscale/train/checkpoint.hpp"
+#include "loopscale/data/checksum.hpp"
 #include "loopscale/train/data.hpp"
+#include "loopscale/train/dist/communicator.hpp"
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/optim.hpp"
 #include "loopscale/util/atomic_file.hpp"
@@ -120,6 +135,13 @@ struct TrainConfig {
   // probes' training text there (docs/eval.md).
   double mix_frac = 0;
   std::string mix_data;
+  // Data parallelism (train/dist/): each optimiser step's batch is cut into ranks x accum chunks of
+  // batch / (ranks x accum) sequences; rank k computes chunks k*accum .. k*accum + accum - 1 one
+  // after the other (gradient accumulation), and the chunks' gradients are summed over the ranks
+  // as `reduction` says (allreduce | ordered, communicator.hpp) and divided by their count. How the
+  // batch is split is not part of the run's identity: a run may resume with another split.
+  int64 accum = 1;
+  std::string reduction = "allreduce";
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, recipe, init, spec, batch, seq_len, tokens, flops, lr,
@@ -127,7 +149,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, recipe, init, spec,
                                                 beta1, beta2, eps, muon_momentum, grad_clip, warmup, decay, final_lr_frac,
                                                 softcap, data, out, seed, threads, eval_every, eval_tokens,
                                                 checkpoint_every, resume, peak_flops, moe_router, moe_renormalize,
-                                                moe_balance, moe_z_loss, moe_capacity, mix_frac, mix_data)
+                                                moe_balance, moe_z_loss, moe_capacity, mix_frac, mix_data, accum,
+                                                reduction)
 
 inline Recipe parse_recipe(const std::string& s) {
   if (const std::optional<Recipe> r = parse_name<Recipe>(s)) return *r;
@@ -339,12 +362,24 @@ inline void check_config(const TrainConfig& c) {
   check(c.mix_frac == 0 || !c.mix_data.empty(), "mix_frac needs mix_data, the token file to mix in");
   check(c.mix_data.empty() || c.mix_frac > 0, "mix_data is given but mix_frac is 0");
   parse_decay(c.decay);
+  check(c.accum >= 1, "accum (micro-batches per rank and step) must be at least 1");
+  check(parse_name<Reduction>(c.reduction).has_value(), "reduction must be " + std::string(names_of(Reduction{}).choices()) + ", not '" + c.reduction + "'");
+}
+
+// Sequences each forward pass of a rank computes: batch / (ranks x accum), which must be whole.
+inline int64 micro_batch(const TrainConfig& c, int ranks) {
+  const int64 chunks = static_cast<int64>(ranks) * c.accum;
+  if (c.batch % chunks != 0)
+    throw config_error("config: batch " + std::to_string(c.batch) + " does not split evenly over " + std::to_string(ranks) +
+                       (ranks == 1 ? " rank" : " ranks") + " x " + std::to_string(c.accum) +
+                       " micro-batches (accum); give a batch that is a multiple of " + std::to_string(chunks));
+  return c.batch / chunks;
 }
 
 // The fields that must agree between a checkpoint and the config resuming it.
 inline nlohmann::json identity(const TrainConfig& c) {
   nlohmann::json j = c;
-  for (const char* k : {"out", "data", "resume", "eval_every", "checkpoint_every", "peak_flops"}) j.erase(k);
+  for (const char* k : {"out", "data", "resume", "eval_every", "checkpoint_every", "peak_flops", "accum", "reduction"}) j.erase(k);
   return j;
 }
 
@@ -489,8 +524,9 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
 // Checks the config, the data and the memory and loads the checkpoint to resume; sets the backend's
 // threads (the memory estimate depends on them).
 template <class B>
-RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files) {
+RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks = 1) {
   check_config(cfg);
+  const int64 micro = micro_batch(cfg, ranks);
   const std::filesystem::path data(cfg.data);
   RunInputs in;
   in.train = data::open_corpus(data, data::Split::train);
@@ -508,12 +544,12 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files) {
 
   B::set_threads(cfg.threads);
   in.length = training_length(cfg);
-  in.memory = count_memory(cfg.spec, cfg.batch, cfg.seq_len, B::threads());
+  in.memory = count_memory(cfg.spec, micro, cfg.seq_len, B::threads());
   const int64 avail = available_memory_bytes();
   if (avail > 0 && in.memory.total > avail)
-    throw config_error("config: batch " + std::to_string(cfg.batch) + " x " + std::to_string(cfg.seq_len) + " needs about " +
+    throw config_error("config: batch " + std::to_string(micro) + " x " + std::to_string(cfg.seq_len) + " needs about " +
                        std::to_string(in.memory.total >> 20) + " MiB but only " + std::to_string(avail >> 20) +
-                       " MiB are available; lower --batch or --seq-len, or use truncated BPTT");
+                       " MiB are available; lower --batch or --seq-len, raise --accum, or use truncated BPTT");
   in.checkpoint = checkpoint_to_resume(cfg, files);
   // The same token ids must mean the same text: a resumed run keeps its tokenizer.
   if (in.checkpoint)
@@ -586,6 +622,44 @@ Optimizer<T, B> optimizer_of(const TrainConfig& cfg, const std::vector<ParamTens
 
 namespace detail {
 
+// The exit code a failure means: 2 for bad input (std::invalid_argument, an unusable checkpoint),
+// 1 for anything else.
+inline int exit_code_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::invalid_argument&) {
+    return 2;
+  } catch (const checkpoint_error&) {
+    return 2;
+  } catch (...) {
+    return 1;
+  }
+}
+
+// Ends a phase every rank goes through (`failure`: this rank's, or null): when any rank failed,
+// the first one rethrows its own failure and the others throw other_rank_failed. Programs print
+// the errors of rank 0 only (every rank meets the same bad input), so the first failing rank
+// prints its message here when it is not rank 0.
+inline void agree_on_failure(Communicator& comm, const std::exception_ptr& failure, const char* phase) {
+  if (comm.size() == 1) {
+    if (failure) std::rethrow_exception(failure);
+    return;
+  }
+  const Failure f = first_failure(comm, failure ? exit_code_of(failure) : 0, phase);
+  if (f.rank < 0) return;
+  if (f.rank != comm.rank()) throw other_rank_failed(f.rank, f.code, std::string("failed during ") + phase);
+  if (comm.rank() != 0) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loopscale: rank %d: %s: %s\n", comm.rank(), f.code == 2 ? "error" : "failed", e.what());
+    } catch (...) {
+    }
+    throw other_rank_failed(f.rank, f.code, std::string("failed during ") + phase);
+  }
+  std::rethrow_exception(failure);
+}
+
 inline Schedule schedule_of(const TrainConfig& cfg, const TrainingLength& length) {
   Schedule s;
   s.lr = cfg.lr;
@@ -616,8 +690,13 @@ class Trainer {
 
   // Builds the model and the optimiser and restores them from `in.checkpoint` (whose buffers are
   // freed afterwards) or initialises them and starts an empty log.
-  Trainer(const TrainConfig& cfg, RunInputs&& in, const RunFiles& files, clock::time_point wall0, const ProgressFn& progress)
-      : cfg_(cfg),
+  Trainer(const TrainConfig& cfg, RunInputs&& in, const RunFiles& files, clock::time_point wall0, const ProgressFn& progress,
+          Communicator& comm)
+      : comm_(comm),
+        reduction_(*parse_name<Reduction>(cfg.reduction)),
+        chunks_(static_cast<int64>(comm.size()) * cfg.accum),
+        micro_(micro_batch(cfg, comm.size())),
+        cfg_(cfg),
         files_(files),
         progress_(progress),
         wall0_(wall0),
@@ -626,24 +705,23 @@ class Trainer {
         memory_(in.memory),
         per_step_(cfg.batch * cfg.seq_len),
         eval_batches_(std::max<int64>(1, cfg.eval_tokens / per_step_)),
-        model_(cfg.spec, cfg.batch, cfg.seq_len, cfg.softcap, routing_of(cfg)),
+        model_(cfg.spec, micro_, cfg.seq_len, cfg.softcap, routing_of(cfg)),
         opt_(optimizer_of<float, B>(cfg, model_.tensors(), model_.num_params())),
         sched_(schedule_of(cfg, length_)),
         sampler_(in.train, cfg.seed, cfg.seq_len, in.mix, cfg.mix_frac),
         valset_(in.val, cfg.seq_len, eval_batches_ * cfg.batch),
-        inputs_(static_cast<std::size_t>(per_step_)),
-        targets_(inputs_.size()) {
+        inputs_(static_cast<std::size_t>(micro_ * cfg.seq_len)),
+        targets_(inputs_.size()),
+        chunk_loss_(static_cast<std::size_t>(chunks_)) {
+    if (cfg.accum > 1) grad_sum_.resize(static_cast<std::size_t>(model_.num_params()));
     res_.params = model_.num_params();
     res_.memory_estimate_bytes = memory_.total;
-    res_.peak_flops = cfg.peak_flops > 0 ? cfg.peak_flops : measure_peak_flops(B::threads());
-    res_.peak_source = cfg.peak_flops > 0 ? std::string("given")
-                                          : std::string("measured ") + peak_isa().name + " x" + std::to_string(peak_isa().lanes);
     if (in.checkpoint) {
       restore(*in.checkpoint);
       in.checkpoint.reset();  // the copies are in place; free the checkpoint's buffers
     } else {
       model_.init(cfg.seed, parse_init(cfg.init));
-      write_file_atomic(files_.log, std::string());
+      if (comm_.root()) write_file_atomic(files_.log, std::string());
     }
   }
 
@@ -653,7 +731,8 @@ class Trainer {
   // Trains from the restored step to the last one; stops early when the loss diverges or the
   // progress callback says so.
   TrainResult train() {
-    log_.open(files_.log, std::ios::app);
+    measure_peak();
+    if (comm_.root()) log_.open(files_.log, std::ios::app);
     count_trained(step0_);
     for (int64 step = step0_; step < length_.steps; ++step) {
       StepRecord s = optimiser_step(step);
@@ -667,10 +746,11 @@ class Trainer {
       p.seconds = elapsed();
       write_log_line(p, s.moe);
       if (last || due(cfg_.checkpoint_every, p.step)) checkpoint(p.step);
-      const bool go_on = !progress_ || progress_(p);
+      bool go_on = !progress_ || progress_(p);
       // A signal (util/interrupt.hpp, set only while an InterruptGuard is installed) stops the
       // run like the callback does, after the step; on the last step the run is done anyway.
-      const int sig = interrupt_signal();
+      int sig = interrupt_signal();
+      if (comm_.size() > 1) agree_to_stop(go_on, sig);
       if ((!go_on || sig != 0) && !last) {
         if (last_good_ != p.step) checkpoint(p.step);
         if (sig != 0) return interrupted(sig, p.step);
@@ -713,7 +793,40 @@ class Trainer {
     step_seconds_ = ckpt.meta.at("step_seconds").get<double>();
     res_.resumed_from = step0_;
     last_good_ = step0_;
-    cut_log(files_.log, step0_);
+    if (comm_.root()) cut_log(files_.log, step0_);
+    // The windows are a function of (seed, step, sequence), so any split of the batch draws the
+    // same data; only the float sums differ. Checkpoints before data parallelism: 1 x 1.
+    const int64 was_ranks = ckpt.meta.value("ranks", int64{1}), was_accum = ckpt.meta.value("accum", int64{1});
+    if ((was_ranks != comm_.size() || was_accum != cfg_.accum) && comm_.root()) {
+      resplit_ = fmt::format("checkpoint {} was written by {} rank(s) x {} micro-batch(es), this run has {} x {}", ckpt.path.string(),
+                             was_ranks, was_accum, comm_.size(), cfg_.accum);
+      std::fprintf(stderr, "warning: %s: the run continues on the same data, but not bit for bit as it would have\n", resplit_.c_str());
+    }
+  }
+
+  // The peak the MFU divides by: the given one (for all ranks together), or each rank's measured
+  // peak summed over the ranks.
+  void measure_peak() {
+    if (cfg_.peak_flops > 0) {
+      res_.peak_flops = cfg_.peak_flops;
+      res_.peak_source = "given";
+      return;
+    }
+    double peak[] = {measure_peak_flops(B::threads())};
+    comm_.sum(std::span<double>(peak), Reduction::ordered, "the sum of the measured peaks");
+    res_.peak_flops = peak[0];
+    res_.peak_source = std::string("measured ") + peak_isa().name + " x" + std::to_string(peak_isa().lanes);
+    if (comm_.size() > 1) res_.peak_source += fmt::format(", summed over {} ranks", comm_.size());
+  }
+
+  // After each step every rank learns whether any rank's progress callback said stop or any rank
+  // got a signal, so that all stop after the same step.
+  void agree_to_stop(bool& go_on, int& sig) {
+    const std::vector<std::uint64_t> all = comm_.gather((go_on ? 0u : 256u) | static_cast<unsigned>(sig & 255), "the stop agreement");
+    for (const std::uint64_t v : all) {
+      if (v & 256u) go_on = false;
+      if (sig == 0 && (v & 255u) != 0) sig = static_cast<int>(v & 255u);
+    }
   }
 
   // Steps, tokens and FLOPs of the result after `steps` steps.
@@ -728,10 +841,11 @@ class Trainer {
     StepRecord s;
     TrainProgress& p = s.progress;
     const auto t0 = clock::now();
-    sampler_.batch(step, cfg_.batch, inputs_.data(), targets_.data());
-    const double loss = model_.forward_backward(inputs_.data(), targets_.data());
+    const std::span<float> g = gradient(step);
+    double loss = 0;
+    for (const double l : chunk_loss_) loss += l;
+    loss /= static_cast<double>(chunks_);
     if (model_.moe_layers() > 0) s.moe = moe_step(model_);
-    const auto g = model_.grads();
     const double norm = Optimizer<float, B>::grad_norm(std::span<const float>(g.data(), g.size()));
     p.step = step + 1;
     p.loss = loss;
@@ -763,14 +877,76 @@ class Trainer {
     return s;
   }
 
-  // Mean validation loss over the fixed validation sample.
-  double evaluate() {
-    double sum = 0;
-    for (int64 b = 0; b < eval_batches_; ++b) {
-      valset_.batch(b * cfg_.batch, cfg_.batch, inputs_.data(), targets_.data());
-      sum += model_.forward(inputs_.data(), targets_.data());
+  // The step's gradient, averaged over its chunks (chunk_loss_ gets each chunk's loss): this rank's
+  // chunks one after the other, each gradient added to the sum of those before it, then the sum
+  // over the ranks.
+  std::span<float> gradient(int64 step) {
+    const std::span<float> g = model_.grads();
+    std::fill(chunk_loss_.begin(), chunk_loss_.end(), 0.0);
+    const bool moe = model_.moe_layers() > 0 && chunks_ > 1;
+    if (moe) moe_sum_.assign(static_cast<std::size_t>(model_.moe_layers()), kernels::MoeStats());
+    for (int64 a = 0; a < cfg_.accum; ++a) {
+      const int64 c = comm_.rank() * cfg_.accum + a;  // the chunk: sequences [c * micro, (c + 1) * micro) of the batch
+      sampler_.batch(step, c * micro_, micro_, inputs_.data(), targets_.data());
+      chunk_loss_[static_cast<std::size_t>(c)] = model_.forward_backward(inputs_.data(), targets_.data());
+      if (cfg_.accum > 1) {
+        if (a == 0) std::copy(g.begin(), g.end(), grad_sum_.begin());
+        else B::parallel_for(static_cast<int64>(g.size()), [&](int64 i) { grad_sum_[i] += g[i]; });
+      }
+      if (moe)
+        for (int64 i = 0; i < model_.moe_layers(); ++i) {
+          kernels::MoeStats& m = moe_sum_[static_cast<std::size_t>(i)];
+          if (a == 0) m = model_.moe_stats(i);
+          else m.combine(1, model_.moe_stats(i));
+        }
     }
-    return sum / static_cast<double>(eval_batches_);
+    const std::span<float> sum = cfg_.accum > 1 ? std::span<float>(grad_sum_) : g;
+    if (chunks_ == 1) return sum;
+    comm_.sum(sum, reduction_, "the gradient sum");
+    // One nonzero entry per chunk: the sum over the ranks gathers the losses exactly.
+    comm_.sum(std::span<double>(chunk_loss_), Reduction::allreduce, "the gather of the losses");
+    if (moe) sum_moe_stats();
+    const float inv = static_cast<float>(1.0 / static_cast<double>(chunks_));
+    B::parallel_for(static_cast<int64>(sum.size()), [&](int64 i) { sum[i] *= inv; });
+    return sum;
+  }
+
+  // The routing statistics of all the step's chunks on every rank, so that the aux-loss-free bias
+  // update (and the log) sees the whole batch's load, as one process with the whole batch would.
+  void sum_moe_stats() {
+    std::vector<double> flat;
+    for (const kernels::MoeStats& m : moe_sum_) {
+      flat.insert(flat.end(), m.routed.begin(), m.routed.end());
+      flat.insert(flat.end(), m.kept.begin(), m.kept.end());
+      flat.insert(flat.end(), m.prob.begin(), m.prob.end());
+      flat.insert(flat.end(), {m.tokens, m.slots, m.dropped, m.zsum, static_cast<double>(m.calls)});
+    }
+    comm_.sum(std::span<double>(flat), reduction_, "the sum of the routing statistics");
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < moe_sum_.size(); ++i) {
+      kernels::MoeStats& m = moe_sum_[i];
+      for (std::vector<double>* v : {&m.routed, &m.kept, &m.prob})
+        for (double& x : *v) x = flat[k++];
+      m.tokens = flat[k++], m.slots = flat[k++], m.dropped = flat[k++], m.zsum = flat[k++];
+      m.calls = static_cast<int64>(flat[k++]);
+      model_.set_moe_stats(static_cast<int64>(i), m);
+    }
+  }
+
+  // Mean validation loss over the fixed validation sample: forward passes of micro_ windows,
+  // dealt to the ranks in turn, their losses gathered and summed in order (the same sum for any
+  // rank count).
+  double evaluate() {
+    const int64 calls = eval_batches_ * cfg_.batch / micro_;
+    eval_loss_.assign(static_cast<std::size_t>(calls), 0.0);
+    for (int64 k = comm_.rank(); k < calls; k += comm_.size()) {
+      valset_.batch(k * micro_, micro_, inputs_.data(), targets_.data());
+      eval_loss_[static_cast<std::size_t>(k)] = model_.forward(inputs_.data(), targets_.data());
+    }
+    comm_.sum(std::span<double>(eval_loss_), Reduction::allreduce, "the gather of the validation losses");
+    double sum = 0;
+    for (const double l : eval_loss_) sum += l;
+    return sum / static_cast<double>(calls);
   }
 
   void evaluate_into(TrainProgress& p) {
@@ -781,6 +957,7 @@ class Trainer {
   }
 
   void write_log_line(const TrainProgress& p, const nlohmann::json& moe) {
+    if (!comm_.root()) return;
     nlohmann::json line = {{"step", p.step},           {"tokens", p.tokens}, {"loss", p.loss},
                            {"lr", p.lr},               {"grad_norm", p.grad_norm},
                            {"tokens_per_s", p.tokens_per_s}, {"mfu", p.mfu}, {"seconds", p.seconds}};
@@ -797,6 +974,13 @@ class Trainer {
       line["peak_source"] = res_.peak_source;
       line["isa"] = peak_isa().name;
       line["threads"] = B::threads();
+      if (comm_.size() > 1 || cfg_.accum > 1) {
+        line["ranks"] = comm_.size();
+        line["accum"] = cfg_.accum;
+        line["reduction"] = cfg_.reduction;
+        line["communicator"] = comm_.describe();
+      }
+      if (!resplit_.empty()) line["resplit"] = resplit_;
       logged_setup_ = true;
     }
     log_ << line.dump() << "\n";
@@ -809,6 +993,46 @@ class Trainer {
   // (checkpoint.hpp's keep_previous says why every moment of a crash leaves a good one). A failure
   // to write (a full disk) throws a file_write_error naming the file; both files stay as they were.
   void checkpoint(int64 step) {
+    const std::uint64_t sum = state_checksum();
+    if (comm_.size() > 1) verify_replicas(sum, step);
+    std::exception_ptr failure;
+    if (comm_.root()) {
+      try {
+        write_checkpoint(step, sum);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    agree_on_failure(comm_, failure, "the writing of a checkpoint");
+    keep_previous_ = true;
+    last_good_ = step;
+  }
+
+  // XXH3-64 of the parameters and the optimiser's moments: equal on every rank, or a rank
+  // computed something else (a different thread count changes nothing here, a bad node would).
+  std::uint64_t state_checksum() {
+    XXH3_state_t* st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    const std::size_t bytes = static_cast<std::size_t>(model_.num_params()) * sizeof(float);
+    XXH3_64bits_update(st, model_.params().data(), bytes);
+    XXH3_64bits_update(st, opt_.first_moment().data(), bytes);
+    XXH3_64bits_update(st, opt_.second_moment().data(), bytes);
+    const std::uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+  }
+
+  void verify_replicas(std::uint64_t sum, int64 step) {
+    const std::vector<std::uint64_t> all = comm_.gather(sum, "the checksum comparison");
+    for (std::size_t r = 1; r < all.size(); ++r)
+      if (all[r] != all[0])
+        throw std::runtime_error(fmt::format("the ranks' parameters differ at step {}: rank {} has checksum {:016x}, rank 0 {:016x}; "
+                                             "the replicas diverged (a faulty node or a non-deterministic reduction); resume from the "
+                                             "last checkpoint",
+                                             step, r, all[r], all[0]));
+  }
+
+  void write_checkpoint(int64 step, std::uint64_t sum) {
     std::vector<std::string> matrices;
     for (const MuonMatrix& m : opt_.matrices()) matrices.push_back(m.name);
     nlohmann::json meta = {{"step", step},
@@ -821,6 +1045,9 @@ class Trainer {
                            {"step_seconds", step_seconds_},
                            {"seed", cfg_.seed},
                            {"data_position", step},  // windows are a function of (seed, step)
+                           {"ranks", comm_.size()},
+                           {"accum", cfg_.accum},
+                           {"state_checksum", fmt::format("xxh3-64:{:016x}", sum)},
                            {"config", identity(cfg_)},
                            {"tokenizer", tokenizer_}};
     if (model_.moe_layers() > 0) meta["moe_bias"] = moe_bias(model_);
@@ -829,8 +1056,6 @@ class Trainer {
                            std::span<const float>(opt_.first_moment().data(), p.size()),
                            std::span<const float>(opt_.second_moment().data(), p.size()),
                            keep_previous_ ? files_.prev : std::filesystem::path());
-    keep_previous_ = true;
-    last_good_ = step;
   }
 
   // The step's loss or gradient norm was not finite: the run ends, the last checkpoint is kept.
@@ -844,8 +1069,10 @@ class Trainer {
   // Stopped by signal `sig` after `step` steps, checkpoint written: the log and summary say so.
   TrainResult interrupted(int sig, int64 step) {
     res_.signal = signal_name(sig);
-    log_ << nlohmann::json{{"event", "interrupted"}, {"signal", res_.signal}, {"step", step}}.dump() << "\n";
-    log_.flush();
+    if (comm_.root()) {
+      log_ << nlohmann::json{{"event", "interrupted"}, {"signal", res_.signal}, {"step", step}}.dump() << "\n";
+      log_.flush();
+    }
     return finish("interrupted", "interrupted by " + res_.signal + " after step " + std::to_string(step) +
                                      " (checkpoint written); resume to continue");
   }
@@ -861,6 +1088,9 @@ class Trainer {
     nlohmann::json j = res_.json();
     j["config"] = cfg_;
     j["flops_per_token"] = length_.flops_per_token;
+    j["ranks"] = comm_.size();
+    if (comm_.size() > 1) j["communicator"] = comm_.describe();
+    if (!comm_.root()) return res_;
     j["memory_estimate"] = {{"params", memory_.params},         {"grads", memory_.grads},   {"optimizer", memory_.optimizer},
                             {"activations", memory_.activations}, {"tokens", memory_.tokens}, {"indices", memory_.indices},
                             {"total", memory_.total}};
@@ -868,6 +1098,10 @@ class Trainer {
     return res_;
   }
 
+  Communicator& comm_;
+  const Reduction reduction_;
+  const int64 chunks_;  // ranks x accum: the pieces a step's batch is cut into
+  const int64 micro_;   // sequences per forward pass
   const TrainConfig& cfg_;
   const RunFiles& files_;
   const ProgressFn& progress_;
@@ -881,7 +1115,12 @@ class Trainer {
   const Schedule sched_;
   const TrainSampler sampler_;
   const ValidationSet valset_;
-  std::vector<std::int32_t> inputs_, targets_;  // one batch, training or validation
+  std::vector<std::int32_t> inputs_, targets_;  // one micro-batch, training or validation
+  std::vector<double> chunk_loss_;  // the step's loss of each chunk (on every rank after the sum)
+  std::vector<float> grad_sum_;     // with accum > 1: the sum of this rank's chunks' gradients
+  std::vector<kernels::MoeStats> moe_sum_;  // with MoE and chunks_ > 1: the step's routing statistics
+  std::vector<double> eval_loss_;   // evaluate(): the loss of each forward pass
+  std::string resplit_;             // resumed with another split of the batch: what changed
   TrainResult res_;
   int64 step0_ = 0;      // the step the run starts (or resumes) from
   int64 last_good_ = 0;  // the step of the newest checkpoint on disk
@@ -893,14 +1132,17 @@ class Trainer {
 
 }  // namespace detail
 
-// Trains (or resumes) one run as described above and returns its result (also in summary.json).
+// Trains (or resumes) one run as described above and returns its result (also in summary.json);
+// with a communicator of N ranks, one run on all of them (every rank calls this with the same
+// config; the result is the same on every rank, and only rank 0 writes files).
 template <class B = HostBackend>
-TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
+TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}, Communicator& comm = single_process()) {
   const auto wall0 = detail::Trainer<B>::clock::now();
   const detail::RunFiles files(cfg.out);
   // One process per run folder (util/file_lock.hpp), taken before anything is read or written:
   // a second `train` on the same --out stops here, naming the first. A folder that does not exist
   // yet is locked once it is made, after the input is checked, so bad input leaves nothing behind.
+  // Rank 0 holds it for the whole job.
   const auto lock_run = [&] {
     FileLock l = FileLock::acquire(files.out / ".lock", files.out.string() + "/",
                                    "wait for it to end, stop it, or choose another --out");
@@ -908,16 +1150,27 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}) {
     return l;
   };
   FileLock lock;
-  if (std::filesystem::is_directory(files.out)) lock = lock_run();
-  detail::RunInputs in = detail::read_inputs<B>(cfg, files);
-  // From here on the input is valid; build the run.
-  std::filesystem::create_directories(files.out);
-  if (!lock.held()) lock = lock_run();
-  nlohmann::json recorded = cfg;
-  recorded["tokenizer"] = in.tokenizer;  // a record of the corpus, not a setting (config_from_json skips it)
-  write_file_atomic(files.config, recorded.dump(2) + "\n");
-  detail::Trainer<B> trainer(cfg, std::move(in), files, wall0, progress);
-  return trainer.train();
+  std::optional<detail::Trainer<B>> trainer;
+  std::exception_ptr failure;
+  try {
+    if (comm.root() && std::filesystem::is_directory(files.out)) lock = lock_run();
+    detail::RunInputs in = detail::read_inputs<B>(cfg, files, comm.size());
+    // From here on the input is valid; build the run.
+    if (comm.root()) {
+      std::filesystem::create_directories(files.out);
+      if (!lock.held()) lock = lock_run();
+      nlohmann::json recorded = cfg;
+      recorded["tokenizer"] = in.tokenizer;  // a record of the corpus, not a setting (config_from_json skips it)
+      write_file_atomic(files.config, recorded.dump(2) + "\n");
+    }
+    trainer.emplace(cfg, std::move(in), files, wall0, progress, comm);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // Bad input fails on every rank alike; anything else may fail on one rank only, and the others
+  // must not start training without it.
+  detail::agree_on_failure(comm, failure, "the start of the run");
+  return trainer->train();
 }
 
 }  // namespace loopscale::train

@@ -1,0 +1,57 @@
+// examples/cli/processes.hpp.
+#include "processes.hpp"
+
+#include "cli.hpp"
+
+#include <cstdlib>
+#include <optional>
+
+#ifdef LOOPSCALE_WITH_MPI
+#include "loopscale/train/dist/mpi.hpp"
+#endif
+
+namespace loopscale::cli {
+
+int process_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* r = std::getenv(v)) return std::atoi(r);
+  return 0;
+}
+
+#ifdef LOOPSCALE_WITH_MPI
+namespace {
+struct Mpi {
+  std::optional<train::MpiSession> session;   // finalised last
+  std::optional<train::MpiCommunicator> comm;  // freed first
+};
+Mpi& mpi() {
+  static Mpi m;
+  return m;
+}
+}  // namespace
+
+train::Communicator& processes(double timeout_s) {
+  if (!train::launched_by_mpi()) return train::single_process();
+  Mpi& m = mpi();
+  if (!m.comm) {
+    m.session.emplace(nullptr, nullptr);
+    m.comm.emplace(timeout_s);
+  }
+  m.comm->set_timeout(timeout_s);
+  return *m.comm;
+}
+
+void end_job(int code) {
+  if (mpi().comm && mpi().comm->size() > 1) MPI_Abort(MPI_COMM_WORLD, code);
+}
+#else
+train::Communicator& processes(double) {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char* n = std::getenv(v); n != nullptr && std::atoi(n) > 1)
+      throw usage_error("this loopscale was built without MPI, so its ranks cannot train together; install libopenmpi-dev and rebuild");
+  return train::single_process();
+}
+void end_job(int) {}
+#endif
+
+}  // namespace loopscale::cli
