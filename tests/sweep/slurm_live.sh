@@ -196,22 +196,28 @@ job=$(sbatch --parsable "$work/fault.sbatch")
 echo "slurm_live: submitted job array $job (fault case)"
 plan_json=$("$bin" sweep plan --preset smoke --json)
 
-# The id of a run of shard $1 (of 2) that is training now: steps logged, no result yet.
+# The id of a run of shard $1 (of 2) that is training now and has not reached half of its steps:
+# steps logged, no result yet. (A run about to end could finish before the signal arrives, which
+# then lands between two runs; the live test once saw that.)
 training_run() {
-  local ids id end=$((SECONDS + 120))
-  ids=$(python3 -c '
+  local runs run id steps at end=$((SECONDS + 120))
+  runs=$(python3 -c '
 import json, sys
-print(" ".join(r["id"] for i, r in enumerate(json.loads(sys.argv[1])["runs"]) if r["runnable"] and i % 2 == int(sys.argv[2])))' "$plan_json" "$1")
+print(" ".join(r["id"] + ":" + str(r["steps"]) for i, r in enumerate(json.loads(sys.argv[1])["runs"]) if r["runnable"] and i % 2 == int(sys.argv[2])))' "$plan_json" "$1")
   while [ $SECONDS -lt $end ]; do
-    for id in $ids; do
+    for run in $runs; do
+      id=${run%:*} steps=${run#*:}
       if [ -s "$work/fault/runs/$id/log.jsonl" ] && [ ! -e "$work/fault/runs/$id/result.json" ]; then
-        echo "$id"
-        return 0
+        at=$(step_of "$id")
+        if [ "${at:-0}" -lt $((steps / 2)) ]; then
+          echo "$id"
+          return 0
+        fi
       fi
     done
     sleep 0.05
   done
-  fail "no run of task $1 was seen training within 120 s"
+  fail "no run of task $1 was seen in the first half of its training within 120 s"
 }
 task_state() { scontrol show job "${job}_$1" -o | grep -oE 'JobState=[A-Z_]+' | cut -d= -f2; }
 restarts() { scontrol show job "${job}_$1" -o | grep -oE 'Restarts=[0-9]+' | cut -d= -f2; }

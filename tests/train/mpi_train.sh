@@ -22,8 +22,11 @@ TOL=1e-3  # largest |loss difference| accepted between 2 ranks and 1 process (me
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 model=(--d-model 32 --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --seq-len 32 --threads 1
-       --tokens 25600 --eval-every 50 --eval-tokens 512 --checkpoint-every 50 --peak-flops 1e11 --data "$data")
-train() { "$bin" train "${model[@]}" --batch 4 "$@"; }
+       --tokens 25600 --eval-every 50 --eval-tokens 512 --peak-flops 1e11 --data "$data")
+# The runs that are killed, stopped or signalled checkpoint every 10 steps (checkpoints do not change
+# the numbers), which also slows them enough to be caught mid-run on a fast machine.
+fault=(--checkpoint-every 10)
+train() { "$bin" train "${model[@]}" --batch 4 --checkpoint-every 50 "$@"; }
 # The numbers of a run's log (step, loss, grad_norm, lr, validation), without its times.
 trace() { jq -c 'select(.loss != null) | [.step, .loss, .grad_norm, .lr, .val_loss]' "$1/log.jsonl"; }
 state() { grep -a -o 'state_checksum":"xxh3-64:[0-9a-f]*' "$1/checkpoint.bin"; }
@@ -44,15 +47,15 @@ wait_lines() {  # wait_lines D N: until D/log.jsonl has N lines (at most 60 s)
 leftovers() { pgrep -f -- "--out $work/" >/dev/null && { fail "$1: processes are left running"; pkill -9 -f -- "--out $work/"; }; }
 
 # 1. ordered reduction on 2 ranks == one process accumulating 2 micro-batches
-"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 --reduction ordered --out "$work/ordered2" 2> "$work/ordered2.err" >/dev/null || fail "2 ranks, ordered: exit $?"
+"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 --checkpoint-every 50 --reduction ordered --out "$work/ordered2" 2> "$work/ordered2.err" >/dev/null || fail "2 ranks, ordered: exit $?"
 train --accum 2 --reduction ordered --out "$work/accum2" 2>/dev/null >/dev/null || fail "1 process, accum 2: exit $?"
 same "$work/ordered2" "$work/accum2" "2 ranks (ordered) == 1 process with --accum 2"
 jq -e '.ranks == 2 and (.communicator | startswith("MPI"))' "$work/ordered2/summary.json" >/dev/null || fail "summary.json does not record 2 ranks and MPI"
 [ "$(head -1 "$work/ordered2/log.jsonl" | jq -r .ranks)" = 2 ] || fail "log.jsonl's first line does not record the ranks"
 
 # 2. allreduce: reruns are bit-identical; 1 process with the whole batch within TOL
-"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 --out "$work/dp2" 2>/dev/null >/dev/null || fail "2 ranks: exit $?"
-"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 --out "$work/dp2_again" 2>/dev/null >/dev/null || fail "2 ranks, rerun: exit $?"
+"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 --checkpoint-every 50 --out "$work/dp2" 2>/dev/null >/dev/null || fail "2 ranks: exit $?"
+"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 --checkpoint-every 50 --out "$work/dp2_again" 2>/dev/null >/dev/null || fail "2 ranks, rerun: exit $?"
 same "$work/dp2" "$work/dp2_again" "2 ranks, rerun bit-identical"
 same "$work/dp2" "$work/ordered2" "2 ranks: allreduce == ordered (a + b = b + a)"
 train --out "$work/one" 2>/dev/null >/dev/null || fail "1 process: exit $?"
@@ -61,10 +64,12 @@ echo "2 ranks vs 1 process: largest loss difference over $(trace "$work/one" | w
 awk -v w="$worst" -v t="$TOL" 'BEGIN {exit !(w <= t)}' || fail "2 ranks and 1 process differ by $worst > $TOL"
 
 # 3. a killed rank ends the job; --resume on 2 ranks finishes as if nothing happened
-"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 --out "$work/killed" 2> "$work/killed.err" >/dev/null &
+"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 "${fault[@]}" --out "$work/killed" 2> "$work/killed.err" >/dev/null &
 job=$!
-if wait_lines "$work/killed" 60; then
-  kill -9 "$(rank_pid 1 "$work/killed")"
+if wait_lines "$work/killed" 30; then
+  pid=$(rank_pid 1 "$work/killed")
+  [ -n "$pid" ] || fail "the job finished before rank 1 could be killed"
+  kill -9 $pid
   t0=$SECONDS
   wait $job; rc=$?
   echo "killed rank 1: mpirun returned $rc after $((SECONDS - t0)) s"
@@ -74,7 +79,7 @@ else
 fi
 leftovers "killed rank"
 cp -r "$work/killed" "$work/killed_1rank"
-"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 --resume --out "$work/killed" 2>/dev/null >/dev/null || fail "resume on 2 ranks: exit $?"
+"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 "${fault[@]}" --resume --out "$work/killed" 2>/dev/null >/dev/null || fail "resume on 2 ranks: exit $?"
 same "$work/killed" "$work/dp2" "killed, resumed on 2 ranks == uninterrupted"
 
 # 4. the same checkpoint resumed by one process: a warning, a finished run close to the others
@@ -83,10 +88,12 @@ grep -q "written by 2 rank(s) x 1 micro-batch(es), this run has 1 x 1" "$work/ki
 jq -e '.status == "done"' "$work/killed_1rank/summary.json" >/dev/null || fail "the run resumed on 1 process did not finish"
 
 # 5. a hung rank: the collective times out, the job ends with one line saying so
-"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 --collective-timeout 3 --out "$work/hung" 2> "$work/hung.err" >/dev/null &
+"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 "${fault[@]}" --collective-timeout 3 --out "$work/hung" 2> "$work/hung.err" >/dev/null &
 job=$!
-if wait_lines "$work/hung" 60; then
-  kill -STOP "$(rank_pid 1 "$work/hung")"
+if wait_lines "$work/hung" 30; then
+  pid=$(rank_pid 1 "$work/hung")
+  [ -n "$pid" ] || fail "the job finished before rank 1 could be stopped"
+  kill -STOP $pid
   t0=$SECONDS
   for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
   if kill -0 $job 2>/dev/null; then fail "a stopped rank: the job still runs after 30 s"; pkill -9 -f -- "--out $work/hung"; fi
@@ -102,14 +109,14 @@ sleep 0.5
 leftovers "hung rank"
 
 # 6. SIGUSR1 to mpirun (what Slurm sends before a time limit): all ranks stop with a checkpoint
-"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 --out "$work/usr1" 2> "$work/usr1.err" >/dev/null &
+"${mpi[@]}" "$bin" train "${model[@]}" --batch 4 "${fault[@]}" --out "$work/usr1" 2> "$work/usr1.err" >/dev/null &
 job=$!
-if wait_lines "$work/usr1" 60; then
+if wait_lines "$work/usr1" 30; then
   kill -USR1 $job
   wait $job; rc=$?
   [ "$rc" = 75 ] || fail "SIGUSR1: mpirun returned $rc, not 75 ($(grep -m1 loopscale "$work/usr1.err"))"
   grep -q '"event":"interrupted"' "$work/usr1/log.jsonl" || fail "SIGUSR1: no interrupted event in log.jsonl"
-  "${mpi[@]}" "$bin" train "${model[@]}" --batch 4 --resume --out "$work/usr1" 2>/dev/null >/dev/null || fail "SIGUSR1: resume: exit $?"
+  "${mpi[@]}" "$bin" train "${model[@]}" --batch 4 "${fault[@]}" --resume --out "$work/usr1" 2>/dev/null >/dev/null || fail "SIGUSR1: resume: exit $?"
   same "$work/usr1" "$work/dp2" "SIGUSR1, resumed on 2 ranks == uninterrupted"
 else
   fail "the job to signal did not start"; wait $job
