@@ -26,6 +26,12 @@ pkgs=(
 # starts, so a slurmd started before Open MPI was there cannot launch MPI steps. The live Slurm test
 # (scripts/slurm-cluster.sh, tests/sweep/slurm_live.sh) runs its own one-node cluster with them.
 late=(slurm-wlm munge)
+# `setup.sh --bench`: also the optional libraries the benchmarks compare against (not needed to
+# build, test or run loopscale): OpenBLAS and oneDNN for bench_gemm_libraries and the
+# LOOPSCALE_GEMM=openblas build (docs/benchmarks.md, "GEMM libraries").
+if [ "${1:-}" = --bench ]; then
+  pkgs+=(libopenblas-pthread-dev libdnnl-dev)
+fi
 # Debian's Thrust is only needed where the CUDA toolkit (which carries CCCL) is absent.
 if [ ! -d /usr/local/cuda/include/cccl/thrust ] && [ ! -d /usr/local/cuda/include/thrust ]; then
   pkgs+=(libthrust-dev)

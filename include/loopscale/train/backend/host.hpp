@@ -8,7 +8,8 @@
 //   thread_id(), threads(), set_threads(n)
 //
 // Element-wise work runs through Thrust with its OpenMP device system (compiled by the host
-// compiler). GEMMs use Eigen over Maps of the flat buffers. Eigen's own threading scales only about
+// compiler). GEMMs use Eigen over Maps of the flat buffers, or OpenBLAS's cblas_sgemm when built
+// with LOOPSCALE_GEMM_OPENBLAS (CMake: -DLOOPSCALE_GEMM=openblas), one thread per call. Eigen's own threading scales only about
 // 1.6x on two cores (measured when this backend was written), so a large product is instead split into one row (or column)
 // panel per thread, each multiplied by single-threaded Eigen; inside an already parallel region
 // (attention runs one head per thread) a product runs on the calling thread only.
@@ -21,10 +22,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <Eigen/Core>
+#if defined(LOOPSCALE_GEMM_OPENBLAS)
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int);
+#endif
 #include <immintrin.h>
 #include <omp.h>
 #include <thrust/for_each.h>
@@ -43,6 +49,9 @@ struct HostBackend {
     if (n < 1) n = omp_get_num_procs();
     omp_set_num_threads(n);
     Eigen::setNbThreads(1);
+#if defined(LOOPSCALE_GEMM_OPENBLAS)
+    openblas_set_num_threads(1);  // the engine splits the products over its threads itself
+#endif
     thread_count() = n;
   }
   static int threads() { return thread_count() > 0 ? thread_count() : omp_get_max_threads(); }
@@ -130,6 +139,19 @@ struct HostBackend {
       else c *= beta;
       return;
     }
+#if defined(LOOPSCALE_GEMM_OPENBLAS)
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      static const bool one_thread = (openblas_set_num_threads(1), true);  // also when set_threads was never called
+      (void)one_thread;
+      const auto ot = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
+      const auto i = [](int64 v) { return static_cast<int>(v); };
+      if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, ot(ta), ot(tb), i(M), i(N), i(K), alpha, A, i(lda), B, i(ldb), beta, C, i(ldc));
+      else
+        cblas_dgemm(CblasRowMajor, ot(ta), ot(tb), i(M), i(N), i(K), alpha, A, i(lda), B, i(ldb), beta, C, i(ldc));
+      return;
+    }
+#endif
     const CMap a(A, ta ? K : M, ta ? M : K, Eigen::OuterStride<>(lda));
     const CMap b(B, tb ? N : K, tb ? K : N, Eigen::OuterStride<>(ldb));
     if (beta == T(0)) c.setZero();
