@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   // Under an MPI launcher every rank parses the same command and meets the same bad input: rank 0
   // alone prints it. The ranks agree on failures while they train (train/trainer.hpp), so a rank
   // that fails alone ends the job (cli::end_job).
-  const int rank = loopscale::cli::process_rank();
+  const int rank = loopscale::train::launcher_rank();  // no MPI call: errors before MPI starts are printed once
   const auto bad_input = [rank](const char* what) {
     if (rank == 0) std::fprintf(stderr, "loopscale: error: %s\n", what);
     return 2;

@@ -3,7 +3,6 @@
 
 #include "cli.hpp"
 
-#include <cstdlib>
 #include <optional>
 
 #ifdef LOOPSCALE_WITH_MPI
@@ -12,11 +11,7 @@
 
 namespace loopscale::cli {
 
-int process_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char* r = std::getenv(v)) return std::atoi(r);
-  return 0;
-}
+int process_rank() { return train::launcher_rank(); }
 
 #ifdef LOOPSCALE_WITH_MPI
 namespace {
@@ -46,9 +41,8 @@ void end_job(int code) {
 }
 #else
 train::Communicator& processes(double) {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (const char* n = std::getenv(v); n != nullptr && std::atoi(n) > 1)
-      throw usage_error("this loopscale was built without MPI, so its ranks cannot train together; install libopenmpi-dev and rebuild");
+  if (train::launcher_size() > 1)
+    throw usage_error("this loopscale was built without MPI, so its ranks cannot train together; install libopenmpi-dev and rebuild");
   return train::single_process();
 }
 void end_job(int) {}

@@ -7,9 +7,6 @@
 
 namespace loopscale::cli {
 
-// This process's rank as its launcher says (0 for a plain process); needs no MPI call, so that
-// errors before MPI starts are still printed once.
-int process_rank();
 // The communicator of this command's processes, MPI started on first use; collectives wait at most
 // timeout_s for the other ranks (train/dist/mpi.hpp).
 train::Communicator& processes(double timeout_s = 600);

@@ -209,7 +209,7 @@ const bool registered = add_command([](CLI::App& app) {
       if (!launcher->empty() && *ranks == 1) throw usage_error("--launcher is only used with --ranks above 1");
       if (*ranks > 1) {
         try {
-          launcher_words(launcher->empty() ? default_launcher() : *launcher);
+          launcher_words(*launcher);
         } catch (const sweep_error& e) {
           throw usage_error(e.what());
         }

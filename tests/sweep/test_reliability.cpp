@@ -287,17 +287,23 @@ TEST_CASE("reliability: the Slurm script forwards the warning signal and requeue
   o.spec_arg = "--preset smoke";
   o.program = (dir / "fake_loopscale").string();
   spit(dir / "job.sh", slurm_script(make_plan(preset("smoke")), o));
+  // Array task `task` of job 77 runs the script with the stand-ins first on PATH; returns once the
+  // stand-in loopscale has started (it writes its arguments).
+  const auto start_task = [&dir](const char* task) {
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("PATH", (dir.string() + ":" + std::getenv("PATH")).c_str(), 1);
+      setenv("SLURM_ARRAY_JOB_ID", "77", 1);
+      setenv("SLURM_ARRAY_TASK_ID", task, 1);
+      execl("/bin/bash", "bash", (dir / "job.sh").c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 500 && !fs::exists(dir / "args"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return pid;
+  };
 
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setenv("PATH", (dir.string() + ":" + std::getenv("PATH")).c_str(), 1);
-    setenv("SLURM_ARRAY_JOB_ID", "77", 1);
-    setenv("SLURM_ARRAY_TASK_ID", "3", 1);
-    execl("/bin/bash", "bash", (dir / "job.sh").c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  for (int i = 0; i < 500 && !fs::exists(dir / "args"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const pid_t pid = start_task("3");
   REQUIRE(fs::exists(dir / "args"));
   CHECK(slurp(dir / "args").find("--shard 3/4") != std::string::npos);
   kill(pid, SIGUSR1);  // what --signal=B:USR1@300 does: the batch shell only
@@ -310,16 +316,7 @@ TEST_CASE("reliability: the Slurm script forwards the warning signal and requeue
   // scancel sends TERM to the batch shell (and to loopscale): the task stops with its state saved
   // and stays cancelled; requeueing itself would undo every scancel (found on a live cluster).
   fs::remove(dir / "args");
-  std::fflush(nullptr);
-  const pid_t cancelled = fork();
-  if (cancelled == 0) {
-    setenv("PATH", (dir.string() + ":" + std::getenv("PATH")).c_str(), 1);
-    setenv("SLURM_ARRAY_JOB_ID", "77", 1);
-    setenv("SLURM_ARRAY_TASK_ID", "2", 1);
-    execl("/bin/bash", "bash", (dir / "job.sh").c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  for (int i = 0; i < 500 && !fs::exists(dir / "args"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const pid_t cancelled = start_task("2");
   REQUIRE(fs::exists(dir / "args"));
   kill(cancelled, SIGTERM);
   status = 0;

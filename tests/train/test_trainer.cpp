@@ -77,6 +77,16 @@ TrainConfig tiny_config(const fs::path& data, const fs::path& out, Recipe recipe
   return c;
 }
 
+// Every layer of the tiny spec a top-2 of 4 experts, 32 wide.
+void make_moe(TrainConfig& c) {
+  for (StackSpec* st : {&c.spec.prelude, &c.spec.recur.block, &c.spec.coda})
+    for (LayerSpec& l : st->layers) {
+      l.ffn.experts = 4;
+      l.ffn.top_k = 2;
+      l.ffn.hidden = 32;
+    }
+}
+
 std::vector<nlohmann::json> read_log(const fs::path& p) {
   std::vector<nlohmann::json> v;
   std::ifstream f(p);
@@ -305,12 +315,7 @@ TEST_CASE("trainer: a looped MoE run logs its routing and resumes bit for bit, s
   fs::remove_all(full);
   fs::remove_all(part);
   TrainConfig c = tiny_config(data, full);
-  for (StackSpec* st : {&c.spec.prelude, &c.spec.recur.block, &c.spec.coda})
-    for (LayerSpec& l : st->layers) {
-      l.ffn.experts = 4;
-      l.ffn.top_k = 2;
-      l.ffn.hidden = 32;
-    }
+  make_moe(c);
   c.moe_router = "sigmoid";
   c.moe_balance = "bias:0.01";
   c.moe_z_loss = 1e-3;
@@ -634,12 +639,7 @@ TEST_CASE("trainer: accum cuts each step's batch into micro-batches: the same st
     c.accum = accum;
     c.eval_tokens = 256;  // 4 batches of 4: split into forward passes of batch / accum
     if (moe) {
-      for (StackSpec* st : {&c.spec.prelude, &c.spec.recur.block, &c.spec.coda})
-        for (LayerSpec& l : st->layers) {
-          l.ffn.experts = 4;
-          l.ffn.top_k = 2;
-          l.ffn.hidden = 32;
-        }
+      make_moe(c);
       c.moe_balance = "bias:0.01";
     }
     const TrainResult r = train::train(c);

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "loopscale/data/corpus.hpp"
 #include "loopscale/eval/model_scorer.hpp"
@@ -121,7 +122,8 @@ inline nlohmann::json train_on_ranks(const train::TrainConfig& c, const RunReque
   fs::create_directories(req.dir);
   const fs::path config = req.dir / "train_config.json";
   write_file_atomic(config, nlohmann::json(c).dump(2) + "\n");
-  std::vector<std::string> argv = launcher_words(o.launcher.empty() ? default_launcher() : o.launcher);
+  std::vector<std::string> argv = launcher_words(o.launcher);
+  const std::string launcher = fmt::format("{}", fmt::join(argv, " "));
   for (const std::string& a : {std::string("-n"), std::to_string(o.ranks), this_program(), std::string("train"),
                                std::string("--config"), config.string()})
     argv.push_back(a);
@@ -131,7 +133,7 @@ inline nlohmann::json train_on_ranks(const train::TrainConfig& c, const RunReque
                             fmt::format("sweep: run {} stopped on its {} ranks with a checkpoint; run the sweep again to resume", req.run->id, o.ranks));
   if (rc != 0)
     throw std::runtime_error(fmt::format("run {}: `{} -n {} ... train` exited with {} (its ranks' messages are above)", req.run->id,
-                                         o.launcher.empty() ? default_launcher() : o.launcher, o.ranks, rc));
+                                         launcher, o.ranks, rc));
   std::ifstream in(req.dir / "summary.json");
   nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
   if (s.is_discarded() || !s.is_object() || s.value("status", "") != "done")

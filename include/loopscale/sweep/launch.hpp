@@ -35,9 +35,10 @@ namespace loopscale::sweep {
 // (the point on a small machine is correctness) and, as root, allowed to run at all.
 inline std::string default_launcher() { return geteuid() == 0 ? "mpirun --oversubscribe --allow-run-as-root" : "mpirun --oversubscribe"; }
 
-// The words of a launcher command line, split at spaces (no quoting: a launcher and its options
-// are plain words).
-inline std::vector<std::string> launcher_words(const std::string& launcher) {
+// The words of a launcher command line (empty: default_launcher()), split at spaces (no quoting: a
+// launcher and its options are plain words).
+inline std::vector<std::string> launcher_words(const std::string& given) {
+  const std::string launcher = given.empty() ? default_launcher() : given;
   std::vector<std::string> w;
   std::istringstream in(launcher);
   for (std::string s; in >> s;) w.push_back(s);

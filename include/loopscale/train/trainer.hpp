@@ -70,9 +70,9 @@
 
 #include "loopscale/account/flops.hpp"
 #include "loopscale/account/memory.hpp"
+#include "loopscale/data/checksum.hpp"
 #include "loopscale/spec/spec_json.hpp"
 #include "loopscale/train/checkpoint.hpp"
-#include "loopscale/data/checksum.hpp"
 #include "loopscale/train/data.hpp"
 #include "loopscale/train/dist/communicator.hpp"
 #include "loopscale/train/model.hpp"
@@ -714,6 +714,9 @@ class Trainer {
         targets_(inputs_.size()),
         chunk_loss_(static_cast<std::size_t>(chunks_)) {
     if (cfg.accum > 1) grad_sum_.resize(static_cast<std::size_t>(model_.num_params()));
+    // The routing statistics of a step's chunks: copied over (never reallocated) every step.
+    if (chunks_ > 1)
+      for (int64 i = 0; i < model_.moe_layers(); ++i) moe_sum_.push_back(model_.moe_stats(i));
     res_.params = model_.num_params();
     res_.memory_estimate_bytes = memory_.total;
     if (in.checkpoint) {
@@ -884,7 +887,6 @@ class Trainer {
     const std::span<float> g = model_.grads();
     std::fill(chunk_loss_.begin(), chunk_loss_.end(), 0.0);
     const bool moe = model_.moe_layers() > 0 && chunks_ > 1;
-    if (moe) moe_sum_.assign(static_cast<std::size_t>(model_.moe_layers()), kernels::MoeStats());
     for (int64 a = 0; a < cfg_.accum; ++a) {
       const int64 c = comm_.rank() * cfg_.accum + a;  // the chunk: sequences [c * micro, (c + 1) * micro) of the batch
       sampler_.batch(step, c * micro_, micro_, inputs_.data(), targets_.data());
@@ -914,7 +916,8 @@ class Trainer {
   // The routing statistics of all the step's chunks on every rank, so that the aux-loss-free bias
   // update (and the log) sees the whole batch's load, as one process with the whole batch would.
   void sum_moe_stats() {
-    std::vector<double> flat;
+    std::vector<double>& flat = moe_flat_;
+    flat.clear();  // keeps its capacity: allocated in the first step only
     for (const kernels::MoeStats& m : moe_sum_) {
       flat.insert(flat.end(), m.routed.begin(), m.routed.end());
       flat.insert(flat.end(), m.kept.begin(), m.kept.end());
@@ -1011,25 +1014,22 @@ class Trainer {
   // XXH3-64 of the parameters and the optimiser's moments: equal on every rank, or a rank
   // computed something else (a different thread count changes nothing here, a bad node would).
   std::uint64_t state_checksum() {
-    XXH3_state_t* st = XXH3_createState();
-    XXH3_64bits_reset(st);
+    data::Checksum sum;
     const std::size_t bytes = static_cast<std::size_t>(model_.num_params()) * sizeof(float);
-    XXH3_64bits_update(st, model_.params().data(), bytes);
-    XXH3_64bits_update(st, opt_.first_moment().data(), bytes);
-    XXH3_64bits_update(st, opt_.second_moment().data(), bytes);
-    const std::uint64_t h = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
-    return h;
+    sum.update(model_.params().data(), bytes);
+    sum.update(opt_.first_moment().data(), bytes);
+    sum.update(opt_.second_moment().data(), bytes);
+    return sum.value();
   }
 
   void verify_replicas(std::uint64_t sum, int64 step) {
     const std::vector<std::uint64_t> all = comm_.gather(sum, "the checksum comparison");
     for (std::size_t r = 1; r < all.size(); ++r)
       if (all[r] != all[0])
-        throw std::runtime_error(fmt::format("the ranks' parameters differ at step {}: rank {} has checksum {:016x}, rank 0 {:016x}; "
+        throw std::runtime_error(fmt::format("the ranks' parameters differ at step {}: rank {} has checksum {}, rank 0 {}; "
                                              "the replicas diverged (a faulty node or a non-deterministic reduction); resume from the "
                                              "last checkpoint",
-                                             step, r, all[r], all[0]));
+                                             step, r, data::checksum_text(all[r]), data::checksum_text(all[0])));
   }
 
   void write_checkpoint(int64 step, std::uint64_t sum) {
@@ -1047,7 +1047,7 @@ class Trainer {
                            {"data_position", step},  // windows are a function of (seed, step)
                            {"ranks", comm_.size()},
                            {"accum", cfg_.accum},
-                           {"state_checksum", fmt::format("xxh3-64:{:016x}", sum)},
+                           {"state_checksum", data::checksum_text(sum)},
                            {"config", identity(cfg_)},
                            {"tokenizer", tokenizer_}};
     if (model_.moe_layers() > 0) meta["moe_bias"] = moe_bias(model_);
@@ -1119,6 +1119,7 @@ class Trainer {
   std::vector<double> chunk_loss_;  // the step's loss of each chunk (on every rank after the sum)
   std::vector<float> grad_sum_;     // with accum > 1: the sum of this rank's chunks' gradients
   std::vector<kernels::MoeStats> moe_sum_;  // with MoE and chunks_ > 1: the step's routing statistics
+  std::vector<double> moe_flat_;            // sum_moe_stats: moe_sum_ as one buffer for the sum over the ranks
   std::vector<double> eval_loss_;   // evaluate(): the loss of each forward pass
   std::string resplit_;             // resumed with another split of the batch: what changed
   TrainResult res_;

@@ -9,7 +9,9 @@
 // for every transport (the CUDA backend's NCCL communicator will be a third implementation).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -54,6 +56,36 @@ class SingleProcess final : public Communicator {
   void sum(std::span<double>, Reduction, const char*) override {}
   std::vector<std::uint64_t> gather(std::uint64_t v, const char*) override { return {v}; }
 };
+
+// What an MPI launcher (mpirun or mpiexec of Open MPI or MPICH, srun with PMI or PMIx) tells each
+// process it starts through the environment: read without any MPI call, so that a program can
+// tell before MPI starts whether it is one of several ranks, and which.
+namespace launcher_env {
+inline constexpr const char* rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+inline constexpr const char* size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+template <std::size_t N>
+inline const char* first_set(const char* const (&vars)[N]) {
+  for (const char* v : vars)
+    if (const char* value = std::getenv(v)) return value;
+  return nullptr;
+}
+}  // namespace launcher_env
+
+// Whether a launcher started this process: a program that links MPI initialises it only then, so
+// that a plain run stays a plain process.
+inline bool launched_by_mpi() {
+  return launcher_env::first_set(launcher_env::rank_vars) != nullptr || launcher_env::first_set(launcher_env::size_vars) != nullptr;
+}
+// This process's rank as its launcher says (0 for a plain process).
+inline int launcher_rank() {
+  const char* r = launcher_env::first_set(launcher_env::rank_vars);
+  return r ? std::atoi(r) : 0;
+}
+// The number of ranks the launcher says it started (1 when it does not say: srun with PMIx).
+inline int launcher_size() {
+  const char* n = launcher_env::first_set(launcher_env::size_vars);
+  return n ? std::atoi(n) : 1;
+}
 
 // The communicator of code that does not give one.
 inline Communicator& single_process() {

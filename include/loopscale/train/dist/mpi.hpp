@@ -27,15 +27,6 @@
 
 namespace loopscale::train {
 
-// Whether this process was started by an MPI launcher (mpirun / mpiexec of Open MPI or MPICH, or
-// srun with PMI or PMIx): a program that links MPI initialises it only then, so that a plain run
-// stays a plain process.
-inline bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
-    if (std::getenv(v) != nullptr) return true;
-  return false;
-}
-
 // MPI_Init_thread (funneled: OpenMP threads compute, only the main thread communicates) and
 // MPI_Finalize, once per process.
 class MpiSession {
