@@ -128,8 +128,8 @@ struct ChinchillaForm {
                  be = v::splat(th[4]), dl = v::splat(delta), ndl = v::splat(-delta);
         const vd phi = v::splat(power ? th[5] : 0.0);
         vd fs = v::splat(0), g0 = fs, g1 = fs, g2 = fs, g3 = fs, g4 = fs, g5 = fs;
-        // Four points; `pad` (the last, partial step) holds copies of the last point, and `live`
-        // zeroes their contributions.
+        // v::lanes points (4, or 8 under AVX-512); `pad` (the last, partial step) holds copies of
+        // the last point, and `live` zeroes their contributions.
         const auto step = [&](Eigen::Index i, const double* pad, const vd live) {
           const auto get = [&](const Eigen::ArrayXd& a, int k) { return pad ? v::load(pad + v::lanes * k) : v::load(a.data() + i); };
           const vd lnd = get(log_d, 0), ll = get(log_loss, 1);
@@ -159,7 +159,7 @@ struct ChinchillaForm {
         Eigen::Index i = 0;
         for (; i + v::lanes <= n; i += v::lanes) step(i, nullptr, v::splat(1));
         if (i < n) {
-          alignas(32) double pad[5 * v::lanes];
+          alignas(v::bytes) double pad[5 * v::lanes];
           vd live = v::splat(0);
           for (int k = 0; k < v::lanes; ++k) {
             const Eigen::Index j = std::min(i + k, n - 1);
