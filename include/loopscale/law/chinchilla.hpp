@@ -4,6 +4,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
 #include <cmath>
 #include <limits>
 #include <string_view>
@@ -46,6 +49,14 @@ struct ChinchillaForm {
     struct {
       Range log_d, log_n, log_r, log_n_rec, n_once;
     } ranges;
+    // The distinct model sizes (the N side of a point: log N, or N_once, N_rec and r), for the
+    // fused pass: the N term exp(log A - alpha log N_eff) (and N_eff itself under the power
+    // mapping) is computed once per model and looked up per point. Filled only where it pays:
+    // when at most `shared_models_max` of the points' models are distinct (measured: below).
+    struct {
+      typename Mapping::Prepared neff;   // one row per distinct model
+      std::vector<std::int32_t> of_point;  // point i's row
+    } models;
     Eigen::Index size() const { return log_d.size(); }
 
     // theta = (log E, log A, log B, alpha, beta, mapping...)
@@ -86,7 +97,7 @@ struct ChinchillaForm {
       for (Eigen::Index k = 0; k < q; ++k) J.col(5 + k) = (-th[3] * w(1) * s.derivs.col(k)).matrix();
     }
     // The fitter's inner loop in one pass (AnyPreparedLaw::huber): per point the exponentials, the
-    // division and the log of the law (simd_math.hpp, four points a step), the Huber loss of the
+    // division and the log of the law (simd_math.hpp, 4 or 8 points a step), the Huber loss of the
     // log residual and its gradient, summed in registers. The log_predict route writes the terms,
     // the weights and an n x p Jacobian to memory and reads them back, with Eigen's slower exp
     // and log; perf put it at half of a whole fit (docs/benchmarks.md). Mappings with no
@@ -127,21 +138,69 @@ struct ChinchillaForm {
         const vd E = v::splat(std::exp(th[0])), lA = v::splat(th[1]), lB = v::splat(th[2]), al = v::splat(th[3]),
                  be = v::splat(th[4]), dl = v::splat(delta), ndl = v::splat(-delta);
         const vd phi = v::splat(power ? th[5] : 0.0);
+        // The N side of v::lanes points (or models) from their arrays at i, or from `pad`:
+        // log N_eff, its N term e1 and, under the power mapping, d log N_eff / d phi.
+        const auto n_side = [&](const typename Mapping::Prepared& nf, Eigen::Index i, const double* pad, vd& lne, vd& e1, vd& dphi) {
+          const auto get = [&](const Eigen::ArrayXd& a, int k) { return pad ? v::load(pad + v::lanes * k) : v::load(a.data() + i); };
+          if constexpr (fixed_n) {
+            lne = get(nf.log_n, 2);
+          } else {
+            const vd lr = get(nf.log_r, 2), rec = v::exp_in_range(phi * lr + get(nf.log_n_rec, 3)), ne = get(nf.n_once, 4) + rec;
+            lne = v::log(ne);
+            dphi = lr * rec / ne;
+          }
+          e1 = v::exp_in_range(lA - al * lne);
+        };
+        // `pad` rows for a partial last step: copies of the last point (or model).
+        const auto fill_pad = [&](double* pad, const typename Mapping::Prepared& nf, Eigen::Index i, Eigen::Index n_rows) {
+          for (int k = 0; k < v::lanes; ++k) {
+            const Eigen::Index j = std::min(i + k, n_rows - 1);
+            if constexpr (fixed_n) {
+              pad[2 * v::lanes + k] = nf.log_n[j];
+            } else {
+              pad[2 * v::lanes + k] = nf.log_r[j];
+              pad[3 * v::lanes + k] = nf.log_n_rec[j];
+              pad[4 * v::lanes + k] = nf.n_once[j];
+            }
+          }
+        };
+        // With the model table: its N side once per model, three values a model side by side.
+        const bool table = !models.of_point.empty();
+        thread_local std::vector<double> tab;
+        if (table) {
+          Eigen::Index m;
+          if constexpr (fixed_n) m = models.neff.log_n.size();
+          else m = models.neff.n_once.size();
+          tab.resize(static_cast<std::size_t>(3 * (m + v::lanes)));
+          for (Eigen::Index i = 0; i < m; i += v::lanes) {
+            alignas(v::bytes) double pad[5 * v::lanes];
+            const bool part = i + v::lanes > m;
+            if (part) fill_pad(pad, models.neff, i, m);
+            vd lne, e1, dphi = v::splat(0);
+            n_side(models.neff, i, part ? pad : nullptr, lne, e1, dphi);
+            for (int k = 0; k < v::lanes; ++k) {
+              double* t = tab.data() + 3 * (i + k);
+              t[0] = lne[k], t[1] = e1[k], t[2] = dphi[k];
+            }
+          }
+        }
         vd fs = v::splat(0), g0 = fs, g1 = fs, g2 = fs, g3 = fs, g4 = fs, g5 = fs;
         // v::lanes points (4, or 8 under AVX-512); `pad` (the last, partial step) holds copies of
         // the last point, and `live` zeroes their contributions.
-        const auto step = [&](Eigen::Index i, const double* pad, const vd live) {
+        // A template over `Table`, so the loop without the table is the plain one.
+        const auto step = [&]<bool Table>(std::bool_constant<Table>, Eigen::Index i, const double* pad, const vd live) {
           const auto get = [&](const Eigen::ArrayXd& a, int k) { return pad ? v::load(pad + v::lanes * k) : v::load(a.data() + i); };
           const vd lnd = get(log_d, 0), ll = get(log_loss, 1);
-          vd lne, dphi;
-          if constexpr (fixed_n) {
-            lne = get(neff.log_n, 2);
+          vd lne, e1, dphi = v::splat(0);
+          if constexpr (Table) {
+            for (int k = 0; k < v::lanes; ++k) {
+              const double* t = tab.data() + 3 * models.of_point[static_cast<std::size_t>(std::min<Eigen::Index>(i + k, n - 1))];
+              lne[k] = t[0], e1[k] = t[1], dphi[k] = t[2];
+            }
           } else {
-            const vd lr = get(neff.log_r, 2), rec = v::exp_in_range(phi * lr + get(neff.log_n_rec, 3)), ne = get(neff.n_once, 4) + rec;
-            lne = v::log(ne);
-            dphi = lr * rec / ne;  // d log N_eff / d phi
+            n_side(neff, i, pad, lne, e1, dphi);
           }
-          const vd e1 = v::exp_in_range(lA - al * lne), e2 = v::exp_in_range(lB - be * lnd);
+          const vd e2 = v::exp_in_range(lB - be * lnd);
           const vd s = E + e1 + e2;
           const vd r = v::log(s) - ll;
           const vd c = pad ? v::vmin(v::vmax(r, ndl), dl) * live : v::vmin(v::vmax(r, ndl), dl);  // the Huber slope
@@ -156,26 +215,24 @@ struct ChinchillaForm {
           g4 -= w2 * lnd;
           if constexpr (power) g5 -= w1 * dphi;
         };
-        Eigen::Index i = 0;
-        for (; i + v::lanes <= n; i += v::lanes) step(i, nullptr, v::splat(1));
-        if (i < n) {
-          alignas(v::bytes) double pad[5 * v::lanes];
-          vd live = v::splat(0);
-          for (int k = 0; k < v::lanes; ++k) {
-            const Eigen::Index j = std::min(i + k, n - 1);
-            pad[k] = log_d[j];
-            pad[v::lanes + k] = log_loss[j];
-            if constexpr (fixed_n) {
-              pad[2 * v::lanes + k] = neff.log_n[j];
-            } else {
-              pad[2 * v::lanes + k] = neff.log_r[j];
-              pad[3 * v::lanes + k] = neff.log_n_rec[j];
-              pad[4 * v::lanes + k] = neff.n_once[j];
+        const auto steps = [&]<bool Table>(std::bool_constant<Table> t) {
+          Eigen::Index i = 0;
+          for (; i + v::lanes <= n; i += v::lanes) step(t, i, nullptr, v::splat(1));
+          if (i < n) {
+            alignas(v::bytes) double pad[5 * v::lanes];
+            vd live = v::splat(0);
+            for (int k = 0; k < v::lanes; ++k) {
+              const Eigen::Index j = std::min(i + k, n - 1);
+              pad[k] = log_d[j];
+              pad[v::lanes + k] = log_loss[j];
+              live[k] = i + k < n ? 1.0 : 0.0;
             }
-            live[k] = i + k < n ? 1.0 : 0.0;
+            fill_pad(pad, neff, i, n);
+            step(t, i, pad, live);
           }
-          step(i, pad, live);
-        }
+        };
+        if (table) steps(std::true_type{});
+        else steps(std::false_type{});
         f = v::hsum(fs);
         grad[0] = v::hsum(g0), grad[1] = v::hsum(g1), grad[2] = v::hsum(g2), grad[3] = v::hsum(g3), grad[4] = v::hsum(g4);
         if constexpr (power) grad[5] = th[3] * v::hsum(g5);  // g5 holds -sum c w1 dphi
@@ -186,7 +243,7 @@ struct ChinchillaForm {
   // The data's ranges, for huber's bounds (empty ranges for arrays a mapping does not have).
   static Range range_of(const Eigen::ArrayXd& a) { return a.size() ? Range{a.minCoeff(), a.maxCoeff()} : Range{}; }
   static Prepared make(typename Mapping::Prepared neff, Eigen::ArrayXd log_d) {
-    Prepared p{std::move(neff), std::move(log_d), {}};
+    Prepared p{std::move(neff), std::move(log_d), {}, {}};
     p.ranges.log_d = range_of(p.log_d);
     if constexpr (requires { p.neff.log_n; }) p.ranges.log_n = range_of(p.neff.log_n);
     if constexpr (std::is_same_v<typename Mapping::Prepared, PowerRecurrence::Prepared>) {
@@ -194,7 +251,38 @@ struct ChinchillaForm {
       p.ranges.log_n_rec = range_of(p.neff.log_n_rec);
       p.ranges.n_once = range_of(p.neff.n_once);
     }
+    index_models(p);
     return p;
+  }
+  // At most this share of distinct models among the points, the fused pass uses the model table
+  // (Prepared::models). Measured on AMD EPYC Zen 4, one thread (docs/benchmarks.md, "Law fitting"):
+  // the iso-depth grid (44 models of 116 points) gains, Epoch's (142 of 240) does not.
+  static constexpr double shared_models_max = 0.5;
+  static void index_models(Prepared& p) {
+    const Eigen::Index n = p.size();
+    std::vector<std::array<double, 3>> key(static_cast<std::size_t>(n));
+    for (Eigen::Index i = 0; i < n; ++i) {
+      if constexpr (requires { p.neff.log_n; }) key[i] = {p.neff.log_n[i], 0, 0};
+      else if constexpr (std::is_same_v<typename Mapping::Prepared, PowerRecurrence::Prepared>)
+        key[i] = {p.neff.log_r[i], p.neff.log_n_rec[i], p.neff.n_once[i]};
+      else return;  // no fused pass for this mapping
+    }
+    std::vector<std::array<double, 3>> rows = key;
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    if (n == 0 || static_cast<double>(rows.size()) > shared_models_max * static_cast<double>(n)) return;
+    const auto m = static_cast<Eigen::Index>(rows.size());
+    p.models.of_point.resize(static_cast<std::size_t>(n));
+    for (Eigen::Index i = 0; i < n; ++i)
+      p.models.of_point[i] = static_cast<std::int32_t>(std::lower_bound(rows.begin(), rows.end(), key[i]) - rows.begin());
+    if constexpr (requires { p.neff.log_n; }) {
+      p.models.neff.log_n.resize(m);
+      for (Eigen::Index j = 0; j < m; ++j) p.models.neff.log_n[j] = rows[j][0];
+    } else {
+      p.models.neff.log_r.resize(m), p.models.neff.log_n_rec.resize(m), p.models.neff.n_once.resize(m);
+      for (Eigen::Index j = 0; j < m; ++j)
+        p.models.neff.log_r[j] = rows[j][0], p.models.neff.log_n_rec[j] = rows[j][1], p.models.neff.n_once[j] = rows[j][2];
+    }
   }
   Prepared prepare(const Runs& runs) const { return make(Mapping::prepare(runs), runs["D"].log()); }
 };
