@@ -5,7 +5,8 @@ set -euo pipefail
 
 pkgs=(
   cmake g++ make pkg-config
-  libeigen3-dev          # dense linear algebra: GEMMs of the training engine, law fitting
+  libeigen3-dev          # dense linear algebra: least squares and vector maths of the law fits; the GEMM fallback
+  libdnnl-dev            # oneDNN: the training engine's GEMMs (HostBackend::gemm; CMake LOOPSCALE_GEMM=auto)
   libboost-dev           # Boost.Hana: compile-time type lists of the architecture algebra
   catch2                 # unit tests (Catch2 v2)
   libbenchmark-dev       # Google Benchmark programs under bench/
@@ -26,11 +27,10 @@ pkgs=(
 # starts, so a slurmd started before Open MPI was there cannot launch MPI steps. The live Slurm test
 # (scripts/slurm-cluster.sh, tests/sweep/slurm_live.sh) runs its own one-node cluster with them.
 late=(slurm-wlm munge)
-# `setup.sh --bench`: also the optional libraries the benchmarks compare against (not needed to
-# build, test or run loopscale): OpenBLAS and oneDNN for bench_gemm_libraries and the
-# LOOPSCALE_GEMM=openblas build (docs/benchmarks.md, "GEMM libraries").
+# `setup.sh --bench`: also OpenBLAS, which only bench_gemm_libraries and the LOOPSCALE_GEMM=openblas
+# build use (docs/benchmarks.md, "GEMM libraries"); oneDNN, the host GEMM, is in the list above.
 if [ "${1:-}" = --bench ]; then
-  pkgs+=(libopenblas-pthread-dev libdnnl-dev)
+  pkgs+=(libopenblas-pthread-dev)
 fi
 # Debian's Thrust is only needed where the CUDA toolkit (which carries CCCL) is absent.
 if [ ! -d /usr/local/cuda/include/cccl/thrust ] && [ ! -d /usr/local/cuda/include/thrust ]; then

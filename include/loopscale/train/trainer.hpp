@@ -976,6 +976,7 @@ class Trainer {
       line["peak_flops"] = res_.peak_flops;
       line["peak_source"] = res_.peak_source;
       line["isa"] = peak_isa().name;
+      line["gemm"] = B::gemm_library;
       line["threads"] = B::threads();
       if (comm_.size() > 1 || cfg_.accum > 1) {
         line["ranks"] = comm_.size();

@@ -9,7 +9,8 @@
 //
 // Element-wise work runs through Thrust with its OpenMP device system (compiled by the host
 // compiler). GEMMs use Eigen over Maps of the flat buffers, or OpenBLAS's cblas_sgemm when built
-// with LOOPSCALE_GEMM_OPENBLAS (CMake: -DLOOPSCALE_GEMM=openblas), one thread per call. Eigen's own threading scales only about
+// with LOOPSCALE_GEMM_OPENBLAS (CMake: -DLOOPSCALE_GEMM=openblas), or oneDNN's dnnl_sgemm with
+// LOOPSCALE_GEMM_ONEDNN (-DLOOPSCALE_GEMM=onednn), one thread per call. Eigen's own threading scales only about
 // 1.6x on two cores (measured when this backend was written), so a large product is instead split into one row (or column)
 // panel per thread, each multiplied by single-threaded Eigen; inside an already parallel region
 // (attention runs one head per thread) a product runs on the calling thread only.
@@ -30,6 +31,10 @@
 #if defined(LOOPSCALE_GEMM_OPENBLAS)
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int);
+#elif defined(LOOPSCALE_GEMM_ONEDNN)
+#include <dnnl.h>
+#include <fmt/format.h>
+#include <stdexcept>
 #endif
 #include <immintrin.h>
 #include <omp.h>
@@ -43,6 +48,15 @@ using int64 = std::int64_t;
 
 struct HostBackend {
   static constexpr const char* name = "host";
+  // The library of gemm_serial, recorded in every run's log (train/trainer.hpp): results differ in
+  // the last bits from one library to another, so a comparison of runs needs it.
+#if defined(LOOPSCALE_GEMM_OPENBLAS)
+  static constexpr const char* gemm_library = "openblas";
+#elif defined(LOOPSCALE_GEMM_ONEDNN)
+  static constexpr const char* gemm_library = "onednn";
+#else
+  static constexpr const char* gemm_library = "eigen";
+#endif
 
   // Threads for every parallel region of the engine; Eigen itself stays single-threaded.
   static void set_threads(int n) {
@@ -149,6 +163,21 @@ struct HostBackend {
         cblas_sgemm(CblasRowMajor, ot(ta), ot(tb), i(M), i(N), i(K), alpha, A, i(lda), B, i(ldb), beta, C, i(ldc));
       else
         cblas_dgemm(CblasRowMajor, ot(ta), ot(tb), i(M), i(N), i(K), alpha, A, i(lda), B, i(ldb), beta, C, i(ldc));
+      return;
+    }
+#elif defined(LOOPSCALE_GEMM_ONEDNN)
+    // oneDNN has only an fp32 GEMM; doubles (the gradient checks) stay with Eigen. Its OpenMP
+    // runtime gives a call as many threads as omp_get_max_threads() outside a parallel region and
+    // one inside; outside, this thread's team size is set to 1 for the call, so every panel is one
+    // single-threaded product whatever the caller's threads, as with the other libraries.
+    if constexpr (std::is_same_v<T, float>) {
+      const bool outside = !omp_in_parallel();
+      const int team = omp_get_max_threads();
+      if (outside) omp_set_num_threads(1);
+      const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      if (outside) omp_set_num_threads(team);
+      if (st != dnnl_success)
+        throw std::runtime_error(fmt::format("dnnl_sgemm failed (status {}) on M {}, N {}, K {}", static_cast<int>(st), M, N, K));
       return;
     }
 #endif
