@@ -43,8 +43,11 @@ inline vd vmax(vd a, vd b) { return a > b ? a : b; }
 inline vd vabs(vd a) { return as_double(as_int(a) & splat_bits(0x7FFFFFFFFFFFFFFF)); }
 // A fixed order (pairwise), so a sum is the same bits on every run of a build.
 inline double hsum(vd v) {
-  if constexpr (lanes == 8) return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-  else return (v[0] + v[1]) + (v[2] + v[3]);
+#if defined(__AVX512F__)
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+#else
+  return (v[0] + v[1]) + (v[2] + v[3]);
+#endif
 }
 
 // Integral k in [-2^51, 2^51] between double and int64 through the mantissa of 1.5 * 2^52
