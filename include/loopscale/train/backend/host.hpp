@@ -171,6 +171,19 @@ struct HostBackend {
     // one inside; outside, this thread's team size is set to 1 for the call, so every panel is one
     // single-threaded product whatever the caller's threads, as with the other libraries.
     if constexpr (std::is_same_v<T, float>) {
+      // oneDNN picks its kernels from the CPU it runs on, not from the build: held to the vector
+      // unit the build targets, so the peak the MFU divides by (peak_isa()) is the peak of the
+      // instructions every GEMM uses. Otherwise an AVX2 build on a core with two 512-bit FMA
+      // units would run AVX-512 GEMMs at up to twice the AVX2 peak it measures, an MFU above 1.
+      // Only the first call into oneDNN can set the limit.
+#if !defined(__AVX512F__)
+#if defined(__FMA__) && defined(__AVX2__)
+      static const bool held = (dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2), true);
+#else
+      static const bool held = (dnnl_set_max_cpu_isa(dnnl_cpu_isa_sse41), true);
+#endif
+      (void)held;
+#endif
       const bool outside = !omp_in_parallel();
       const int team = omp_get_max_threads();
       if (outside) omp_set_num_threads(1);
