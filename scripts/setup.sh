@@ -5,8 +5,8 @@ set -euo pipefail
 
 pkgs=(
   cmake g++ make pkg-config
-  libeigen3-dev          # dense linear algebra: least squares and vector maths of the law fits; the GEMM fallback
-  libdnnl-dev            # oneDNN: the training engine's GEMMs (HostBackend::gemm; CMake LOOPSCALE_GEMM=auto)
+  libeigen3-dev          # dense linear algebra: GEMMs of the training engine (the default), law fitting
+  libdnnl-dev            # oneDNN: the training engine's GEMMs with CMake -DLOOPSCALE_GEMM=onednn or auto (HostBackend::gemm)
   libboost-dev           # Boost.Hana: compile-time type lists of the architecture algebra
   catch2                 # unit tests (Catch2 v2)
   libbenchmark-dev       # Google Benchmark programs under bench/
