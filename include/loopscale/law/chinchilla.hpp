@@ -147,7 +147,7 @@ struct ChinchillaForm {
           } else {
             const vd lr = get(nf.log_r, 2), rec = v::exp_in_range(phi * lr + get(nf.log_n_rec, 3)), ne = get(nf.n_once, 4) + rec;
             lne = v::log(ne);
-            dphi = lr * rec / ne;
+            dphi = lr * rec / ne;  // d log N_eff / d phi
           }
           e1 = v::exp_in_range(lA - al * lne);
         };
@@ -255,7 +255,7 @@ struct ChinchillaForm {
     return p;
   }
   // At most this share of distinct models among the points, the fused pass uses the model table
-  // (Prepared::models). Measured on AMD EPYC Zen 4, one thread (docs/benchmarks.md, "Law fitting"):
+  // (Prepared::models). Measured on AMD EPYC Zen 4 (docs/benchmarks.md, "Zen 4 with AVX-512"):
   // the iso-depth grid (44 models of 116 points) gains, Epoch's (142 of 240) does not.
   static constexpr double shared_models_max = 0.5;
   static void index_models(Prepared& p) {
