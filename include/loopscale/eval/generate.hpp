@@ -215,7 +215,7 @@ class Decoder {
       const k::MoeScratch<float> sc = k::moe_scratch(s.ms, 1, moe_v_.data() + moe_acts_, moe_iv_.data() + moe_acts_index_);
       k::MoeStats& st = stats_[static_cast<std::size_t>(w.moe)];
       st.reset();  // balancing statistics mean nothing here; keep them from growing
-      k::moe_forward<B>(s.ms, 1, xn2_, P + w.w1, layout_->moe_bias(w.moe).data(), out, true, a, sc, st);
+      k::moe_forward<B>(s.ms, 1, xn2_, P + w.w1, layout_->moe_bias_data(w.moe), out, true, a, sc, st);
     } else {
       k::mlp_forward<B>(xn2_, P + w.w1, P + w.w2, hpre_, hact_, out, {1, d, s.H, s.act}, true);
     }

@@ -271,12 +271,9 @@ RunModel run_model_of(const train::Transformer<float, B>& model) {
   m.seq_len = model.seq_len();
   m.softcap = model.softcap();
   m.routing = model.moe_routing();
-  const auto p = model.params();
-  m.params.assign(p.begin(), p.end());
-  for (int64 i = 0; i < model.moe_layers(); ++i) {
-    const auto b = model.moe_bias(i);
-    m.moe_bias.emplace_back(b.begin(), b.end());
-  }
+  m.params.resize(static_cast<std::size_t>(model.num_params()));
+  model.read_params(m.params);
+  for (int64 i = 0; i < model.moe_layers(); ++i) m.moe_bias.push_back(model.read_moe_bias(i));
   return m;
 }
 
@@ -295,11 +292,11 @@ std::unique_ptr<train::Transformer<float, B>> inference_model(const RunModel& m,
                                        " selection biases were given"));
   for (int64 i = 0; i < t->moe_layers(); ++i) {
     const std::vector<float>& b = m.moe_bias[static_cast<std::size_t>(i)];
-    const auto dst = t->moe_bias(i);
-    if (b.size() != dst.size())
-      throw std::invalid_argument(concat("eval: MoE layer ", t->moe_name(i), " has ", static_cast<int64>(dst.size()), " experts but ",
+    const int64 experts = t->moe_shape(i).experts;
+    if (static_cast<int64>(b.size()) != experts)
+      throw std::invalid_argument(concat("eval: MoE layer ", t->moe_name(i), " has ", experts, " experts but ",
                                          static_cast<int64>(b.size()), " selection biases were given"));
-    std::copy(b.begin(), b.end(), dst.begin());
+    t->write_moe_bias(i, b);
   }
   t->set_recurrences(r);
   return t;

@@ -28,6 +28,13 @@
 // says which r a trained spec can run). Its parameters may live in the caller's buffer, so several
 // models of different (batch, seq_len) shapes share one copy of a trained model's weights.
 //
+// Memory is the backend's (B::buffer, backend/host.hpp): every kernel reads and writes backend
+// buffers, and host code reaches them only through read_params/write_params and the other read_/
+// write_ calls, which go through B::upload and B::download. Token ids are uploaded at every call
+// unless the backend shares the host's memory. The spans params(), grads(), token_losses() and
+// logits() exist only where it does (HostBackend). tests/train/test_guard_backend.cpp runs whole
+// training steps under backend/guard.hpp, whose buffers the host cannot touch, to keep it so.
+//
 // T is the scalar type (float for training, double for the gradient checks); B the backend.
 #pragma once
 
@@ -90,6 +97,9 @@ inline void check_recurrences(const ModelSpec& spec, int64 r) {
 
 template <class T, class B = HostBackend>
 class Transformer {
+  template <class U>
+  using Buffer = typename B::template buffer<U>;
+
  public:
   // Shapes of one layer, resolved from its LayerSpec.
   struct LayerShape {
@@ -116,7 +126,7 @@ class Transformer {
     const LayerShape* shape = nullptr;
     kernels::MoeStats stats;        // of the last forward, over every call of that layer
     kernels::MoeStats forward_only; // the forward-only recurrences' share (truncated BPTT, see freeze)
-    std::vector<T> bias;            // selection bias (balance == bias)
+    Buffer<T> bias;                 // selection bias (balance == bias)
     kernels::MoeScratch<T> scratch{};
   };
 
@@ -141,11 +151,40 @@ class Transformer {
   int64 num_params() const { return n_params_; }
   // Writable parameters; a forward-only model reading the caller's buffer has none to give.
   std::span<T> params() {
+    static_assert(B::host_memory, "Transformer::params(): this accessor hands out the backend's memory to host code; use read_params / write_params");
     if (external_) throw std::logic_error("train: this model reads its parameters from the caller's buffer");
-    return params_;
+    return {params_.data(), params_.size()};
   }
-  std::span<const T> params() const { return {P_, static_cast<std::size_t>(n_params_)}; }
-  std::span<T> grads() { return grads_; }
+  std::span<const T> params() const {
+    static_assert(B::host_memory, "Transformer::params(): this accessor hands out the backend's memory to host code; use read_params");
+    return {P_, static_cast<std::size_t>(n_params_)};
+  }
+  std::span<T> grads() {
+    static_assert(B::host_memory, "Transformer::grads(): this accessor hands out the backend's memory to host code; use read_grads");
+    return {grads_.data(), grads_.size()};
+  }
+  // Copies between the host and the model's parameters and gradients (any backend).
+  void read_params(std::span<T> out) const {
+    check_size("read_params", out.size(), n_params_);
+    B::download(out.data(), P_, n_params_);
+  }
+  void write_params(std::span<const T> in) {
+    if (external_) throw std::logic_error("train: this model reads its parameters from the caller's buffer");
+    check_size("write_params", in.size(), n_params_);
+    B::upload(params_.data(), in.data(), n_params_);
+  }
+  void read_grads(std::span<T> out) const {
+    if (!train_) throw std::logic_error("train: a forward-only model has no gradients");
+    check_size("read_grads", out.size(), n_params_);
+    B::download(out.data(), grads_.data(), n_params_);
+  }
+  // The backend buffers themselves, for code that runs on the backend (the optimiser's kernels).
+  T* params_data() {
+    if (external_) throw std::logic_error("train: this model reads its parameters from the caller's buffer");
+    return params_.data();
+  }
+  const T* params_data() const { return P_; }
+  T* grads_data() { return grads_.data(); }
   // Whether the model was built for training (gradients, backward buffers) or forward only.
   bool trains() const { return train_; }
   double softcap() const { return softcap_; }
@@ -165,8 +204,22 @@ class Transformer {
   // log-probability of its target), and the logits (batch * seq_len rows of padded_vocab() values)
   // whose first vocab columns are softcapped, the values the loss's softmax read. The padding
   // columns hold uncapped values outside the softmax. (After backward() the logits hold gradients.)
-  std::span<const T> token_losses() const { return {losses_, static_cast<std::size_t>(n_)}; }
-  std::span<const T> logits() const { return {logits_, static_cast<std::size_t>(n_ * vp_)}; }
+  std::span<const T> token_losses() const {
+    static_assert(B::host_memory, "Transformer::token_losses(): this accessor hands out the backend's memory to host code; use read_token_losses");
+    return {losses_, static_cast<std::size_t>(n_)};
+  }
+  std::span<const T> logits() const {
+    static_assert(B::host_memory, "Transformer::logits(): this accessor hands out the backend's memory to host code; use read_logits");
+    return {logits_, static_cast<std::size_t>(n_ * vp_)};
+  }
+  void read_token_losses(std::span<T> out) const {
+    check_size("read_token_losses", out.size(), n_);
+    B::download(out.data(), losses_, n_);
+  }
+  void read_logits(std::span<T> out) const {
+    check_size("read_logits", out.size(), n_ * vp_);
+    B::download(out.data(), logits_, n_ * vp_);
+  }
 
   // ---- the parameter layout, for code that runs the same weights another way (eval/generate.hpp's
   // KV cache runs one position at a time through these offsets and shapes) ----
@@ -217,14 +270,39 @@ class Transformer {
   // Replaces layer i's statistics of the step (data parallelism: the whole batch's, summed over
   // micro-batches and ranks), before update_moe_bias and the step's log line read them.
   void set_moe_stats(int64 i, const kernels::MoeStats& s) { moe_[i].stats = s; }
-  std::span<T> moe_bias(int64 i) { return moe_[i].bias; }
-  std::span<const T> moe_bias(int64 i) const { return moe_[i].bias; }
+  // Layer i's selection bias in backend memory (for kernels), and copies of it to and from the host.
+  const T* moe_bias_data(int64 i) const { return moe_[i].bias.data(); }
+  std::span<T> moe_bias(int64 i) {
+    static_assert(B::host_memory, "Transformer::moe_bias(): this accessor hands out the backend's memory to host code; use read_moe_bias / write_moe_bias");
+    return {moe_[i].bias.data(), moe_[i].bias.size()};
+  }
+  std::span<const T> moe_bias(int64 i) const {
+    static_assert(B::host_memory, "Transformer::moe_bias(): this accessor hands out the backend's memory to host code; use read_moe_bias");
+    return {moe_[i].bias.data(), moe_[i].bias.size()};
+  }
+  std::vector<T> read_moe_bias(int64 i) const {
+    std::vector<T> out(moe_[i].bias.size());
+    B::download(out.data(), moe_[i].bias.data(), static_cast<int64>(out.size()));
+    return out;
+  }
+  void write_moe_bias(int64 i, std::span<const T> in) {
+    check_size("write_moe_bias", in.size(), static_cast<int64>(moe_[i].bias.size()));
+    B::upload(moe_[i].bias.data(), in.data(), static_cast<int64>(in.size()));
+  }
   const kernels::MoeRouting& moe_routing() const { return routing_; }
   // Balance loss plus z-loss of the last forward (0 without MoE layers).
   double aux_loss() const { return aux_; }
   // The aux-loss-free step from the last forward's loads; call once per optimiser step.
+  // The statistics are on the host; the E biases come over, are updated there and go back.
   void update_moe_bias() {
-    for (MoeLayer& m : moe_) kernels::moe_update_bias(m.shape->ms, m.stats, m.bias.data());
+    for (MoeLayer& m : moe_) {
+      if (m.shape->ms.balance != kernels::Balance::bias) continue;
+      const int64 E = static_cast<int64>(m.bias.size());
+      host_bias_.resize(static_cast<std::size_t>(E));  // grows once
+      B::download(host_bias_.data(), m.bias.data(), E);
+      kernels::moe_update_bias(m.shape->ms, m.stats, host_bias_.data());
+      B::upload(m.bias.data(), host_bias_.data(), E);
+    }
   }
 
   // Initial values (serial, so independent of the thread count), by scheme:
@@ -240,11 +318,14 @@ class Transformer {
   // hyperconnections their cyclic start).
   void init(std::uint64_t seed, InitScheme scheme = InitScheme::scaled_normal) {
     if (external_) throw std::logic_error("train: this model reads its parameters from the caller's buffer; initialise those");
+    // Drawn on the host (serially, so the same weights on every backend and thread count), then
+    // uploaded in one copy.
+    std::vector<T> host(static_cast<std::size_t>(n_params_));
     SplitMix64 rng{seed};
     const double depth = static_cast<double>(effective_depth(spec_));
     const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d_));
     for (const ParamTensor& t : tensors_) {
-      T* p = params_.data() + t.offset;
+      T* p = host.data() + t.offset;
       double std = 0;
       const std::string& nm = t.name;
       const auto ends = [&nm](const char* s) {
@@ -278,6 +359,7 @@ class Transformer {
         for (int64 i = 0; i < t.size; ++i) p[i] = T(1);  // norm scales
       }
     }
+    B::upload(params_.data(), host.data(), n_params_);
   }
 
   // Mean cross-entropy (nats per token) of next-token prediction; tokens and targets hold
@@ -292,6 +374,8 @@ class Transformer {
   // Mean cross-entropy without gradients (the activations are written all the same).
   double forward(const std::int32_t* tokens, const std::int32_t* targets) {
     ensure_tables();
+    tokens = stage(tokens, tokens_);
+    targets = stage(targets, targets_);
     for (MoeLayer& m : moe_) m.stats.reset();
     const T* P = P_;
     kernels::embedding_forward<B>(tokens, P + emb_, x0_, n_, d_);
@@ -318,12 +402,14 @@ class Transformer {
     aux_ = 0;
     for (const MoeLayer& m : moe_) aux_ += m.stats.balance_loss(m.shape->ms) + m.stats.z_loss(m.shape->ms);
     const T* l = losses_;
-    return B::sum(n_, [l](int64 i) { return l[i]; }) / static_cast<double>(n_);
+    return B::sum(n_, [l] LOOPSCALE_HD(int64 i) { return l[i]; }) / static_cast<double>(n_);
   }
 
   // Gradients of the mean loss of the last forward() (which must have been on the same batch).
   void backward(const std::int32_t* tokens, const std::int32_t* targets) {
     if (!train_) throw std::logic_error("train: a forward-only model has no gradients");
+    tokens = stage(tokens, tokens_);
+    targets = stage(targets, targets_);
     T* G = grads_.data();
     const T* P = P_;
     kernels::fill<B>(G, T(0), n_params_);
@@ -361,7 +447,7 @@ class Transformer {
     per_rec_ = spec.recur.state_norm == StateNorm::per_recurrence;
     layout_params();
     if (params.empty()) {
-      params_.assign(static_cast<std::size_t>(n_params_), T(0));
+      params_ = Buffer<T>(static_cast<std::size_t>(n_params_));
       P_ = params_.data();
     } else {
       if (static_cast<int64>(params.size()) != n_params_)
@@ -369,10 +455,14 @@ class Transformer {
       P_ = params.data();
       external_ = true;
     }
-    if (train) grads_.assign(static_cast<std::size_t>(n_params_), T(0));
+    if (train) grads_ = Buffer<T>(static_cast<std::size_t>(n_params_));
     layout_activations();
-    rope_cos_.resize(static_cast<std::size_t>(seq_ * max_q_ / 2));
-    rope_sin_.resize(rope_cos_.size());
+    rope_cos_ = Buffer<T>(static_cast<std::size_t>(seq_ * max_q_ / 2));
+    rope_sin_ = Buffer<T>(rope_cos_.size());
+    if constexpr (!B::host_memory) {
+      tokens_ = Buffer<std::int32_t>(static_cast<std::size_t>(n_));
+      targets_ = Buffer<std::int32_t>(static_cast<std::size_t>(n_));
+    }
   }
 
   // ---- layout -------------------------------------------------------------------------------
@@ -427,7 +517,7 @@ class Transformer {
       state.shape = &s;
       state.stats = kernels::MoeStats(E);
       state.forward_only = kernels::MoeStats(E);
-      state.bias.assign(static_cast<std::size_t>(E), T(0));
+      state.bias = Buffer<T>(static_cast<std::size_t>(E));
       moe_.push_back(std::move(state));
     } else {
       w.w1 = add_tensor(prefix + ".w1", s.H1 * s.d, ParamGroup::matrix, s.d);
@@ -608,8 +698,8 @@ class Transformer {
     Carver count;
     IndexCarver icount;
     carve(count, icount);
-    arena_.assign(static_cast<std::size_t>(count.used), T(0));
-    index_arena_.assign(static_cast<std::size_t>(icount.used), 0);
+    arena_ = Buffer<T>(static_cast<std::size_t>(count.used));
+    index_arena_ = Buffer<kernels::int32>(static_cast<std::size_t>(icount.used));
     Carver real{arena_.data(), 0};
     IndexCarver ireal{index_arena_.data(), 0};
     carve(real, ireal);
@@ -625,8 +715,26 @@ class Transformer {
     // One table for the head dimension every layer shares.
     for (const LayerShape& s : shapes_)
       if (s.rope && s.q != max_q_) throw spec_error("train: all layers must share one head dimension");
-    kernels::rope_tables(seq_, max_q_, rope_cos_.data(), rope_sin_.data());
+    std::vector<T> c(rope_cos_.size()), s(rope_sin_.size());  // computed on the host, uploaded once
+    kernels::rope_tables(seq_, max_q_, c.data(), s.data());
+    B::upload(rope_cos_.data(), c.data(), static_cast<int64>(c.size()));
+    B::upload(rope_sin_.data(), s.data(), static_cast<int64>(s.size()));
     tables_ready_ = true;
+  }
+
+  // Token ids in backend memory: the caller's own where the backend shares the host's memory,
+  // else uploaded into the model's buffer.
+  const std::int32_t* stage(const std::int32_t* ids, Buffer<std::int32_t>& buf) {
+    if constexpr (B::host_memory) {
+      return ids;
+    } else {
+      B::upload(buf.data(), ids, n_);
+      return buf.data();
+    }
+  }
+  static void check_size(const char* what, std::size_t got, int64 want) {
+    if (static_cast<int64>(got) != want)
+      throw std::invalid_argument(concat("train: ", what, ": the buffer holds ", got, " values, the model needs ", want));
   }
 
   kernels::LossShape loss_shape() const { return {n_, vp_, spec_.vocab, softcap_}; }
@@ -650,7 +758,7 @@ class Transformer {
     kernels::copy<B>(a.out, a.x_mid, N * d);
     if (s.moe) {
       MoeLayer& m = moe_[w.moe];
-      kernels::moe_forward<B>(s.ms, N, a.xn2, P + w.w1, m.bias.data(), a.out, true, a.moe, m.scratch, m.stats);
+      kernels::moe_forward<B>(s.ms, N, a.xn2, P + w.w1, static_cast<const T*>(m.bias.data()), a.out, true, a.moe, m.scratch, m.stats);
     } else {
       kernels::mlp_forward<B>(a.xn2, P + w.w1, P + w.w2, a.hpre, a.hact, a.out, {N, d, s.H, s.act}, true);
     }
@@ -864,14 +972,16 @@ class Transformer {
   double softcap_;
   kernels::MoeRouting routing_;
   std::vector<MoeLayer> moe_;
-  std::vector<kernels::int32> index_arena_;
+  Buffer<kernels::int32> index_arena_;
+  Buffer<std::int32_t> tokens_, targets_;  // uploaded ids (backends that do not share the host's memory)
+  std::vector<T> host_bias_;               // update_moe_bias's copy of one layer's biases
   double aux_ = 0;
   int64 d_ = 0, vp_ = 0, r_ = 1, k_ = 0, kb_ = 1, lanes_ = 0, max_q_ = 2;
   int threads_ = 1;
   Inject inject_ = Inject::none;
   int64 n_params_ = 0;
   std::vector<ParamTensor> tensors_;
-  std::vector<T> params_, grads_, arena_, rope_cos_, rope_sin_;
+  Buffer<T> params_, grads_, arena_, rope_cos_, rope_sin_;
   bool tables_ready_ = false, frozen_ = false;
   bool train_ = true;      // gradients and backward buffers (else forward only)
   bool external_ = false;  // the parameters are the caller's buffer (forward only)

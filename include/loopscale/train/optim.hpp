@@ -76,7 +76,7 @@ void adamw_update(T* p, const T* gr, T* m, T* v, int64 n, double lr, double lr_m
   const T decay = static_cast<T>(1 - lr * lr_mult * wd);
   const T c = static_cast<T>(clip), tb1 = static_cast<T>(b1), tb2 = static_cast<T>(b2);
   const T rbc2 = static_cast<T>(1 / std::sqrt(bc2)), eps = static_cast<T>(eps_);
-  B::parallel_for((n + 4095) / 4096, [=](int64 chunk) {
+  B::parallel_for((n + 4095) / 4096, [=] LOOPSCALE_HD(int64 chunk) {
     const int64 hi = std::min(n, (chunk + 1) * 4096);
     for (int64 i = chunk * 4096; i < hi; ++i) {
       const T gi = gr[i] * c;
@@ -92,12 +92,13 @@ void adamw_update(T* p, const T* gr, T* m, T* v, int64 n, double lr, double lr_m
 template <class T, class B = HostBackend>
 class AdamW {
  public:
-  AdamW(int64 n, const AdamWConfig& cfg) : cfg_(cfg), m_(static_cast<std::size_t>(n), T(0)), v_(static_cast<std::size_t>(n), T(0)) {}
+  // The moments live in backend memory beside the parameters they update (zeroed).
+  AdamW(int64 n, const AdamWConfig& cfg) : cfg_(cfg), m_(static_cast<std::size_t>(n)), v_(static_cast<std::size_t>(n)) {}
 
   // Global L2 norm of the gradients, in double, in a fixed order.
   static double grad_norm(std::span<const T> g) {
     const T* p = g.data();
-    return std::sqrt(B::sum(static_cast<int64>(g.size()), [p](int64 i) { return static_cast<double>(p[i]) * p[i]; }));
+    return std::sqrt(B::sum(static_cast<int64>(g.size()), [p] LOOPSCALE_HD(int64 i) { return static_cast<double>(p[i]) * p[i]; }));
   }
 
   // One update at learning rate lr (already scheduled); `norm` is grad_norm(grads). Returns the
@@ -114,14 +115,20 @@ class AdamW {
   }
 
   int64 steps_taken() const { return t_; }
-  std::span<T> first_moment() { return m_; }
-  std::span<T> second_moment() { return v_; }
+  std::span<T> first_moment() {
+    static_assert(B::host_memory, "AdamW::first_moment(): the moments are backend memory the host cannot read here");
+    return {m_.data(), m_.size()};
+  }
+  std::span<T> second_moment() {
+    static_assert(B::host_memory, "AdamW::second_moment(): the moments are backend memory the host cannot read here");
+    return {v_.data(), v_.size()};
+  }
   void set_steps_taken(int64 t) { t_ = t; }
   const AdamWConfig& config() const { return cfg_; }
 
  private:
   AdamWConfig cfg_;
-  std::vector<T> m_, v_;
+  typename B::template buffer<T> m_, v_;
   int64 t_ = 0;
 };
 

@@ -412,7 +412,7 @@ template <class M>
 nlohmann::json moe_bias(M& model) {
   nlohmann::json b = nlohmann::json::array();
   for (int64 i = 0; i < model.moe_layers(); ++i) {
-    const auto v = model.moe_bias(i);
+    const auto v = model.read_moe_bias(i);
     b.push_back(std::vector<double>(v.begin(), v.end()));  // floats are exact as doubles
   }
   return b;
@@ -424,9 +424,10 @@ void set_moe_bias(M& model, const nlohmann::json& b) {
     throw checkpoint_error("checkpoint: the MoE selection biases do not match the model");
   for (int64 i = 0; i < model.moe_layers(); ++i) {
     const auto v = b[static_cast<std::size_t>(i)].get<std::vector<double>>();
-    auto dst = model.moe_bias(i);
+    std::vector<float> dst = model.read_moe_bias(i);
     if (v.size() != dst.size()) throw checkpoint_error("checkpoint: the MoE selection biases do not match the model");
     for (std::size_t e = 0; e < v.size(); ++e) dst[e] = static_cast<float>(v[e]);
+    model.write_moe_bias(i, dst);
   }
 }
 

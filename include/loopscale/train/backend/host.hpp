@@ -5,7 +5,15 @@
 //   gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)   row-major C = a op(A) op(B) + b C
 //   parallel_for(n, f)                                           f(i) for i in [0, n), any order
 //   sum(n, f)                                                    sum of f(i) in double, fixed order
+//   single(f)                                                    f() once, on the backend (serial work on its memory)
 //   thread_id(), threads(), set_threads(n)
+//   buffer<T>, upload(dst, src, n), download(dst, src, n)        its memory, and copies to and from the host
+//   host_memory                                                  whether host code may read a buffer directly
+//   nested_gemm                                                  whether a parallel_for task may call gemm
+//
+// Every buffer a kernel reads or writes is a backend buffer; host code touches one only through
+// upload/download or inside a backend call (guard.hpp's backend checks that, for tests). Here a
+// buffer is a std::vector and the copies are plain copies.
 //
 // Element-wise work runs through Thrust with its OpenMP device system (compiled by the host
 // compiler). GEMMs use Eigen over Maps of the flat buffers, or OpenBLAS's cblas_sgemm when built
@@ -28,6 +36,8 @@
 #include <vector>
 
 #include <Eigen/Core>
+
+#include "loopscale/train/backend/portable.hpp"
 #if defined(LOOPSCALE_GEMM_OPENBLAS)
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int);
@@ -57,6 +67,31 @@ struct HostBackend {
 #else
   static constexpr const char* gemm_library = "eigen";
 #endif
+
+  // Memory: a backend buffer is a zero-initialised std::vector, which host code may also read
+  // directly (host_memory); code that must also run on a device backend uses upload/download.
+  template <class T>
+  using buffer = std::vector<T>;
+  static constexpr bool host_memory = true;
+  // Whether a parallel_for task may call gemm (on the calling thread). Where it may, attention and
+  // the MoE experts run one task per head or row chunk, each with its own small GEMMs; where it
+  // may not (a device), they issue their GEMMs from the host and do the rest element-wise
+  // (kernels/attention.hpp and kernels/moe.hpp: the "device form").
+  static constexpr bool nested_gemm = true;
+  template <class T>
+  static void upload(T* dst, const T* src, int64 n) {
+    if (n > 0) std::copy_n(src, n, dst);
+  }
+  template <class T>
+  static void download(T* dst, const T* src, int64 n) {
+    if (n > 0) std::copy_n(src, n, dst);
+  }
+  // Serial work on backend memory (a prefix sum over experts, a bias update): f() once, here on
+  // the calling thread; a device backend runs it as one device thread.
+  template <class F>
+  static void single(F f) {
+    f();
+  }
 
   // Threads for every parallel region of the engine; Eigen itself stays single-threaded.
   static void set_threads(int n) {
@@ -247,7 +282,11 @@ namespace detail {
 template <class V, class Fma>
 inline void fma_loop(V (&a)[peak_chains], V mul, V add, std::int64_t iters, Fma fma) {
   for (std::int64_t it = 0; it < iters; ++it) {
+#if defined(__CUDACC__)
+#pragma unroll 12
+#else
 #pragma GCC unroll 12
+#endif
     for (int c = 0; c < peak_chains; ++c) a[c] = fma(a[c], mul, add);
   }
 }

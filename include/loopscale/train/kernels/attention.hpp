@@ -23,33 +23,63 @@ struct AttentionShape {
   constexpr int64 probs() const { return batch * heads * seq * seq; }
 };
 
+// Row t of a causal score matrix (Tn columns) in place: the softmax over j <= t, zeros after.
+template <class T>
+LOOPSCALE_HD inline void causal_softmax_row(T* row, int64 t, int64 Tn) {
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64 j = 0; j <= t; ++j) mx = row[j] > mx ? row[j] : mx;
+  T sum = 0;
+  for (int64 j = 0; j <= t; ++j) {
+    row[j] = std::exp(row[j] - mx);
+    sum += row[j];
+  }
+  const T inv = T(1) / sum;
+  for (int64 j = 0; j <= t; ++j) row[j] *= inv;
+  for (int64 j = t + 1; j < Tn; ++j) row[j] = T(0);
+}
+
+// Row t of dS from the probabilities p and dP (in place in d): p * (d - <p, d>) * scale, zeros after t.
+template <class T>
+LOOPSCALE_HD inline void causal_softmax_backward_row(const T* p, T* d, int64 t, int64 Tn, T scale) {
+  T dot = 0;
+  for (int64 j = 0; j <= t; ++j) dot += p[j] * d[j];
+  for (int64 j = 0; j <= t; ++j) d[j] = p[j] * (d[j] - dot) * scale;
+  for (int64 j = t + 1; j < Tn; ++j) d[j] = T(0);
+}
+
+// Two forms of the same arithmetic, chosen by the backend (B::nested_gemm): the task form runs one
+// parallel task per (sequence, head) that makes its own GEMMs (the host: the heads spread over the
+// threads); the device form issues every GEMM from the host, one per (sequence, head), and runs
+// the softmax as one element-wise pass over all rows (a GPU, or GuardDeviceBackend in the tests).
+
 // out (N x h q) and P (batch x heads x T x T) from qkv (N x row()).
 template <class B, class T>
 void attention_forward(const T* qkv, T* P, T* out, const AttentionShape& s) {
   const int64 Tn = s.seq, q = s.head_dim, C = s.row(), hq = s.out_row(), group = s.heads / s.kv_heads;
   const T scale = T(1) / std::sqrt(T(q));
-  B::parallel_for(s.batch * s.heads, [=](int64 bh) {
-    const int64 b = bh / s.heads, h = bh % s.heads, g = h / group;
-    const T* Q = qkv + b * Tn * C + h * q;
-    const T* K = qkv + b * Tn * C + (s.heads + g) * q;
-    const T* V = qkv + b * Tn * C + (s.heads + s.kv_heads + g) * q;
-    T* S = P + bh * Tn * Tn;
-    B::gemm(false, true, Tn, Tn, q, scale, Q, C, K, C, T(0), S, Tn);
-    for (int64 t = 0; t < Tn; ++t) {
-      T* row = S + t * Tn;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64 j = 0; j <= t; ++j) mx = row[j] > mx ? row[j] : mx;
-      T sum = 0;
-      for (int64 j = 0; j <= t; ++j) {
-        row[j] = std::exp(row[j] - mx);
-        sum += row[j];
-      }
-      const T inv = T(1) / sum;
-      for (int64 j = 0; j <= t; ++j) row[j] *= inv;
-      for (int64 j = t + 1; j < Tn; ++j) row[j] = T(0);
+  if constexpr (B::nested_gemm) {
+    B::parallel_for(s.batch * s.heads, [=](int64 bh) {
+      const int64 b = bh / s.heads, h = bh % s.heads, g = h / group;
+      const T* Q = qkv + b * Tn * C + h * q;
+      const T* K = qkv + b * Tn * C + (s.heads + g) * q;
+      const T* V = qkv + b * Tn * C + (s.heads + s.kv_heads + g) * q;
+      T* S = P + bh * Tn * Tn;
+      B::gemm(false, true, Tn, Tn, q, scale, Q, C, K, C, T(0), S, Tn);
+      for (int64 t = 0; t < Tn; ++t) causal_softmax_row(S + t * Tn, t, Tn);
+      B::gemm(false, false, Tn, q, Tn, T(1), S, Tn, V, C, T(0), out + b * Tn * hq + h * q, hq);
+    });
+  } else {
+    for (int64 bh = 0; bh < s.batch * s.heads; ++bh) {
+      const int64 b = bh / s.heads, h = bh % s.heads, g = h / group;
+      B::gemm(false, true, Tn, Tn, q, scale, qkv + b * Tn * C + h * q, C, qkv + b * Tn * C + (s.heads + g) * q, C, T(0), P + bh * Tn * Tn, Tn);
     }
-    B::gemm(false, false, Tn, q, Tn, T(1), S, Tn, V, C, T(0), out + b * Tn * hq + h * q, hq);
-  });
+    B::parallel_for(s.batch * s.heads * Tn, [=] LOOPSCALE_HD(int64 r) { causal_softmax_row(P + r * Tn, r % Tn, Tn); });
+    for (int64 bh = 0; bh < s.batch * s.heads; ++bh) {
+      const int64 b = bh / s.heads, h = bh % s.heads, g = h / group;
+      B::gemm(false, false, Tn, q, Tn, T(1), P + bh * Tn * Tn, Tn, qkv + b * Tn * C + (s.heads + s.kv_heads + g) * q, C, T(0),
+              out + b * Tn * hq + h * q, hq);
+    }
+  }
 }
 
 // Row t of attention_forward for one sequence whose keys and values of positions 0..t are kept in a
@@ -88,41 +118,63 @@ void attention_decode(const T* q, const T* K, const T* V, int64 ld, int64 t, T* 
   }
 }
 
-// dqkv (N x row()) is overwritten. scratch holds T x T values per backend thread.
+namespace detail {
+
+// The backward of the query heads of KV group bg (sequence bg / kv_heads), in head order, adding
+// into the group's dK and dV (zeroed by the caller); dP is one T x T scratch matrix.
+template <class B, class T>
+void attention_group_backward(const T* qkv, const T* P, const T* dout, T* dqkv, T* dP, int64 bg, const AttentionShape& s, T scale) {
+  const int64 Tn = s.seq, q = s.head_dim, C = s.row(), hq = s.out_row(), group = s.heads / s.kv_heads;
+  const int64 b = bg / s.kv_heads, g = bg % s.kv_heads;
+  const int64 base = b * Tn * C;
+  const T* K = qkv + base + (s.heads + g) * q;
+  const T* V = qkv + base + (s.heads + s.kv_heads + g) * q;
+  T* dK = dqkv + base + (s.heads + g) * q;
+  T* dV = dqkv + base + (s.heads + s.kv_heads + g) * q;
+  for (int64 h = g * group; h < (g + 1) * group; ++h) {
+    const T* Q = qkv + base + h * q;
+    T* dQ = dqkv + base + h * q;
+    const T* S = P + (b * s.heads + h) * Tn * Tn;
+    const T* dO = dout + b * Tn * hq + h * q;
+    B::gemm(false, true, Tn, Tn, q, T(1), dO, hq, V, C, T(0), dP, Tn);
+    B::gemm(true, false, Tn, q, Tn, T(1), S, Tn, dO, hq, T(1), dV, C);
+    if constexpr (B::nested_gemm) {
+      for (int64 t = 0; t < Tn; ++t) causal_softmax_backward_row(S + t * Tn, dP + t * Tn, t, Tn, scale);
+    } else {
+      B::parallel_for(Tn, [=] LOOPSCALE_HD(int64 t) { causal_softmax_backward_row(S + t * Tn, dP + t * Tn, t, Tn, scale); });
+    }
+    B::gemm(false, false, Tn, q, Tn, T(1), dP, Tn, K, C, T(0), dQ, C);
+    B::gemm(true, false, Tn, q, Tn, T(1), dP, Tn, Q, C, T(1), dK, C);
+  }
+}
+
+}  // namespace detail
+
+// dqkv (N x row()) is overwritten. scratch holds T x T values per backend thread (the device form
+// uses the first).
 template <class B, class T>
 void attention_backward(const T* qkv, const T* P, const T* dout, T* dqkv, T* scratch, const AttentionShape& s) {
-  const int64 Tn = s.seq, q = s.head_dim, C = s.row(), hq = s.out_row(), group = s.heads / s.kv_heads;
+  const int64 Tn = s.seq, q = s.head_dim, C = s.row();
   const T scale = T(1) / std::sqrt(T(q));
-  // One task per (sequence, KV head): the query heads of a group add into the same dK and dV.
-  B::parallel_for(s.batch * s.kv_heads, [=](int64 bg) {
-    const int64 b = bg / s.kv_heads, g = bg % s.kv_heads;
-    const int64 base = b * Tn * C;
-    const T* K = qkv + base + (s.heads + g) * q;
-    const T* V = qkv + base + (s.heads + s.kv_heads + g) * q;
-    T* dK = dqkv + base + (s.heads + g) * q;
-    T* dV = dqkv + base + (s.heads + s.kv_heads + g) * q;
-    for (int64 t = 0; t < Tn; ++t)
-      for (int64 j = 0; j < q; ++j) dK[t * C + j] = dV[t * C + j] = T(0);
-    T* dP = scratch + static_cast<int64>(B::thread_id()) * Tn * Tn;
-    for (int64 h = g * group; h < (g + 1) * group; ++h) {
-      const T* Q = qkv + base + h * q;
-      T* dQ = dqkv + base + h * q;
-      const T* S = P + (b * s.heads + h) * Tn * Tn;
-      const T* dO = dout + b * Tn * hq + h * q;
-      B::gemm(false, true, Tn, Tn, q, T(1), dO, hq, V, C, T(0), dP, Tn);
-      B::gemm(true, false, Tn, q, Tn, T(1), S, Tn, dO, hq, T(1), dV, C);
-      for (int64 t = 0; t < Tn; ++t) {
-        const T* p = S + t * Tn;
-        T* d = dP + t * Tn;
-        T dot = 0;
-        for (int64 j = 0; j <= t; ++j) dot += p[j] * d[j];
-        for (int64 j = 0; j <= t; ++j) d[j] = p[j] * (d[j] - dot) * scale;
-        for (int64 j = t + 1; j < Tn; ++j) d[j] = T(0);
-      }
-      B::gemm(false, false, Tn, q, Tn, T(1), dP, Tn, K, C, T(0), dQ, C);
-      B::gemm(true, false, Tn, q, Tn, T(1), dP, Tn, Q, C, T(1), dK, C);
-    }
-  });
+  if constexpr (B::nested_gemm) {
+    // One task per (sequence, KV head): the query heads of a group add into the same dK and dV.
+    B::parallel_for(s.batch * s.kv_heads, [=](int64 bg) {
+      const int64 base = (bg / s.kv_heads) * Tn * C, g = bg % s.kv_heads;
+      T* dK = dqkv + base + (s.heads + g) * q;
+      T* dV = dqkv + base + (s.heads + s.kv_heads + g) * q;
+      for (int64 t = 0; t < Tn; ++t)
+        for (int64 j = 0; j < q; ++j) dK[t * C + j] = dV[t * C + j] = T(0);
+      detail::attention_group_backward<B>(qkv, P, dout, dqkv, scratch + static_cast<int64>(B::thread_id()) * Tn * Tn, bg, s, scale);
+    });
+  } else {
+    // dK and dV (the columns after the query heads) of every row start at zero; then one group
+    // after the other through the one scratch matrix.
+    const int64 first = s.heads * q;
+    B::parallel_for(s.batch * Tn, [=] LOOPSCALE_HD(int64 r) {
+      for (int64 j = first; j < C; ++j) dqkv[r * C + j] = T(0);
+    });
+    for (int64 bg = 0; bg < s.batch * s.kv_heads; ++bg) detail::attention_group_backward<B>(qkv, P, dout, dqkv, scratch, bg, s, scale);
+  }
 }
 
 }  // namespace loopscale::train::kernels

@@ -12,7 +12,7 @@ namespace loopscale::train::kernels {
 // out (n x d) = E[tok[i]] for each of the n tokens.
 template <class B, class T>
 void embedding_forward(const std::int32_t* tok, const T* E, T* out, int64 n, int64 d) {
-  B::parallel_for(n, [=](int64 i) {
+  B::parallel_for(n, [=] LOOPSCALE_HD(int64 i) {
     const T* src = E + static_cast<int64>(tok[i]) * d;
     T* dst = out + i * d;
     for (int64 j = 0; j < d; ++j) dst[j] = src[j];
@@ -24,7 +24,7 @@ template <class B, class T>
 void embedding_backward(const std::int32_t* tok, const T* dout, T* dE, int64 n, int64 d) {
   constexpr int64 slice = 16;
   const int64 slices = (d + slice - 1) / slice;
-  B::parallel_for(slices, [=](int64 s) {
+  B::parallel_for(slices, [=] LOOPSCALE_HD(int64 s) {
     const int64 lo = s * slice, hi = lo + slice < d ? lo + slice : d;
     for (int64 i = 0; i < n; ++i) {
       T* dst = dE + static_cast<int64>(tok[i]) * d;

@@ -47,38 +47,44 @@ void inject_linear_init(T* W, int64 d) {
 // ---- element-wise helpers (additive, passthrough, lane pooling) ------------------------------
 template <class B, class T>
 void add_into(T* y, const T* x, int64 n) {  // y += x
-  B::parallel_for((n + 1023) / 1024, [=](int64 c) {
+  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
     const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
     for (int64 i = c * 1024; i < hi; ++i) y[i] += x[i];
   });
 }
 template <class B, class T>
 void copy(T* y, const T* x, int64 n) {
-  B::parallel_for((n + 1023) / 1024, [=](int64 c) {
+  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
     const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
     for (int64 i = c * 1024; i < hi; ++i) y[i] = x[i];
   });
 }
 template <class B, class T>
 void fill(T* y, T v, int64 n) {
-  B::parallel_for((n + 1023) / 1024, [=](int64 c) {
+  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
     const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
     for (int64 i = c * 1024; i < hi; ++i) y[i] = v;
   });
 }
 template <class B, class T>
 void add_scaled(T* y, const T* x, T a, int64 n) {  // y += a x
-  B::parallel_for((n + 1023) / 1024, [=](int64 c) {
+  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
     const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
     for (int64 i = c * 1024; i < hi; ++i) y[i] += a * x[i];
   });
 }
 template <class B, class T>
 void sum2(T* u, const T* a, const T* b, int64 n) {  // u = a + b
-  B::parallel_for((n + 1023) / 1024, [=](int64 c) {
+  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
     const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
     for (int64 i = c * 1024; i < hi; ++i) u[i] = a[i] + b[i];
   });
+}
+
+// *y += v for one value y in backend memory and v a reduction the host holds.
+template <class B, class T>
+void add_scalar(T* y, T v) {
+  B::single([=] LOOPSCALE_HD { *y += v; });
 }
 
 // ---- hyperconnections --------------------------------------------------------------------------
@@ -107,7 +113,7 @@ void hyper_init(T* p, int64 K, int64 sets = 1) {
 // x = sum_k alpha_k H_k.
 template <class B, class T>
 void hyper_aggregate(const T* H, const T* alpha, T* x, int64 K, int64 n) {
-  B::parallel_for((n + 1023) / 1024, [=](int64 c) {
+  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
     const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
     for (int64 i = c * 1024; i < hi; ++i) {
       T v = 0;
@@ -122,9 +128,9 @@ template <class B, class T>
 void hyper_aggregate_backward(const T* H, const T* alpha, const T* dx, T* dH, T* dalpha, int64 K, int64 n) {
   for (int64 k = 0; k < K; ++k) {
     const T* h = H + k * n;
-    dalpha[k] += static_cast<T>(B::sum(n, [=](int64 i) { return dx[i] * h[i]; }));
+    add_scalar<B>(dalpha + k, static_cast<T>(B::sum(n, [=] LOOPSCALE_HD(int64 i) { return dx[i] * h[i]; })));
   }
-  B::parallel_for((n + 1023) / 1024, [=](int64 c) {
+  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
     const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
     for (int64 k = 0; k < K; ++k)
       for (int64 i = c * 1024; i < hi; ++i) dH[k * n + i] += alpha[k] * dx[i];
@@ -134,7 +140,7 @@ void hyper_aggregate_backward(const T* H, const T* alpha, const T* dx, T* dH, T*
 // Hout_k = sum_j M_kj H_j + beta_k (y - x); without x (null, the paper's form) beta_k y.
 template <class B, class T>
 void hyper_update(const T* H, const T* M, const T* beta, const T* x, const T* y, T* Hout, int64 K, int64 n) {
-  B::parallel_for((n + 1023) / 1024, [=](int64 c) {
+  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
     const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
     for (int64 k = 0; k < K; ++k)
       for (int64 i = c * 1024; i < hi; ++i) {
@@ -153,13 +159,13 @@ void hyper_update_backward(const T* H, const T* M, const T* beta, const T* x, co
                            T* ddelta, T* dM, T* dbeta, int64 K, int64 n) {
   for (int64 k = 0; k < K; ++k) {
     const T* g = dHout + k * n;
-    dbeta[k] += static_cast<T>(B::sum(n, [=](int64 i) { return g[i] * (x ? y[i] - x[i] : y[i]); }));
+    add_scalar<B>(dbeta + k, static_cast<T>(B::sum(n, [=] LOOPSCALE_HD(int64 i) { return g[i] * (x ? y[i] - x[i] : y[i]); })));
     for (int64 j = 0; j < K; ++j) {
       const T* h = H + j * n;
-      dM[k * K + j] += static_cast<T>(B::sum(n, [=](int64 i) { return g[i] * h[i]; }));
+      add_scalar<B>(dM + k * K + j, static_cast<T>(B::sum(n, [=] LOOPSCALE_HD(int64 i) { return g[i] * h[i]; })));
     }
   }
-  B::parallel_for((n + 1023) / 1024, [=](int64 c) {
+  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
     const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
     for (int64 i = c * 1024; i < hi; ++i) {
       T dd = 0;

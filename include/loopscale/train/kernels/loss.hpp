@@ -21,7 +21,7 @@ struct LossShape {
 template <class B, class T>
 void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* lse, const LossShape& s) {
   const T cap = T(s.softcap);
-  B::parallel_for(s.rows, [=](int64 i) {
+  B::parallel_for(s.rows, [=] LOOPSCALE_HD(int64 i) {
     T* z = logits + i * s.padded_vocab;
     T mx = -std::numeric_limits<T>::infinity();
     for (int64 j = 0; j < s.vocab; ++j) {
@@ -40,7 +40,7 @@ void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* ls
 template <class B, class T>
 void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T scale, const LossShape& s) {
   const T cap = T(s.softcap);
-  B::parallel_for(s.rows, [=](int64 i) {
+  B::parallel_for(s.rows, [=] LOOPSCALE_HD(int64 i) {
     T* z = logits + i * s.padded_vocab;
     const int64 tgt = targets[i];
     for (int64 j = 0; j < s.vocab; ++j) {

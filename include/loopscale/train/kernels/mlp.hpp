@@ -16,8 +16,8 @@ constexpr int64 mlp_in_rows(Activation a, int64 hidden) { return a == Activation
 template <class T>
 struct Gelu {  // tanh approximation
   static constexpr T k = T(0.7978845608028654), c = T(0.044715);
-  static T f(T x) { return T(0.5) * x * (T(1) + std::tanh(k * (x + c * x * x * x))); }
-  static T df(T x) {
+  LOOPSCALE_HD static T f(T x) { return T(0.5) * x * (T(1) + std::tanh(k * (x + c * x * x * x))); }
+  LOOPSCALE_HD static T df(T x) {
     const T t = std::tanh(k * (x + c * x * x * x));
     return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x * x);
   }
@@ -26,7 +26,7 @@ struct Gelu {  // tanh approximation
 // hact (rows x H) = act(hpre), hpre (rows x H1).
 template <class B, class T>
 void activation_forward(Activation a, const T* hpre, T* hact, int64 rows, int64 H) {
-  B::parallel_for(rows, [=](int64 i) {
+  B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
     T* o = hact + i * H;
     if (a == Activation::swiglu) {
       const T* g = hpre + i * 2 * H;
@@ -45,7 +45,7 @@ void activation_forward(Activation a, const T* hpre, T* hact, int64 rows, int64 
 // dhpre (rows x H1) from dhact (rows x H).
 template <class B, class T>
 void activation_backward(Activation a, const T* hpre, const T* dhact, T* dhpre, int64 rows, int64 H) {
-  B::parallel_for(rows, [=](int64 i) {
+  B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
     const T* d = dhact + i * H;
     if (a == Activation::swiglu) {
       const T* g = hpre + i * 2 * H;

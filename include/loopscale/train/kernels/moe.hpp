@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstring>
+#include <vector>
 
 #include "loopscale/train/kernels/mlp.hpp"
 #include "loopscale/train/kernels/moe_router.hpp"
@@ -147,6 +148,29 @@ inline int64 row_tasks(int64 E, const int32* offset, const int32* kept, int32* t
   return n;
 }
 
+// One call's group counts copied to the host, offset (E + 1) then kept (E): the step statistics
+// and the number of row tasks are decided there, so this small copy is the only one a call makes
+// from the backend. The storage grows once per thread.
+template <class B>
+const int32* host_counts(int64 E, const int32* offset, const int32* kept) {
+  thread_local std::vector<int32> h;
+  h.resize(static_cast<std::size_t>(2 * E + 1));
+  B::download(h.data(), offset, E + 1);
+  B::download(h.data() + E + 1, kept, E);
+  return h.data();
+}
+
+// The row tasks of host counts (offset[E] is the number of slots), uploaded into the backend's
+// `tasks`; returns their count.
+template <class B>
+int64 upload_row_tasks(int64 E, const int32* offset, const int32* kept, int32* tasks) {
+  thread_local std::vector<int32> h;
+  h.resize(static_cast<std::size_t>(3 * moe_max_row_tasks(E, offset[E])));
+  const int64 n = row_tasks(E, offset, kept, h.data());
+  B::upload(tasks, h.data(), 3 * n);
+  return n;
+}
+
 // dst row i = src row of the token of grouped row i, for i in [b, e).
 template <class T>
 void gather_rows(const T* src, T* dst, const int32* order, int64 b, int64 e, int64 K, int64 d) {
@@ -154,13 +178,42 @@ void gather_rows(const T* src, T* dst, const int32* order, int64 b, int64 e, int
     std::memcpy(dst + i * d, src + static_cast<int64>(order[i]) / K * d, static_cast<std::size_t>(d) * sizeof(T));
 }
 
+// The same on the backend: one element-wise pass over the rows (the device form).
+template <class B, class T>
+void gather_rows_on(const T* src, T* dst, const int32* order, int64 b, int64 e, int64 K, int64 d) {
+  B::parallel_for(e - b, [=] LOOPSCALE_HD(int64 r) {
+    const int64 i = b + r;
+    const T* s = src + static_cast<int64>(order[i]) / K * d;
+    for (int64 j = 0; j < d; ++j) dst[i * d + j] = s[j];
+  });
+}
+
+// The part of the expert backward local to grouped row i: u = dh[i] (dy W2) dotted with the
+// activation is the gate's gradient; then dh[i] *= g (the activation's gradient) and dyg[i] *= g
+// (g dy, for dW2).
+template <class T>
+LOOPSCALE_HD inline void expert_row_backward(int64 i, const int32* order, const T* gates, const T* hact, T* dh, T* dyg, T* dgate,
+                                             int64 H, int64 d) {
+  const int64 slot = order[i];
+  const T g = gates[slot];
+  T* ui = dh + i * H;
+  const T* hi = hact + i * H;
+  T dot = 0;
+  for (int64 c = 0; c < H; ++c) dot += ui[c] * hi[c];
+  dgate[slot] = dot;
+  for (int64 c = 0; c < H; ++c) ui[c] *= g;
+  T* dr = dyg + i * d;
+  for (int64 c = 0; c < d; ++c) dr[c] *= g;
+}
+
 // y[t] (+)= sum over t's kept slots, in k order, of scale(slot) * rows[pos[slot]].
 template <class B, class T, class Scale>
 void combine_rows(int64 N, int64 K, int64 d, const int32* expert, const int32* pos, const int32* offset, const int32* kept,
                   const T* rows, T* y, bool overwrite, Scale scale) {
-  B::parallel_for(N, [=](int64 t) {
+  B::parallel_for(N, [=] LOOPSCALE_HD(int64 t) {
     T* yt = y + t * d;
-    if (overwrite) std::fill(yt, yt + d, T(0));
+    if (overwrite)
+      for (int64 j = 0; j < d; ++j) yt[j] = T(0);
     for (int64 k = 0; k < K; ++k) {
       const int64 slot = t * K + k, e = expert[slot], r = pos[slot];
       if (r - offset[e] >= kept[e]) continue;  // dropped by the capacity
@@ -183,25 +236,39 @@ MoeCall moe_forward(const MoeShape& s, int64 N, const T* x, const T* P, const T*
                    a.scores, a.lse, a.expert, a.gates, w.dlogits);
   group_slots<B>(N, K, E, s.capacity(N), a.expert, a.order, a.pos, a.offset, a.kept, w.hist);
   const int32* order = a.order;
-  const MoeCall call = route_stats<B>(s, N, w.dlogits, a.lse, a.offset, a.kept, stats);
+  const int32* counts = detail::host_counts<B>(E, a.offset, a.kept);
+  const MoeCall call = route_stats<B>(s, N, w.dlogits, a.lse, counts, counts + E + 1, stats);
 
-  const int32* tasks = w.tasks;
-  const int64 ntasks = detail::row_tasks(E, a.offset, a.kept, w.tasks);
   const Activation act = s.act;
   T *xg = w.xg, *yg = w.yg, *hpre = a.hpre, *hact = a.hact;
-  B::parallel_for(ntasks, [=](int64 j) {
-    const int64 e = tasks[3 * j], b = tasks[3 * j + 1], en = tasks[3 * j + 2], rows = en - b;
-    detail::gather_rows(x, xg, order, b, en, K, d);
-    // Inside the parallel region the backend runs these on the calling thread.
-    linear_forward<B>(xg + b * d, P + L.expert_w1(e), hpre + b * H1, rows, d, H1);
-    activation_forward<B>(act, hpre + b * H1, hact + b * H, rows, H);
-    linear_forward<B>(hact + b * H, P + L.expert_w2(e), yg + b * d, rows, H, d);
-  });
+  if constexpr (B::nested_gemm) {
+    // Row tasks of at most moe_row_chunk rows of one expert, spread over the threads.
+    const int32* tasks = w.tasks;
+    const int64 ntasks = detail::upload_row_tasks<B>(E, counts, counts + E + 1, w.tasks);
+    B::parallel_for(ntasks, [=](int64 j) {
+      const int64 e = tasks[3 * j], b = tasks[3 * j + 1], en = tasks[3 * j + 2], rows = en - b;
+      detail::gather_rows(x, xg, order, b, en, K, d);
+      // Inside the parallel region the backend runs these on the calling thread.
+      linear_forward<B>(xg + b * d, P + L.expert_w1(e), hpre + b * H1, rows, d, H1);
+      activation_forward<B>(act, hpre + b * H1, hact + b * H, rows, H);
+      linear_forward<B>(hact + b * H, P + L.expert_w2(e), yg + b * d, rows, H, d);
+    });
+  } else {
+    // Device form: expert after expert, each one GEMM over all its kept rows.
+    for (int64 e = 0; e < E; ++e) {
+      const int64 b = counts[e], rows = counts[E + 1 + e];
+      if (rows == 0) continue;
+      detail::gather_rows_on<B>(x, xg, order, b, b + rows, K, d);
+      linear_forward<B>(xg + b * d, P + L.expert_w1(e), hpre + b * H1, rows, d, H1);
+      activation_forward<B>(act, hpre + b * H1, hact + b * H, rows, H);
+      linear_forward<B>(hact + b * H, P + L.expert_w2(e), yg + b * d, rows, H, d);
+    }
+  }
 
   if (s.shared_expert) mlp_forward<B>(x, P + L.shared_w1, P + L.shared_w2, a.shared_hpre, a.shared_hact, y, {N, d, H, s.act}, accumulate);
   const T* gates = a.gates;
   detail::combine_rows<B>(N, K, d, a.expert, a.pos, a.offset, a.kept, w.yg, y, !s.shared_expert && !accumulate,
-                          [=](int64 slot) { return gates[slot]; });
+                          [=] LOOPSCALE_HD(int64 slot) { return gates[slot]; });
   return call;
 }
 
@@ -218,52 +285,59 @@ void moe_backward(const MoeShape& s, int64 N, const T* x, const T* P, const MoeA
     mlp_backward<B>(x, P + L.shared_w1, P + L.shared_w2, a.shared_hpre, a.shared_hact, dy, dx, G + L.shared_w1,
                     G + L.shared_w2, w.dh, w.dhp, {N, d, H, s.act});
 
-  // Row tasks: everything that is local to a grouped row.
-  const int32* tasks = w.tasks;
-  const int64 ntasks = detail::row_tasks(E, a.offset, a.kept, w.tasks);
+  const int32* counts = detail::host_counts<B>(E, a.offset, a.kept);
   const int32* order = a.order;
   const T *gates = a.gates, *hpre = a.hpre, *hact = a.hact;
   const Activation act = s.act;
   T *xg = w.xg, *dyg = w.yg, *dxg = w.dxg, *dh = w.dh, *dhp = w.dhp;
-  B::parallel_for(ntasks, [=](int64 j) {
-    const int64 e = tasks[3 * j], b = tasks[3 * j + 1], en = tasks[3 * j + 2], rows = en - b;
-    detail::gather_rows(dy, dyg, order, b, en, K, d);
-    // u = dy W2 is d loss / d (expert output) before the gate: its dot with the activation is the
-    // gate's gradient, and g u is the activation's.
-    B::gemm(false, false, rows, H, d, T(1), dyg + b * d, d, P + L.expert_w2(e), H, T(0), dh + b * H, H);
-    for (int64 i = b; i < en; ++i) {
-      const int64 slot = order[i];
-      const T g = gates[slot];
-      T* ui = dh + i * H;
-      const T* hi = hact + i * H;
-      T dot = 0;
-      for (int64 c = 0; c < H; ++c) dot += ui[c] * hi[c];
-      dgate[slot] = dot;
-      for (int64 c = 0; c < H; ++c) ui[c] *= g;
-      T* dr = dyg + i * d;
-      for (int64 c = 0; c < d; ++c) dr[c] *= g;  // g dy, for dW2
-    }
-    activation_backward<B>(act, hpre + b * H1, dh + b * H, dhp + b * H1, rows, H);
-    B::gemm(false, false, rows, d, H1, T(1), dhp + b * H1, H1, P + L.expert_w1(e), d, T(0), dxg + b * d, d);
-    detail::gather_rows(x, xg, order, b, en, K, d);  // for dW1
-  });
+  if constexpr (B::nested_gemm) {
+    // Row tasks: everything that is local to a grouped row.
+    const int32* tasks = w.tasks;
+    const int64 ntasks = detail::upload_row_tasks<B>(E, counts, counts + E + 1, w.tasks);
+    B::parallel_for(ntasks, [=](int64 j) {
+      const int64 e = tasks[3 * j], b = tasks[3 * j + 1], en = tasks[3 * j + 2], rows = en - b;
+      detail::gather_rows(dy, dyg, order, b, en, K, d);
+      // u = dy W2 is d loss / d (expert output) before the gate: its dot with the activation is the
+      // gate's gradient, and g u is the activation's.
+      B::gemm(false, false, rows, H, d, T(1), dyg + b * d, d, P + L.expert_w2(e), H, T(0), dh + b * H, H);
+      for (int64 i = b; i < en; ++i) detail::expert_row_backward(i, order, gates, hact, dh, dyg, dgate, H, d);
+      activation_backward<B>(act, hpre + b * H1, dh + b * H, dhp + b * H1, rows, H);
+      B::gemm(false, false, rows, d, H1, T(1), dhp + b * H1, H1, P + L.expert_w1(e), d, T(0), dxg + b * d, d);
+      detail::gather_rows(x, xg, order, b, en, K, d);  // for dW1
+    });
 
-  // Weight tasks: panels of dW1 (H1 x d) and dW2 (d x H), each summed over its expert's rows.
-  const int64 p1 = (H1 + moe_weight_panel - 1) / moe_weight_panel, p2 = (d + moe_weight_panel - 1) / moe_weight_panel;
-  const int32 *offset = a.offset, *kept = a.kept;
-  B::parallel_for(E * (p1 + p2), [=](int64 j) {
-    const int64 e = j / (p1 + p2), p = j % (p1 + p2), off = offset[e], rows = kept[e];
-    if (rows == 0) return;
-    if (p < p1) {
-      const int64 lo = p * moe_weight_panel, n = std::min(H1, lo + moe_weight_panel) - lo;
-      B::gemm(true, false, n, d, rows, T(1), dhp + off * H1 + lo, H1, xg + off * d, d, T(1), G + L.expert_w1(e) + lo * d, d);
-    } else {
-      const int64 lo = (p - p1) * moe_weight_panel, n = std::min(d, lo + moe_weight_panel) - lo;
-      B::gemm(true, false, n, H, rows, T(1), dyg + off * d + lo, d, hact + off * H, H, T(1), G + L.expert_w2(e) + lo * H, H);
+    // Weight tasks: panels of dW1 (H1 x d) and dW2 (d x H), each summed over its expert's rows.
+    const int64 p1 = (H1 + moe_weight_panel - 1) / moe_weight_panel, p2 = (d + moe_weight_panel - 1) / moe_weight_panel;
+    const int32 *offset = a.offset, *kept = a.kept;
+    B::parallel_for(E * (p1 + p2), [=](int64 j) {
+      const int64 e = j / (p1 + p2), p = j % (p1 + p2), off = offset[e], rows = kept[e];
+      if (rows == 0) return;
+      if (p < p1) {
+        const int64 lo = p * moe_weight_panel, n = std::min(H1, lo + moe_weight_panel) - lo;
+        B::gemm(true, false, n, d, rows, T(1), dhp + off * H1 + lo, H1, xg + off * d, d, T(1), G + L.expert_w1(e) + lo * d, d);
+      } else {
+        const int64 lo = (p - p1) * moe_weight_panel, n = std::min(d, lo + moe_weight_panel) - lo;
+        B::gemm(true, false, n, H, rows, T(1), dyg + off * d + lo, d, hact + off * H, H, T(1), G + L.expert_w2(e) + lo * H, H);
+      }
+    });
+  } else {
+    // Device form: expert after expert, GEMMs over all its kept rows from the host, the per-row
+    // work element-wise, and each weight gradient one GEMM over the expert's rows.
+    for (int64 e = 0; e < E; ++e) {
+      const int64 b = counts[e], rows = counts[E + 1 + e], en = b + rows;
+      if (rows == 0) continue;
+      detail::gather_rows_on<B>(dy, dyg, order, b, en, K, d);
+      B::gemm(false, false, rows, H, d, T(1), dyg + b * d, d, P + L.expert_w2(e), H, T(0), dh + b * H, H);
+      B::parallel_for(rows, [=] LOOPSCALE_HD(int64 r) { detail::expert_row_backward(b + r, order, gates, hact, dh, dyg, dgate, H, d); });
+      activation_backward<B>(act, hpre + b * H1, dh + b * H, dhp + b * H1, rows, H);
+      B::gemm(false, false, rows, d, H1, T(1), dhp + b * H1, H1, P + L.expert_w1(e), d, T(0), dxg + b * d, d);
+      detail::gather_rows_on<B>(x, xg, order, b, en, K, d);
+      B::gemm(true, false, H1, d, rows, T(1), dhp + b * H1, H1, xg + b * d, d, T(1), G + L.expert_w1(e), d);
+      B::gemm(true, false, d, H, rows, T(1), dyg + b * d, d, hact + b * H, H, T(1), G + L.expert_w2(e), H);
     }
-  });
+  }
 
-  detail::combine_rows<B>(N, K, d, a.expert, a.pos, a.offset, a.kept, w.dxg, dx, !s.shared_expert, [](int64) { return T(1); });
+  detail::combine_rows<B>(N, K, d, a.expert, a.pos, a.offset, a.kept, w.dxg, dx, !s.shared_expert, [] LOOPSCALE_HD(int64) { return T(1); });
   route_backward<B>(s, N, x, P + L.router, a.logits, a.scores, a.lse, a.expert, a.gates, a.pos, a.offset, a.kept, dgate,
                     stats, w.dlogits, dx, G + L.router, true);
 }

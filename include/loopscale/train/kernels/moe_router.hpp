@@ -177,7 +177,7 @@ inline int64 moe_group_scratch(int64 experts, int64 slots) { return experts * mo
 // Balancing probability of expert e for token t: the softmax scores, or the sigmoid scores
 // normalised over the E experts (so that P sums to 1 either way).
 template <class T>
-inline void balancing_probs(const MoeShape& s, const T* score, T* p) {
+LOOPSCALE_HD inline void balancing_probs(const MoeShape& s, const T* score, T* p) {
   const int64 E = s.experts;
   if (s.router == RouterKind::softmax) {
     for (int64 e = 0; e < E; ++e) p[e] = score[e];
@@ -197,7 +197,7 @@ void route_forward(const MoeShape& s, int64 N, const T* x, const T* Wr, const T*
   const int64 E = s.experts, K = s.top_k;
   linear_forward<B>(x, Wr, logits, N, s.d, E);
   const bool soft = s.router == RouterKind::softmax, renorm = s.renormalize;
-  B::parallel_for(N, [=](int64 t) {
+  B::parallel_for(N, [=] LOOPSCALE_HD(int64 t) {
     const T* z = logits + t * E;
     T* p = scores + t * E;
     T mx = z[0];
@@ -230,6 +230,9 @@ void route_forward(const MoeShape& s, int64 N, const T* x, const T* Wr, const T*
   });
 }
 
+// Priority position j -> slot id (j = k N + t: every token's first choice before any second).
+LOOPSCALE_HD inline int64 group_slot_of(int64 j, int64 N, int64 K) { return (j % N) * K + j / N; }
+
 // Stable counting sort of the N K slots by expert. order (N K) receives slot ids t * K + k, expert
 // by expert, each expert's slots in priority order (k, t); offset (E + 1) the start of each
 // expert's group; kept (E) how many of its slots run (capacity); pos (N K) the inverse of order,
@@ -238,25 +241,26 @@ template <class B>
 void group_slots(int64 N, int64 K, int64 E, int64 capacity, const int32* expert, int32* order, int32* pos, int32* offset,
                  int32* kept, int32* hist) {
   const int64 S = N * K, P = moe_group_chunks(S);
-  // Priority position j -> slot id: j = k N + t.
-  const auto slot_of = [N, K](int64 j) { return (j % N) * K + j / N; };
   // hist[e P + c] = slots of chunk c routed to e; laid out expert-major so that the exclusive scan
   // gives every (expert, chunk) pair its first output position, and the sort is stable.
-  B::parallel_for(P, [=](int64 c) {
+  B::parallel_for(P, [=] LOOPSCALE_HD(int64 c) {
     for (int64 e = 0; e < E; ++e) hist[e * P + c] = 0;
     const int64 end = std::min(S, (c + 1) * moe_group_chunk);
-    for (int64 j = c * moe_group_chunk; j < end; ++j) ++hist[expert[slot_of(j)] * P + c];
+    for (int64 j = c * moe_group_chunk; j < end; ++j) ++hist[expert[group_slot_of(j, N, K)] * P + c];
   });
-  // E P entries (a few dozen): a sequential scan costs less than starting threads.
-  thrust::exclusive_scan(thrust::seq, hist, hist + E * P, hist);
-  for (int64 e = 0; e < E; ++e) offset[e] = hist[e * P];
-  offset[E] = static_cast<int32>(S);
-  for (int64 e = 0; e < E; ++e) kept[e] = static_cast<int32>(std::min<int64>(offset[e + 1] - offset[e], capacity));
+  // E P entries (a few dozen): a sequential scan costs less than starting threads. It runs on the
+  // backend (single), where hist, offset and kept live.
+  B::single([=] LOOPSCALE_HD {
+    thrust::exclusive_scan(thrust::seq, hist, hist + E * P, hist);
+    for (int64 e = 0; e < E; ++e) offset[e] = hist[e * P];
+    offset[E] = static_cast<int32>(S);
+    for (int64 e = 0; e < E; ++e) kept[e] = static_cast<int32>(std::min<int64>(offset[e + 1] - offset[e], capacity));
+  });
   // Each chunk owns its E cursors, so the scatter needs no atomics.
-  B::parallel_for(P, [=](int64 c) {
+  B::parallel_for(P, [=] LOOPSCALE_HD(int64 c) {
     const int64 end = std::min(S, (c + 1) * moe_group_chunk);
     for (int64 j = c * moe_group_chunk; j < end; ++j) {
-      const int64 slot = slot_of(j);
+      const int64 slot = group_slot_of(j, N, K);
       const int32 row = hist[expert[slot] * P + c]++;
       order[row] = static_cast<int32>(slot);
       pos[slot] = row;
@@ -265,7 +269,8 @@ void group_slots(int64 N, int64 K, int64 E, int64 capacity, const int32* expert,
 }
 
 // Adds one call's routing to the step statistics and returns its own figures. pbuf: the balancing
-// probabilities route_forward wrote.
+// probabilities route_forward wrote; offset and kept: the host's copy of group_slots' counts
+// (MoeCounts).
 template <class B, class T>
 MoeCall route_stats(const MoeShape& s, int64 N, const T* pbuf, const T* lse, const int32* offset, const int32* kept,
                     MoeStats& st) {
@@ -275,7 +280,7 @@ MoeCall route_stats(const MoeShape& s, int64 N, const T* pbuf, const T* lse, con
   c.slots = N * K;
   double fp = 0;
   for (int64 e = 0; e < E; ++e) {
-    const double pe = B::sum(N, [=](int64 t) { return pbuf[t * E + e]; });
+    const double pe = B::sum(N, [=] LOOPSCALE_HD(int64 t) { return pbuf[t * E + e]; });
     const int64 routed = offset[e + 1] - offset[e];
     c.dropped += routed - kept[e];
     fp += static_cast<double>(routed) / static_cast<double>(c.slots) * (pe / static_cast<double>(N));
@@ -283,7 +288,7 @@ MoeCall route_stats(const MoeShape& s, int64 N, const T* pbuf, const T* lse, con
     st.kept[e] += static_cast<double>(kept[e]);
     st.prob[e] += pe;
   }
-  const double zsum = B::sum(N, [=](int64 t) { return static_cast<double>(lse[t]) * static_cast<double>(lse[t]); });
+  const double zsum = B::sum(N, [=] LOOPSCALE_HD(int64 t) { return static_cast<double>(lse[t]) * static_cast<double>(lse[t]); });
   c.balance_loss = s.balance == Balance::aux_loss ? s.aux_coef * static_cast<double>(E) * fp : 0.0;
   c.z_loss = s.z_coef * zsum / static_cast<double>(N);
   st.tokens += static_cast<double>(N);
@@ -292,6 +297,20 @@ MoeCall route_stats(const MoeShape& s, int64 N, const T* pbuf, const T* lse, con
   st.zsum += zsum;
   st.calls += 1;
   return c;
+}
+
+// Host values a kernel reads, in backend memory: the host's own where the backend shares it, else a
+// copy in a buffer kept per thread (it grows once).
+template <class B>
+const double* on_backend(const std::vector<double>& v) {
+  if constexpr (B::host_memory) {
+    return v.data();
+  } else {
+    thread_local typename B::template buffer<double> buf;
+    if (buf.size() < v.size()) buf = typename B::template buffer<double>(v.size());
+    B::upload(buf.data(), v.data(), static_cast<int64>(v.size()));
+    return buf.data();
+  }
 }
 
 // d loss / d logits (N x E) from the gate gradients dgate (N x K; read only for the slots that
@@ -308,8 +327,8 @@ void route_backward(const MoeShape& s, int64 N, const T* x, const T* Wr, const T
   const double aux_scale = aux ? s.aux_coef * static_cast<double>(E) / st.tokens : 0.0;
   const double inv_slots = st.slots > 0 ? 1.0 / st.slots : 0.0;
   const double zs = st.tokens > 0 ? 2.0 * s.z_coef / st.tokens : 0.0;
-  const double* routed = st.routed.data();
-  B::parallel_for(N, [=](int64 t) {
+  const double* routed = on_backend<B>(st.routed);
+  B::parallel_for(N, [=] LOOPSCALE_HD(int64 t) {
     const T* p = scores + t * E;
     const int32* sel = expert + t * K;
     const T* g = gates + t * K;

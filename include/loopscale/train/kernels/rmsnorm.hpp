@@ -15,7 +15,7 @@ inline constexpr double rms_eps = 1e-6;
 
 template <class B, class T>
 void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d) {
-  B::parallel_for(rows, [=](int64 i) {
+  B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
     const T* xi = x + i * d;
     T* yi = y + i * d;
     T ss = 0;
@@ -34,7 +34,7 @@ void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d)
 template <class B, class T>
 void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx, T* dg, int64 rows, int64 d,
                       bool accumulate) {
-  B::parallel_for(rows, [=](int64 i) {
+  B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
     const T* xi = x + i * d;
     const T* dyi = dy + i * d;
     T* dxi = dx + i * d;
@@ -50,7 +50,7 @@ void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx,
   if (dg) {
     // Column slices: every thread sums whole columns in row order (deterministic, no races).
     constexpr int64 slice = 16;
-    B::parallel_for((d + slice - 1) / slice, [=](int64 s) {
+    B::parallel_for((d + slice - 1) / slice, [=] LOOPSCALE_HD(int64 s) {
       const int64 lo = s * slice, hi = lo + slice < d ? lo + slice : d;
       T acc[slice] = {};
       for (int64 i = 0; i < rows; ++i) {
@@ -69,7 +69,7 @@ void rmsnorm_backward_from_output(const T* y, const T* rstd, const T* dy, T* dx,
                                   int64 per_row) {
   // `rows` groups of `per_row` vectors of length d, the groups `stride` apart: the Q and K heads of
   // each token inside the fused QKV row.
-  B::parallel_for(rows, [=](int64 i) {
+  B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
     for (int64 h = 0; h < per_row; ++h) {
       const int64 o = i * stride + h * d;
       const T r = rstd[i * per_row + h];
@@ -84,7 +84,7 @@ void rmsnorm_backward_from_output(const T* y, const T* rstd, const T* dy, T* dx,
 // Forward of the same strided, parameter-free form: y = x / rms(x) per head vector.
 template <class B, class T>
 void rmsnorm_forward_strided(const T* x, T* y, T* rstd, int64 rows, int64 d, int64 stride, int64 per_row) {
-  B::parallel_for(rows, [=](int64 i) {
+  B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
     for (int64 h = 0; h < per_row; ++h) {
       const int64 o = i * stride + h * d;
       T ss = 0;

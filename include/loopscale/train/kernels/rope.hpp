@@ -28,7 +28,7 @@ template <class B, class T>
 void rope_apply(T* x, const T* cos_t, const T* sin_t, int64 rows, int64 seq_len, int64 heads, int64 q, int64 stride,
                 bool inverse) {
   const int64 half = q / 2;
-  B::parallel_for(rows, [=](int64 i) {
+  B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
     const int64 t = i % seq_len;
     const T* c = cos_t + t * half;
     const T* s = sin_t + t * half;
