@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The prepared check of the CUDA backend on a machine with an NVIDIA GPU, in one run:
+#   1. the device kernels against their host twins (tests/cuda/kernels_device.cu),
+#   2. the whole model on the device against the host (tests/cuda/model_device.cu),
+#   3. training-step speed, MFU and device memory (bench/cuda/bench_model.cu) -> OUT_DIR/summary.json.
+#
+#   bench/gpu_check.sh OUT_DIR [BIN_DIR]
+#
+# BIN_DIR holds the three programs (test_cuda_kernels, test_cuda_model, bench_cuda_model). Without
+# it they are built here into build-gpu (CMake, nvcc and the Debian headers scripts/setup.sh
+# installs). A GPU machine without those headers runs programs built elsewhere for sm_90: on the
+# build machine, `bench/gpu_check.sh --collect BIN_DIR` copies them out of ./build.
+# Exit status: 0 all passed, 1 a check failed, 2 bad usage, 77 no usable CUDA device.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+programs=(tests/test_cuda_kernels tests/test_cuda_model bench/cuda/bench_cuda_model)
+
+if [ "${1:-}" = "--collect" ]; then
+  bin=${2:?usage: bench/gpu_check.sh --collect BIN_DIR}
+  mkdir -p "$bin" || exit 2
+  for p in "${programs[@]}"; do
+    [ -x "$here/build/$p" ] || { echo "gpu_check: $here/build/$p is not built (cmake --build build)" >&2; exit 2; }
+    cp "$here/build/$p" "$bin/"
+  done
+  echo "gpu_check: copied ${#programs[@]} programs into $bin"
+  exit 0
+fi
+
+out=${1:?usage: bench/gpu_check.sh OUT_DIR [BIN_DIR]}
+bin=${2:-}
+mkdir -p "$out" || { echo "gpu_check: cannot create $out" >&2; exit 2; }
+if [ -z "$bin" ]; then
+  bin="$here/build-gpu/bin"
+  cmake -S "$here" -B "$here/build-gpu" -DCMAKE_BUILD_TYPE=Release -DLOOPSCALE_BUILD_BENCH=ON >"$out/build.log" 2>&1 &&
+    cmake --build "$here/build-gpu" --target test_cuda_kernels test_cuda_model bench_cuda_model -j "$(nproc)" >>"$out/build.log" 2>&1 ||
+    { echo "gpu_check: the build failed; see $out/build.log" >&2; exit 1; }
+  mkdir -p "$bin"
+  for p in "${programs[@]}"; do cp "$here/build-gpu/$p" "$bin/"; done
+fi
+for p in "${programs[@]}"; do
+  [ -x "$bin/$(basename "$p")" ] || { echo "gpu_check: $bin/$(basename "$p") is missing" >&2; exit 2; }
+done
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$out/gpu.csv" 2>&1 || true
+
+status=0
+run() {  # name, program, arguments...
+  local name=$1
+  shift
+  local t0=$SECONDS
+  "$@" 2>&1 | tee "$out/$name.txt"
+  local rc=${PIPESTATUS[0]}
+  echo "gpu_check: $name exit $rc in $((SECONDS - t0)) s" | tee -a "$out/status.txt"
+  if [ "$rc" = 77 ]; then exit 77; fi
+  [ "$rc" = 0 ] || status=1
+}
+run kernels "$bin/test_cuda_kernels"
+run model "$bin/test_cuda_model"
+run bench "$bin/bench_cuda_model" "$out/summary.json" "${GPU_CHECK_STEPS:-10}"
+exit $status

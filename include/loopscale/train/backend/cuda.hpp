@@ -1,0 +1,213 @@
+// The CUDA backend: the static interface of backend/host.hpp on one NVIDIA GPU. Buffers are device
+// allocations (cudaMalloc, no managed memory), element-wise work runs the kernels' own
+// LOOPSCALE_HD lambdas through Thrust's CUDA system, sums reduce in double on the device, and GEMMs
+// go to cuBLAS. Every CUDA and cuBLAS error becomes an exception naming the call (and, for a GEMM,
+// the shapes).
+//
+// Status (see docs/training.md, "Backends"): the element-wise kernels, the GEMMs, the optimiser and
+// the memory seam run here and are checked against their host twins by tests/cuda/
+// kernels_device.cu. Attention and the MoE experts call B::gemm inside a parallel_for task, which
+// cannot run on a device; until this backend supplies its own attention and MoE dispatch, a whole
+// model does not run on it. Nothing in this file has yet run on a GPU in this project: it is
+// compiled by nvcc in every build that finds nvcc, and its tests skip (exit 77) without a device.
+//
+// Precision: fp32 throughout, with cuBLAS's default math (no TF32), so results can be compared
+// with the host's; determinism: Thrust's reductions use a fixed order for a given size and device,
+// and cuBLAS's fp32 GEMMs are deterministic on one GPU with one stream.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "loopscale/train/backend/cuda.hpp is CUDA code: compile this file with nvcc and link loopscale::cuda"
+#endif
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <thrust/for_each.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/system/cuda/execution_policy.h>
+#include <thrust/transform_reduce.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "loopscale/train/backend/portable.hpp"
+
+namespace loopscale::train {
+
+namespace cuda_detail {
+
+using int64 = std::int64_t;
+
+inline void check(cudaError_t e, const char* call, const std::string& what = {}) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("cuda: ") + call + " failed: " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")" +
+                             (what.empty() ? "" : ", " + what));
+}
+inline void check(cublasStatus_t s, const char* call, const std::string& what = {}) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuda: ") + call + " failed: " + cublasGetStatusString(s) + " (" + cublasGetStatusName(s) + ")" +
+                             (what.empty() ? "" : ", " + what));
+}
+
+// The process's cuBLAS handle, created on first use on the current device and kept until exit.
+inline cublasHandle_t blas() {
+  static const cublasHandle_t h = [] {
+    cublasHandle_t x = nullptr;
+    check(cublasCreate(&x), "cublasCreate");
+    check(cublasSetMathMode(x, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    return x;
+  }();
+  return h;
+}
+
+// Device functors around the kernels' lambdas (extended lambdas cannot be wrapped by lambdas in a
+// member function template portably).
+template <class F>
+struct AsDouble {
+  F f;
+  LOOPSCALE_HD double operator()(int64 i) const { return static_cast<double>(f(i)); }
+};
+template <class F>
+struct Once {
+  F f;
+  LOOPSCALE_HD void operator()(int64) const { f(); }
+};
+
+template <class T>
+struct ScaleInto {  // C = beta C (beta 0: zeros, whatever C held) for a GEMM with K = 0
+  T* C;
+  int64 N, ldc;
+  T beta;
+  LOOPSCALE_HD void operator()(int64 i) const {
+    T& c = C[(i / N) * ldc + i % N];
+    c = beta == T(0) ? T(0) : beta * c;
+  }
+};
+
+}  // namespace cuda_detail
+
+// n zero-initialised values in device memory; movable, not copyable (copies go through the
+// backend's upload and download).
+template <class T>
+class CudaBuffer {
+ public:
+  CudaBuffer() = default;
+  explicit CudaBuffer(std::size_t n) : n_(n) {
+    if (n == 0) return;
+    void* p = nullptr;
+    cuda_detail::check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc", std::to_string(n * sizeof(T)) + " bytes");
+    data_ = static_cast<T*>(p);
+    cuda_detail::check(cudaMemset(data_, 0, n * sizeof(T)), "cudaMemset");
+  }
+  CudaBuffer(CudaBuffer&& o) noexcept { swap(o); }
+  CudaBuffer& operator=(CudaBuffer&& o) noexcept {
+    CudaBuffer t(std::move(o));
+    swap(t);
+    return *this;
+  }
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
+  ~CudaBuffer() {
+    if (data_) cudaFree(data_);  // an error here has nowhere to go; the next checked call reports it
+  }
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  std::size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  T* begin() { return data_; }
+  T* end() { return data_ + n_; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + n_; }
+
+ private:
+  void swap(CudaBuffer& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(n_, o.n_);
+  }
+  T* data_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+struct CudaBackend {
+  using int64 = std::int64_t;
+  static constexpr const char* name = "cuda";
+  static constexpr const char* gemm_library = "cublas";
+  static constexpr bool host_memory = false;
+  static constexpr bool nested_gemm = false;  // attention and the MoE experts run their device forms
+  template <class T>
+  using buffer = CudaBuffer<T>;
+
+  // One device does the work; the engine's per-thread scratch needs one slot.
+  static void set_threads(int) {}
+  static int threads() { return 1; }
+  static int thread_id() { return 0; }
+
+  // Whether a CUDA device is usable here (tests skip with 77 when not).
+  static bool available() {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  }
+
+  template <class T>
+  static void upload(T* dst, const T* src, int64 n) {
+    if (n > 0) cuda_detail::check(cudaMemcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
+  }
+  template <class T>
+  static void download(T* dst, const T* src, int64 n) {
+    if (n > 0) cuda_detail::check(cudaMemcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
+  }
+
+  template <class F>
+  static void parallel_for(int64 n, F f) {
+    if (n <= 0) return;
+    thrust::for_each(thrust::cuda::par, thrust::counting_iterator<int64>(0), thrust::counting_iterator<int64>(n), f);
+    cuda_detail::check(cudaGetLastError(), "parallel_for");
+  }
+  template <class F>
+  static double sum(int64 n, F f) {
+    if (n <= 0) return 0.0;
+    const double s = thrust::transform_reduce(thrust::cuda::par, thrust::counting_iterator<int64>(0), thrust::counting_iterator<int64>(n),
+                                              cuda_detail::AsDouble<F>{f}, 0.0, thrust::plus<double>());
+    cuda_detail::check(cudaGetLastError(), "sum");
+    return s;
+  }
+  template <class F>
+  static void single(F f) {
+    thrust::for_each(thrust::cuda::par, thrust::counting_iterator<int64>(0), thrust::counting_iterator<int64>(1), cuda_detail::Once<F>{f});
+    cuda_detail::check(cudaGetLastError(), "single");
+  }
+
+  // Row-major C = alpha op(A) op(B) + beta C as cuBLAS's column-major C^T = alpha op(B)^T op(A)^T:
+  // the same buffers, the operands swapped.
+  template <class T>
+  static void gemm(bool ta, bool tb, int64 M, int64 N, int64 K, T alpha, const T* A, int64 lda, const T* B, int64 ldb, T beta,
+                   T* C, int64 ldc) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "CudaBackend::gemm: float or double");
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+      parallel_for(M * N, cuda_detail::ScaleInto<T>{C, N, ldc, beta});
+      return;
+    }
+    const auto op = [](bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; };
+    const auto i = [](int64 v) { return static_cast<int>(v); };
+    const auto shapes = [&] {
+      const auto n = [](int64 v) { return std::to_string(v); };
+      return std::string("ta ") + (ta ? "T" : "N") + " tb " + (tb ? "T" : "N") + " M " + n(M) + " N " + n(N) + " K " + n(K) + " lda " +
+             n(lda) + " ldb " + n(ldb) + " ldc " + n(ldc);
+    };
+    cublasStatus_t st;
+    if constexpr (std::is_same_v<T, float>)
+      st = cublasSgemm(cuda_detail::blas(), op(tb), op(ta), i(N), i(M), i(K), &alpha, B, i(ldb), A, i(lda), &beta, C, i(ldc));
+    else
+      st = cublasDgemm(cuda_detail::blas(), op(tb), op(ta), i(N), i(M), i(K), &alpha, B, i(ldb), A, i(lda), &beta, C, i(ldc));
+    if (st != CUBLAS_STATUS_SUCCESS) cuda_detail::check(st, std::is_same_v<T, float> ? "cublasSgemm" : "cublasDgemm", shapes());
+  }
+};
+
+}  // namespace loopscale::train

@@ -1,0 +1,301 @@
+// Every kernel the CUDA backend runs, against its host twin on the same inputs (llm.c's dev/cuda
+// way): the same template instantiated with HostBackend over host vectors and with CudaBackend
+// over device buffers, results compared with |device - host| <= tol + eps |host|, and each device
+// result computed twice and compared bit for bit (run-to-run determinism on one GPU).
+//
+// Exit 77 (ctest: skipped) without a usable CUDA device, as on a build machine without a GPU.
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "loopscale/train/backend/cuda.hpp"
+#include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/kernels/embedding.hpp"
+#include "loopscale/train/kernels/inject.hpp"
+#include "loopscale/train/kernels/loss.hpp"
+#include "loopscale/train/kernels/mlp.hpp"
+#include "loopscale/train/kernels/rmsnorm.hpp"
+#include "loopscale/train/kernels/rope.hpp"
+#include "loopscale/train/optim.hpp"
+
+namespace {
+
+using loopscale::Activation;
+using loopscale::train::CudaBackend;
+using loopscale::train::HostBackend;
+namespace k = loopscale::train::kernels;
+using int64 = std::int64_t;
+using Dev = CudaBackend::buffer<float>;
+using DevI = CudaBackend::buffer<std::int32_t>;
+
+int failures = 0, checks = 0;
+
+std::vector<float> randn(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
+  std::vector<float> v(n);
+  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& x : v) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    x = scale * (static_cast<float>(s >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f);
+  }
+  return v;
+}
+Dev up(const std::vector<float>& h) {
+  Dev d(h.size());
+  CudaBackend::upload(d.data(), h.data(), static_cast<int64>(h.size()));
+  return d;
+}
+DevI up(const std::vector<std::int32_t>& h) {
+  DevI d(h.size());
+  CudaBackend::upload(d.data(), h.data(), static_cast<int64>(h.size()));
+  return d;
+}
+std::vector<float> down(const Dev& d) {
+  std::vector<float> h(d.size());
+  CudaBackend::download(h.data(), d.data(), static_cast<int64>(h.size()));
+  return h;
+}
+
+void compare(const std::string& what, const std::vector<float>& host, const std::vector<float>& dev, double tol = 1e-5, double eps = 1e-4) {
+  ++checks;
+  if (host.size() != dev.size()) {
+    std::printf("FAIL %s: %zu host values, %zu device values\n", what.c_str(), host.size(), dev.size());
+    ++failures;
+    return;
+  }
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    const double h = host[i], d = dev[i];
+    if (!(std::abs(h - d) <= tol + eps * std::abs(h))) {
+      std::printf("FAIL %s: [%zu] host %.9g device %.9g\n", what.c_str(), i, h, d);
+      ++failures;
+      return;
+    }
+  }
+  std::printf("ok   %s (%zu values)\n", what.c_str(), host.size());
+}
+
+// Runs `device` twice on fresh copies of the inputs and checks the two results are identical.
+void deterministic(const std::string& what, const std::function<std::vector<float>()>& device) {
+  ++checks;
+  const auto a = device(), b = device();
+  if (a != b) {
+    std::printf("FAIL %s: two device runs differ\n", what.c_str());
+    ++failures;
+  }
+}
+
+}  // namespace
+
+int main() {
+  if (!CudaBackend::available()) {
+    std::printf("no CUDA device usable: skipped\n");
+    return 77;
+  }
+  HostBackend::set_threads(1);
+  const int64 rows = 96, d = 64, H = 80, vocab = 50, vp = 56, seq = 24, heads = 4, q = 16;
+
+  // ---- GEMM: all four transpositions, beta 0 and 1, leading dimensions wider than the rows ----
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    const int64 M = 37, N = 29, K = 41, lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+    const auto A = randn(static_cast<std::size_t>((ta ? K : M) * lda), 1), B = randn(static_cast<std::size_t>((tb ? N : K) * ldb), 2);
+    for (float beta : {0.0f, 1.0f}) {
+      auto C = randn(static_cast<std::size_t>(M * ldc), 3);
+      Dev dA = up(A), dB = up(B), dC = up(C);
+      HostBackend::gemm(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+      CudaBackend::gemm(ta, tb, M, N, K, 0.5f, dA.data(), lda, dB.data(), ldb, beta, dC.data(), ldc);
+      compare("gemm ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " beta " + std::to_string(beta), C, down(dC));
+    }
+  }
+
+  // ---- RMSNorm ----
+  {
+    const auto x = randn(rows * d, 4), g = randn(d, 5), dy = randn(rows * d, 6);
+    std::vector<float> y(rows * d), rstd(rows), dx(rows * d), dg(d, 0.0f);
+    k::rmsnorm_forward<HostBackend>(x.data(), g.data(), y.data(), rstd.data(), rows, d);
+    k::rmsnorm_backward<HostBackend>(x.data(), g.data(), rstd.data(), dy.data(), dx.data(), dg.data(), rows, d, false);
+    const auto run = [&](int what) {
+      Dev X = up(x), G = up(g), Y(rows * d), R(rows), DY = up(dy), DX(rows * d), DG(d);
+      k::rmsnorm_forward<CudaBackend>(X.data(), G.data(), Y.data(), R.data(), rows, d);
+      k::rmsnorm_backward<CudaBackend>(X.data(), G.data(), R.data(), DY.data(), DX.data(), DG.data(), rows, d, false);
+      return down(what == 0 ? Y : what == 1 ? DX : DG);
+    };
+    compare("rmsnorm forward", y, run(0));
+    compare("rmsnorm backward dx", dx, run(1));
+    compare("rmsnorm backward dg", dg, run(2));
+    deterministic("rmsnorm backward dg", [&] { return run(2); });
+    // The strided, parameter-free form (QK-norm): heads of q inside rows of stride heads * q.
+    std::vector<float> ys(rows * d), rs(rows * heads), dxs(rows * d);
+    k::rmsnorm_forward_strided<HostBackend>(x.data(), ys.data(), rs.data(), rows, q, d, heads);
+    k::rmsnorm_backward_from_output<HostBackend>(ys.data(), rs.data(), dy.data(), dxs.data(), rows, q, d, heads);
+    Dev X = up(x), Y(rows * d), R(rows * heads), DY = up(dy), DX(rows * d);
+    k::rmsnorm_forward_strided<CudaBackend>(X.data(), Y.data(), R.data(), rows, q, d, heads);
+    k::rmsnorm_backward_from_output<CudaBackend>(Y.data(), R.data(), DY.data(), DX.data(), rows, q, d, heads);
+    compare("rmsnorm strided forward", ys, down(Y));
+    compare("rmsnorm backward from output", dxs, down(DX));
+  }
+
+  // ---- embedding (repeated tokens: the backward's scatter-add) ----
+  {
+    std::vector<std::int32_t> tok(rows);
+    for (int64 i = 0; i < rows; ++i) tok[i] = static_cast<std::int32_t>((i * 7) % 11);
+    const auto E = randn(vp * d, 7), dout = randn(rows * d, 8);
+    std::vector<float> out(rows * d), dE(vp * d, 0.0f);
+    k::embedding_forward<HostBackend>(tok.data(), E.data(), out.data(), rows, d);
+    k::embedding_backward<HostBackend>(tok.data(), dout.data(), dE.data(), rows, d);
+    const auto run = [&](bool back) {
+      DevI T = up(tok);
+      Dev DE = up(E), O(rows * d), DO = up(dout), G(vp * d);
+      k::embedding_forward<CudaBackend>(T.data(), DE.data(), O.data(), rows, d);
+      k::embedding_backward<CudaBackend>(T.data(), DO.data(), G.data(), rows, d);
+      return down(back ? G : O);
+    };
+    compare("embedding forward", out, run(false));
+    compare("embedding backward", dE, run(true));
+    deterministic("embedding backward", [&] { return run(true); });
+  }
+
+  // ---- softcapped cross-entropy ----
+  {
+    std::vector<std::int32_t> tgt(rows);
+    for (int64 i = 0; i < rows; ++i) tgt[i] = static_cast<std::int32_t>((i * 5 + 3) % vocab);
+    const auto logits0 = randn(rows * vp, 9, 20.0f);
+    const k::LossShape ls{rows, vp, vocab, 15.0};
+    auto logits = logits0;
+    std::vector<float> loss(rows), lse(rows);
+    k::softcap_ce_forward<HostBackend>(logits.data(), tgt.data(), loss.data(), lse.data(), ls);
+    const auto capped = logits;
+    k::softcap_ce_backward<HostBackend>(logits.data(), tgt.data(), lse.data(), 1.0f / rows, ls);
+    DevI T = up(tgt);
+    Dev L = up(logits0), LO(rows), LSE(rows);
+    k::softcap_ce_forward<CudaBackend>(L.data(), T.data(), LO.data(), LSE.data(), ls);
+    compare("softcap cross-entropy: capped logits", capped, down(L));
+    compare("softcap cross-entropy: losses", loss, down(LO));
+    k::softcap_ce_backward<CudaBackend>(L.data(), T.data(), LSE.data(), 1.0f / rows, ls);
+    compare("softcap cross-entropy: gradient", logits, down(L), 1e-7, 1e-4);
+    const double hs = HostBackend::sum(rows, [p = loss.data()](int64 i) { return p[i]; });
+    const float* lo = LO.data();
+    const double ds = CudaBackend::sum(rows, [=] LOOPSCALE_HD(int64 i) { return lo[i]; });
+    compare("sum of the losses", {static_cast<float>(hs)}, {static_cast<float>(ds)}, 1e-6, 1e-6);
+  }
+
+  // ---- RoPE, forward and inverse ----
+  {
+    std::vector<float> c(seq * q / 2), s(seq * q / 2);
+    k::rope_tables(seq, q, c.data(), s.data());
+    const auto x0 = randn(rows * d, 10);
+    auto x = x0;
+    k::rope_apply<HostBackend>(x.data(), c.data(), s.data(), rows, seq, heads, q, d, false);
+    Dev X = up(x0), C = up(c), S = up(s);
+    k::rope_apply<CudaBackend>(X.data(), C.data(), S.data(), rows, seq, heads, q, d, false);
+    compare("rope", x, down(X));
+    k::rope_apply<CudaBackend>(X.data(), C.data(), S.data(), rows, seq, heads, q, d, true);
+    compare("rope inverse returns the input", x0, down(X));
+  }
+
+  // ---- activations ----
+  for (Activation a : {Activation::relu2, Activation::gelu, Activation::swiglu}) {
+    const int64 H1 = k::mlp_in_rows(a, H);
+    const auto hpre = randn(rows * H1, 11, 2.0f), dh = randn(rows * H, 12);
+    std::vector<float> hact(rows * H), dhp(rows * H1);
+    k::activation_forward<HostBackend>(a, hpre.data(), hact.data(), rows, H);
+    k::activation_backward<HostBackend>(a, hpre.data(), dh.data(), dhp.data(), rows, H);
+    Dev P = up(hpre), A(rows * H), D = up(dh), DP(rows * H1);
+    k::activation_forward<CudaBackend>(a, P.data(), A.data(), rows, H);
+    k::activation_backward<CudaBackend>(a, P.data(), D.data(), DP.data(), rows, H);
+    const std::string n(loopscale::name_of(a));
+    compare("activation forward " + n, hact, down(A));
+    compare("activation backward " + n, dhp, down(DP));
+  }
+
+  // ---- MLP (GEMMs and activation together) ----
+  {
+    const k::MlpShape ms{rows, d, H, Activation::relu2};
+    const auto x = randn(rows * d, 13), W1 = randn(H * d, 14, 0.2f), W2 = randn(d * H, 15, 0.2f), dy = randn(rows * d, 16);
+    std::vector<float> hpre(rows * H), hact(rows * H), y(rows * d), dx(rows * d), dW1(H * d, 0.0f), dW2(d * H, 0.0f), s1(rows * H), s2(rows * H);
+    k::mlp_forward<HostBackend>(x.data(), W1.data(), W2.data(), hpre.data(), hact.data(), y.data(), ms, false);
+    k::mlp_backward<HostBackend>(x.data(), W1.data(), W2.data(), hpre.data(), hact.data(), dy.data(), dx.data(), dW1.data(), dW2.data(),
+                                 s1.data(), s2.data(), ms);
+    Dev X = up(x), A = up(W1), B = up(W2), HP(rows * H), HA(rows * H), Y(rows * d), DY = up(dy), DX(rows * d), G1(H * d), G2(d * H),
+        S1(rows * H), S2(rows * H);
+    k::mlp_forward<CudaBackend>(X.data(), A.data(), B.data(), HP.data(), HA.data(), Y.data(), ms, false);
+    k::mlp_backward<CudaBackend>(X.data(), A.data(), B.data(), HP.data(), HA.data(), DY.data(), DX.data(), G1.data(), G2.data(), S1.data(),
+                                 S2.data(), ms);
+    compare("mlp forward", y, down(Y));
+    compare("mlp backward dx", dx, down(DX));
+    compare("mlp backward dW1", dW1, down(G1));
+    compare("mlp backward dW2", dW2, down(G2));
+  }
+
+  // ---- injections and hyperconnections (their parameter gradients reduce on the device) ----
+  {
+    const int64 L = 3, n = rows * d;
+    const auto Hl = randn(L * n, 17), alpha = randn(L, 18), M = randn(L * L, 19), beta = randn(L, 20), xv = randn(n, 21),
+               yv = randn(n, 22), dx = randn(n, 23), dHo = randn(L * n, 24);
+    std::vector<float> agg(n), upd(L * n), dH(L * n, 0.0f), dalpha(L, 0.0f), dH2(L * n), dd(n), dM(L * L, 0.0f), dbeta(L, 0.0f);
+    k::hyper_aggregate<HostBackend>(Hl.data(), alpha.data(), agg.data(), L, n);
+    k::hyper_update<HostBackend>(Hl.data(), M.data(), beta.data(), xv.data(), yv.data(), upd.data(), L, n);
+    k::hyper_aggregate_backward<HostBackend>(Hl.data(), alpha.data(), dx.data(), dH.data(), dalpha.data(), L, n);
+    k::hyper_update_backward<HostBackend>(Hl.data(), M.data(), beta.data(), xv.data(), yv.data(), dHo.data(), dH2.data(), dd.data(), dM.data(),
+                                          dbeta.data(), L, n);
+    Dev dHl = up(Hl), dAl = up(alpha), dMm = up(M), dBe = up(beta), dX = up(xv), dY = up(yv), dDx = up(dx), dDHo = up(dHo);
+    Dev AGG(n), UPD(L * n), DH(L * n), DAL(L), DH2(L * n), DD(n), DM(L * L), DB(L);
+    k::hyper_aggregate<CudaBackend>(dHl.data(), dAl.data(), AGG.data(), L, n);
+    k::hyper_update<CudaBackend>(dHl.data(), dMm.data(), dBe.data(), dX.data(), dY.data(), UPD.data(), L, n);
+    k::hyper_aggregate_backward<CudaBackend>(dHl.data(), dAl.data(), dDx.data(), DH.data(), DAL.data(), L, n);
+    k::hyper_update_backward<CudaBackend>(dHl.data(), dMm.data(), dBe.data(), dX.data(), dY.data(), dDHo.data(), DH2.data(), DD.data(),
+                                          DM.data(), DB.data(), L, n);
+    compare("hyper aggregate", agg, down(AGG));
+    compare("hyper update", upd, down(UPD));
+    compare("hyper aggregate backward dH", dH, down(DH));
+    compare("hyper aggregate backward dalpha", dalpha, down(DAL), 1e-4, 1e-4);
+    compare("hyper update backward dH", dH2, down(DH2));
+    compare("hyper update backward ddelta", dd, down(DD));
+    compare("hyper update backward dM", dM, down(DM), 1e-4, 1e-4);
+    compare("hyper update backward dbeta", dbeta, down(DB), 1e-4, 1e-4);
+    // The linear injection (two GEMMs each way) and the element-wise helpers.
+    const auto W = randn(2 * d * d, 25, 0.2f), e = randn(n, 26), s = randn(n, 27), du = randn(n, 28);
+    std::vector<float> u(n), de(n, 0.0f), ds(n), dW(2 * d * d, 0.0f);
+    k::inject_linear_forward<HostBackend>(e.data(), s.data(), W.data(), u.data(), rows, d);
+    k::inject_linear_backward<HostBackend>(e.data(), s.data(), W.data(), du.data(), de.data(), ds.data(), dW.data(), rows, d);
+    Dev DW = up(W), E = up(e), S = up(s), DU = up(du), U(n), DE(n), DS(n), GW(2 * d * d);
+    k::inject_linear_forward<CudaBackend>(E.data(), S.data(), DW.data(), U.data(), rows, d);
+    k::inject_linear_backward<CudaBackend>(E.data(), S.data(), DW.data(), DU.data(), DE.data(), DS.data(), GW.data(), rows, d);
+    compare("inject linear forward", u, down(U));
+    compare("inject linear backward de", de, down(DE));
+    compare("inject linear backward ds", ds, down(DS));
+    compare("inject linear backward dW", dW, down(GW));
+    std::vector<float> h = e;
+    k::add_scaled<HostBackend>(h.data(), s.data(), -0.5f, n);
+    k::add_into<HostBackend>(h.data(), du.data(), n);
+    k::add_scalar<HostBackend>(h.data() + 5, 2.5f);
+    k::add_scaled<CudaBackend>(E.data(), S.data(), -0.5f, n);
+    k::add_into<CudaBackend>(E.data(), DU.data(), n);
+    k::add_scalar<CudaBackend>(E.data() + 5, 2.5f);
+    compare("add_scaled, add_into, add_scalar", h, down(E));
+  }
+
+  // ---- AdamW over backend buffers, two steps, clipped ----
+  {
+    const int64 n = 5000;
+    const std::vector<loopscale::train::ParamTensor> tensors = {{"a", 0, 3000, loopscale::train::ParamGroup::matrix, 64},
+                                                                {"b", 3000, 2000, loopscale::train::ParamGroup::norm_inject, 0}};
+    auto p = randn(n, 29);
+    const auto g = randn(n, 30, 3.0f);
+    loopscale::train::AdamW<float, HostBackend> host(n, {});
+    loopscale::train::AdamW<float, CudaBackend> dev(n, {});
+    Dev P = up(p), G = up(g);
+    for (int step = 0; step < 2; ++step) {
+      const double hn = loopscale::train::AdamW<float, HostBackend>::grad_norm(g);
+      const double dn = loopscale::train::AdamW<float, CudaBackend>::grad_norm({G.data(), G.size()});
+      compare("grad norm, step " + std::to_string(step), {static_cast<float>(hn)}, {static_cast<float>(dn)}, 1e-6, 1e-6);
+      host.step(p, g, tensors, 1e-2, hn);
+      dev.step({P.data(), P.size()}, {G.data(), G.size()}, tensors, 1e-2, dn);
+    }
+    compare("adamw parameters after two steps", p, down(P));
+  }
+
+  std::printf("%d of %d device checks failed\n", failures, checks);
+  return failures == 0 ? 0 : 1;
+}
