@@ -44,6 +44,7 @@ extern "C" void openblas_set_num_threads(int);
 #elif defined(LOOPSCALE_GEMM_ONEDNN)
 #include <dnnl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <stdexcept>
 #endif
 #include <immintrin.h>
@@ -55,6 +56,34 @@ extern "C" void openblas_set_num_threads(int);
 namespace loopscale::train {
 
 using int64 = std::int64_t;
+
+#if defined(LOOPSCALE_GEMM_ONEDNN)
+namespace host_detail {
+// Holds off the calling thread's asynchronous signals for its lifetime (HostBackend::gemm_serial
+// says why); a signal that comes meanwhile stays pending and is delivered when the old mask is
+// back. Synchronous ones (a fault: SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, and SIGABRT)
+// stay open: blocked, a fault would kill the process without its report.
+class SignalsHeld {
+ public:
+  SignalsHeld() { pthread_sigmask(SIG_BLOCK, &asynchronous(), &old_); }
+  ~SignalsHeld() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+
+ private:
+  static const sigset_t& asynchronous() {
+    static const sigset_t set = [] {
+      sigset_t s;
+      sigfillset(&s);
+      for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT}) sigdelset(&s, sig);
+      return s;
+    }();
+    return set;
+  }
+  sigset_t old_;
+};
+}  // namespace host_detail
+#endif
 
 struct HostBackend {
   static constexpr const char* name = "host";
@@ -222,7 +251,19 @@ struct HostBackend {
       const bool outside = !omp_in_parallel();
       const int team = omp_get_max_threads();
       if (outside) omp_set_num_threads(1);
-      const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      dnnl_status_t st;
+      {
+        // No signal handler may run on this thread while oneDNN computes. Its JIT sgemm kernels
+        // (jit_avx512_common_gemm_f32, jit_avx_gemm_f32) point rsp into a heap workspace while
+        // they run, so Linux writes the frame of a signal caught then (KiBs with the AVX-512
+        // state) into the heap, and glibc aborts later ("corrupted size vs. prev_size", "free():
+        // invalid pointer") or malloc hangs. oneDNN issue #4845, fixed after 3.11.1 (PR #4855);
+        // Debian's 2.6 has it. That is how a `loopscale train` stopped by SIGUSR1 or SIGTERM
+        // (util/interrupt.hpp) sometimes died instead of writing its checkpoint. The cost: two
+        // sigprocmask calls per product, about 0.5 us.
+        const host_detail::SignalsHeld held_off;
+        st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      }
       if (outside) omp_set_num_threads(team);
       if (st != dnnl_success)
         throw std::runtime_error(fmt::format("dnnl_sgemm failed (status {}) on M {}, N {}, K {}", static_cast<int>(st), M, N, K));
