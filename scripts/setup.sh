@@ -5,8 +5,8 @@ set -euo pipefail
 
 pkgs=(
   cmake g++ make pkg-config
-  libeigen3-dev          # dense linear algebra: GEMMs of the training engine (the default), law fitting
-  libdnnl-dev            # oneDNN: the training engine's GEMMs with CMake -DLOOPSCALE_GEMM=onednn or auto (HostBackend::gemm)
+  libeigen3-dev          # dense linear algebra: law fitting, double GEMMs, the training engine's GEMMs without oneDNN
+  libdnnl-dev            # oneDNN: the training engine's GEMMs (HostBackend::gemm; CMake LOOPSCALE_GEMM=auto, the default)
   libboost-dev           # Boost.Hana: compile-time type lists of the architecture algebra
   catch2                 # unit tests (Catch2 v2)
   libbenchmark-dev       # Google Benchmark programs under bench/
