@@ -167,7 +167,8 @@ const bool registered = add_command([](CLI::App& app) {
     sub->add_option("--out", *out, "sweep folder")->required();
     sub->add_option("--data", *data, "corpus folder (default: the spec's, data/corpus)");
     sub->add_option("--shard", *shard, "run only the runs with index = I mod N")->capture_default_str();
-    sub->add_option("--threads", *threads, "training threads (0: every core)")->capture_default_str()->check(CLI::NonNegativeNumber);
+    sub->add_option("--threads", *threads,
+                    "training threads of every run (0: the spec's, else chosen per run: one below 2 GFLOP a training step, every core above)")->capture_default_str()->check(CLI::NonNegativeNumber);
     sub->add_option("--eval-items", *eval_items, "items per task of the built-in probes each finished run is scored on")
         ->capture_default_str()
         ->check(CLI::Range(2, 100000));

@@ -106,6 +106,40 @@ TEST_CASE("engine: sweep run trains with the real engine, an interrupted run res
   for (std::size_t i = 0; i < 2; ++i) CHECK(rb[i].loss == ra[i].loss);  // bit-identical (one thread)
 }
 
+TEST_CASE("engine: threads per run: one below 2 GFLOP a step, every core above, unless the spec or --threads fixes them") {
+  CHECK(auto_threads(0.34e9, 2) == 1);  // d 32 at 8 x 64 tokens: one thread is 1.45x faster
+  CHECK(auto_threads(1.99e9, 2) == 1);
+  CHECK(auto_threads(2.46e9, 2) == 2);  // d 96: two threads 1.2x faster
+  CHECK(auto_threads(466e9, 16) == 16);
+  CHECK(auto_threads(466e9, 0) == 1);
+  // The tiny plan without "threads" in its train settings: its steps cost far below 2 GFLOP, so each
+  // run trains on one thread; --threads 2 (EngineOptions) fixes two.
+  const fs::path data = tiny_corpus();
+  SweepSpec spec = tiny_plan().spec;
+  spec.train.erase("threads");
+  spec.budgets = {{5e8, {1}}};
+  spec.r = {1};
+  const Plan plan = make_plan(spec);
+  REQUIRE(plan.runnable() == 1);
+  REQUIRE(plan.runs[0].flops_per_token * static_cast<double>(spec.batch_tokens) < serial_step_flops);
+  for (int fixed : {0, 2}) {
+    const fs::path out = fs::path(LOOPSCALE_TEST_TMP) / ("engine_threads_" + std::to_string(fixed));
+    fs::remove_all(out);
+    RunOptions opt;
+    opt.out = out;
+    opt.data = data;
+    opt.log = nullptr;
+    EngineOptions eo;
+    eo.threads = fixed;
+    eo.eval_items = 0;
+    eo.curve_windows = 0;
+    REQUIRE(run_sweep(plan, opt, engine_run_fn(eo)).trained == 1);
+    std::ifstream in(out / "runs" / plan.runs[0].id / "summary.json");
+    const nlohmann::json summary = nlohmann::json::parse(in);
+    CHECK(summary.at("config").at("threads") == (fixed == 0 ? 1 : 2));
+  }
+}
+
 TEST_CASE("engine: settings the sweep owns are refused in the spec's train object") {
   const Plan plan = tiny_plan();
   SweepSpec s = plan.spec;

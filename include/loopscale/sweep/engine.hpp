@@ -11,11 +11,13 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <omp.h>
 
 #include "loopscale/data/corpus.hpp"
 #include "loopscale/eval/model_scorer.hpp"
@@ -31,8 +33,21 @@
 
 namespace loopscale::sweep {
 
+// Training threads for a run whose step costs `step_flops` (training FLOPs per token times the
+// tokens of a step), on `cores` cores: one thread below serial_step_flops, every core from there.
+// A small step splits into parallel regions too short to pay for the second thread; a thread that
+// waits on a descheduled one costs more still when the machine is shared. Measured with
+// bench/train/threads_by_size.sh (docs/benchmarks.md, "Threads by model size": AMD EPYC Zen 4, 2
+// cores, oneDNN, idle, two runs): two threads against one 0.68-0.69x at 0.34 GFLOP a step (d 32),
+// 0.89-0.99x at 1.16 (d 64), 1.20-1.24x at 2.46 (d 96), 1.33-1.47x at 4.2 (d 128), 1.9x at 466
+// (the acceptance model).
+inline constexpr double serial_step_flops = 2e9;
+inline int auto_threads(double step_flops, int cores) { return step_flops < serial_step_flops ? 1 : std::max(1, cores); }
+
 struct EngineOptions {
-  int threads = 0;  // 0: every core
+  // Training threads of every run; 0: the spec's train "threads" where it sets them, else chosen per
+  // run by auto_threads from the run's step (all cores divided among the ranks).
+  int threads = 0;
   // Checkpoints per run: about one per `flops_per_checkpoint` of training (1e12: half a minute
   // or so on two cores), at least 2 (a kill loses at most half of a short run) and at most 20
   // (a kill loses at most 5% of a long one). Each writes parameters and AdamW state with fsync,
@@ -143,11 +158,16 @@ inline nlohmann::json train_on_ranks(const train::TrainConfig& c, const RunReque
 }
 
 inline RunFn engine_run_fn(const EngineOptions& o = {}) {
-  auto peak = std::make_shared<double>(0.0);  // measured once per sweep call, not once per run
+  auto peaks = std::make_shared<std::map<int, double>>();  // per thread count, measured once per sweep call
   auto probes = std::make_shared<std::optional<eval::Bundle>>();  // drawn once per sweep call
-  return [o, peak, probes](const RunRequest& req) -> nlohmann::json {
+  return [o, peaks, probes](const RunRequest& req) -> nlohmann::json {
     train::TrainConfig c = train_config(*req.spec, *req.run, req.dir, req.data);
-    if (o.threads > 0) c.threads = o.threads;
+    if (o.threads > 0) {
+      c.threads = o.threads;
+    } else if (!req.spec->train.contains("threads")) {
+      const int cores = std::max(1, omp_get_num_procs() / std::max(1, o.ranks));
+      c.threads = auto_threads(req.run->flops_per_token * static_cast<double>(req.spec->batch_tokens), cores);
+    }
     if (c.checkpoint_every == 0) {
       const double run_flops = req.run->flops_per_token * static_cast<double>(req.run->steps * req.spec->batch_tokens);
       const int64 n = std::clamp<int64>(static_cast<int64>(run_flops / o.flops_per_checkpoint), o.min_checkpoints, o.max_checkpoints);
@@ -158,8 +178,9 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
       summary = train_on_ranks(c, req, o);  // each rank measures its own peak
     } else {
       if (c.peak_flops == 0) {
-        if (*peak == 0) *peak = train::measure_peak_flops(c.threads);
-        c.peak_flops = *peak;
+        double& peak = (*peaks)[c.threads];
+        if (peak == 0) peak = train::measure_peak_flops(c.threads);
+        c.peak_flops = peak;
       }
       const train::TrainResult r = train::train(c, [&](const train::TrainProgress& p) {
         if (req.progress) req.progress({p.step, p.steps, p.loss, p.tokens_per_s});

@@ -54,11 +54,9 @@ inline SweepSpec looped_moe_preset(const std::string& name = "looped-moe") {
   // gate with aux-loss-free bias is not used: with one expert its gate sigmoid(z) is not 1, so
   // E = 1 would not be the dense model, and the bias balances over more steps than these runs have.
   // The rest as the dense CPU presets: a fixed validation sample of 64 sequences shared by all runs.
-  // One training thread: on this two-core machine, shared with other work, two OpenMP threads
-  // trained these tiny models about ten times slower than one (measured at load 4-5);
-  // `sweep run --threads N` overrides it.
+  // No "threads": sweep run chooses them per run (sweep/engine.hpp, auto_threads): one for these
+  // tiny models, whose steps cost well under 2 GFLOP; `sweep run --threads N` fixes them.
   s.train = {{"lr", 3e-3},
-             {"threads", 1},
              {"warmup", 0.05},
              {"eval_tokens", 64 * 128},
              {"moe_router", "softmax"},

@@ -49,7 +49,8 @@ inline SweepSpec cpu_family(const std::string& name) {
   s.memory_limit_gib = 16;
   // A fixed validation sample of 128 sequences: the same for every run, so its sampling error is
   // shared across the sweep instead of moving the iso-FLOP curves independently.
-  s.train = {{"lr", 3e-3}, {"warmup", 0.05}, {"eval_tokens", 128 * 64}, {"threads", 1}};
+  // No "threads": sweep run chooses them per run from its step's FLOPs (sweep/engine.hpp).
+  s.train = {{"lr", 3e-3}, {"warmup", 0.05}, {"eval_tokens", 128 * 64}};
   s.seed = 1;
   return s;
 }
