@@ -60,6 +60,23 @@ std::vector<std::int32_t> ids(int64 n, int64 vocab, std::uint64_t seed) {
   return t;
 }
 
+// Softmax routing balanced by the aux loss, with a z-loss.
+train::kernels::MoeRouting aux_routing() {
+  train::kernels::MoeRouting r;
+  r.aux_coef = 0.05;
+  r.z_coef = 1e-2;
+  return r;
+}
+// Sigmoid routing balanced by the selection bias, with a capacity that drops slots.
+train::kernels::MoeRouting bias_routing() {
+  train::kernels::MoeRouting r;
+  r.router = train::kernels::RouterKind::sigmoid;
+  r.balance = train::kernels::Balance::bias;
+  r.bias_rate = 0.01;
+  r.capacity_factor = 1.0;
+  return r;
+}
+
 // Losses of `steps` training steps (forward_backward, AdamW, MoE bias update) on backend B, and the
 // final parameters, gradients and selection biases, all read through the host copies.
 template <class B>
@@ -123,14 +140,7 @@ TEST_CASE("guard backend: a host read of a guarded buffer outside a backend call
 
 TEST_CASE("guard backend: training steps never touch model memory from the host and equal the host backend bit for bit",
           "[train][backend][guard]") {
-  train::kernels::MoeRouting aux;
-  aux.aux_coef = 0.05;
-  aux.z_coef = 1e-2;
-  train::kernels::MoeRouting bias;
-  bias.router = train::kernels::RouterKind::sigmoid;
-  bias.balance = train::kernels::Balance::bias;
-  bias.bias_rate = 0.01;
-  bias.capacity_factor = 1.0;  // some slots dropped
+  const train::kernels::MoeRouting aux = aux_routing(), bias = bias_routing();
   struct Case {
     const char* name;
     ModelSpec spec;
@@ -172,14 +182,7 @@ TEST_CASE("guard backend: training steps never touch model memory from the host 
 // the comparison with the host forms has a tolerance.
 TEST_CASE("guard backend: the device forms of attention and MoE train as the host forms do, without touching host memory",
           "[train][backend][guard]") {
-  train::kernels::MoeRouting aux;
-  aux.aux_coef = 0.05;
-  aux.z_coef = 1e-2;
-  train::kernels::MoeRouting bias;
-  bias.router = train::kernels::RouterKind::sigmoid;
-  bias.balance = train::kernels::Balance::bias;
-  bias.bias_rate = 0.01;
-  bias.capacity_factor = 1.0;
+  const train::kernels::MoeRouting aux = aux_routing(), bias = bias_routing();
   const std::pair<ModelSpec, train::kernels::MoeRouting> cases[] = {
       {spec_of(3, Inject::linear, 0, full_bptt, StateNorm::per_recurrence, 0), {}},
       {spec_of(3, Inject::hyper, 2, full_bptt, StateNorm::per_recurrence, 0), {}},

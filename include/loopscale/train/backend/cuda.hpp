@@ -35,6 +35,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "loopscale/train/backend/buffer.hpp"
 #include "loopscale/train/backend/portable.hpp"
 
 namespace loopscale::train {
@@ -91,48 +92,19 @@ struct ScaleInto {  // C = beta C (beta 0: zeros, whatever C held) for a GEMM wi
 
 }  // namespace cuda_detail
 
-// n zero-initialised values in device memory; movable, not copyable (copies go through the
-// backend's upload and download).
-template <class T>
-class CudaBuffer {
- public:
-  CudaBuffer() = default;
-  explicit CudaBuffer(std::size_t n) : n_(n) {
-    if (n == 0) return;
+// Device memory for OwnedBuffer: cudaMalloc'd and zeroed.
+struct CudaMemory {
+  static void* allocate(std::size_t bytes) {
     void* p = nullptr;
-    cuda_detail::check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc", std::to_string(n * sizeof(T)) + " bytes");
-    data_ = static_cast<T*>(p);
-    cuda_detail::check(cudaMemset(data_, 0, n * sizeof(T)), "cudaMemset");
+    cuda_detail::check(cudaMalloc(&p, bytes), "cudaMalloc", std::to_string(bytes) + " bytes");
+    cuda_detail::check(cudaMemset(p, 0, bytes), "cudaMemset");
+    return p;
   }
-  CudaBuffer(CudaBuffer&& o) noexcept { swap(o); }
-  CudaBuffer& operator=(CudaBuffer&& o) noexcept {
-    CudaBuffer t(std::move(o));
-    swap(t);
-    return *this;
-  }
-  CudaBuffer(const CudaBuffer&) = delete;
-  CudaBuffer& operator=(const CudaBuffer&) = delete;
-  ~CudaBuffer() {
-    if (data_) cudaFree(data_);  // an error here has nowhere to go; the next checked call reports it
-  }
-
-  T* data() { return data_; }
-  const T* data() const { return data_; }
-  std::size_t size() const { return n_; }
-  bool empty() const { return n_ == 0; }
-  T* begin() { return data_; }
-  T* end() { return data_ + n_; }
-  const T* begin() const { return data_; }
-  const T* end() const { return data_ + n_; }
-
- private:
-  void swap(CudaBuffer& o) noexcept {
-    std::swap(data_, o.data_);
-    std::swap(n_, o.n_);
-  }
-  T* data_ = nullptr;
-  std::size_t n_ = 0;
+  static void release(void* p, std::size_t) { cudaFree(p); }  // an error here has nowhere to go; the next checked call reports it
 };
+
+template <class T>
+using CudaBuffer = OwnedBuffer<T, CudaMemory>;
 
 struct CudaBackend {
   using int64 = std::int64_t;

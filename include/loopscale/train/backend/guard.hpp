@@ -24,6 +24,7 @@
 #include <new>
 #include <utility>
 
+#include "loopscale/train/backend/buffer.hpp"
 #include "loopscale/train/backend/host.hpp"
 
 namespace loopscale::train {
@@ -68,60 +69,34 @@ struct Open {
 
 }  // namespace guard_detail
 
-// A zero-initialised array of n values in whole pages of its own, closed to the host outside
-// backend calls. Movable, not copyable (copies go through the backend's upload/download).
-template <class T>
-class GuardBuffer {
- public:
-  GuardBuffer() = default;
-  explicit GuardBuffer(std::size_t n) : n_(n) {
-    if (n == 0) return;
+// Whole pages of their own for each buffer, closed to the host outside backend calls.
+struct GuardMemory {
+  static std::size_t pages(std::size_t bytes) {
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    bytes_ = (n * sizeof(T) + page - 1) / page * page;
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);  // zero-filled
+    return (bytes + page - 1) / page * page;
+  }
+  static void* allocate(std::size_t bytes) {
+    const std::size_t len = pages(bytes);
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);  // zero-filled
     if (p == MAP_FAILED) throw std::bad_alloc();
-    data_ = static_cast<T*>(p);
     guard_detail::Registry& r = guard_detail::Registry::get();
     const std::lock_guard<std::mutex> lock(r.mutex);
-    r.regions.emplace(p, bytes_);
-    if (r.depth.load() == 0) guard_detail::Registry::protect(p, bytes_, PROT_NONE);
+    r.regions.emplace(p, len);
+    if (r.depth.load() == 0) guard_detail::Registry::protect(p, len, PROT_NONE);
+    return p;
   }
-  GuardBuffer(GuardBuffer&& o) noexcept { swap(o); }
-  GuardBuffer& operator=(GuardBuffer&& o) noexcept {
-    GuardBuffer t(std::move(o));
-    swap(t);
-    return *this;
-  }
-  GuardBuffer(const GuardBuffer&) = delete;
-  GuardBuffer& operator=(const GuardBuffer&) = delete;
-  ~GuardBuffer() {
-    if (!data_) return;
+  static void release(void* p, std::size_t bytes) {
     guard_detail::Registry& r = guard_detail::Registry::get();
     {
       const std::lock_guard<std::mutex> lock(r.mutex);
-      r.regions.erase(data_);
+      r.regions.erase(p);
     }
-    munmap(data_, bytes_);
+    munmap(p, pages(bytes));
   }
-
-  T* data() { return data_; }
-  const T* data() const { return data_; }
-  std::size_t size() const { return n_; }
-  bool empty() const { return n_ == 0; }
-  T* begin() { return data_; }
-  T* end() { return data_ + n_; }
-  const T* begin() const { return data_; }
-  const T* end() const { return data_ + n_; }
-
- private:
-  void swap(GuardBuffer& o) noexcept {
-    std::swap(data_, o.data_);
-    std::swap(n_, o.n_);
-    std::swap(bytes_, o.bytes_);
-  }
-  T* data_ = nullptr;
-  std::size_t n_ = 0, bytes_ = 0;
 };
+
+template <class T>
+using GuardBuffer = OwnedBuffer<T, GuardMemory>;
 
 // NestedGemm: true runs the host backend's forms of attention and the MoE experts (a GEMM inside
 // a parallel task), so results equal HostBackend's bit for bit; false runs the device forms, the
