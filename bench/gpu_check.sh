@@ -22,7 +22,10 @@ if [ "${1:-}" = "--collect" ]; then
     [ -x "$here/build/$p" ] || { echo "gpu_check: $here/build/$p is not built (cmake --build build)" >&2; exit 2; }
     cp "$here/build/$p" "$bin/"
   done
-  echo "gpu_check: copied ${#programs[@]} programs into $bin"
+  # The OpenMP runtime they were linked with goes along: a GPU machine's image need not have GCC's.
+  gomp=$(ldd "$bin/test_cuda_model" | awk '/libgomp/ { print $3 }')
+  [ -n "$gomp" ] && cp "$gomp" "$bin/"
+  echo "gpu_check: copied ${#programs[@]} programs${gomp:+ and $(basename "$gomp")} into $bin"
   exit 0
 fi
 
@@ -40,7 +43,7 @@ fi
 for p in "${programs[@]}"; do
   [ -x "$bin/$(basename "$p")" ] || { echo "gpu_check: $bin/$(basename "$p") is missing" >&2; exit 2; }
 done
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib "$bin"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$out/gpu.csv" 2>&1 || true
