@@ -148,6 +148,25 @@ inline std::vector<MuonMatrix> muon_matrices(const ParamTensor& t, const ModelSp
   return out;
 }
 
+namespace detail {
+
+// y = f x over n values in backend memory (y may be x).
+template <class B, class T>
+void scale_into(const T* x, T* y, T f, int64 n) {
+  B::parallel_for((n + 4095) / 4096, [=] LOOPSCALE_HD(int64 ch) {
+    const int64 hi = (ch + 1) * 4096 < n ? (ch + 1) * 4096 : n;
+    for (int64 i = ch * 4096; i < hi; ++i) y[i] = f * x[i];
+  });
+}
+
+// The sum of the squares of n values in backend memory, in double, in the backend's fixed order.
+template <class B, class T>
+double sum_squares(const T* x, int64 n) {
+  return B::sum(n, [x] LOOPSCALE_HD(int64 i) { return static_cast<double>(x[i]) * x[i]; });
+}
+
+}  // namespace detail
+
 // The Polar Express iteration with its workspace (two matrices and two Gram-sized squares),
 // allocated by reserve() for the largest shape it will see and never again.
 template <class T, class B = HostBackend>
@@ -155,13 +174,14 @@ class PolarExpress {
  public:
   void reserve(int64 rows, int64 cols) {
     const auto n = static_cast<std::size_t>(rows * cols), s = static_cast<std::size_t>(std::min(rows, cols));
+    // Backend buffers: a larger shape replaces them (the contents are scratch).
     if (x_.size() < n) {
-      x_.resize(n);
-      y_.resize(n);
+      x_ = Buffer(n);
+      y_ = Buffer(n);
     }
     if (a_.size() < s * s) {
-      a_.resize(s * s);
-      b_.resize(s * s);
+      a_ = Buffer(s * s);
+      b_ = Buffer(s * s);
     }
   }
 
@@ -176,7 +196,7 @@ class PolarExpress {
       throw std::logic_error("polar express: workspace not reserved for this shape");
     T* X = x_.data();
     T* Y = y_.data();
-    const double norm = std::sqrt(B::sum(n, [X](int64 i) { return static_cast<double>(X[i]) * X[i]; }));
+    const double norm = std::sqrt(detail::sum_squares<B>(X, n));
     scale(X, X, static_cast<T>(1.0 / (polar_express_margin * norm + polar_express_eps)), n);
     const bool tall = rows > cols;
     const int64 s = tall ? cols : rows;
@@ -198,26 +218,22 @@ class PolarExpress {
     return X;
   }
 
-  // Convenience for a matrix outside the workspace: out = polar_express(G).
+  // Convenience for a matrix outside the workspace, in the backend's memory: out = polar_express(G).
   void orthogonalize(const T* G, T* out, int64 rows, int64 cols, int steps = polar_express_steps) {
     reserve(rows, cols);
-    std::copy(G, G + rows * cols, x_.data());
+    scale(G, x_.data(), T(1), rows * cols);
     const T* r = run(rows, cols, steps);
-    std::copy(r, r + rows * cols, out);
+    scale(r, out, T(1), rows * cols);
   }
 
   // Values the workspace holds (for the memory accounting of a caller).
   int64 workspace_values() const { return static_cast<int64>(x_.size() + y_.size() + a_.size() + b_.size()); }
 
  private:
-  static void scale(const T* x, T* y, T f, int64 n) {  // y = f x
-    B::parallel_for((n + 4095) / 4096, [=](int64 ch) {
-      const int64 hi = std::min(n, (ch + 1) * 4096);
-      for (int64 i = ch * 4096; i < hi; ++i) y[i] = f * x[i];
-    });
-  }
+  static void scale(const T* x, T* y, T f, int64 n) { detail::scale_into<B>(x, y, f, n); }  // y = f x
 
-  std::vector<T> x_, y_, a_, b_;
+  using Buffer = typename B::template buffer<T>;
+  Buffer x_, y_, a_, b_;
 };
 
 // One MuonH step on one matrix (see the top of this file): W, its gradient G (scaled by `clip`)
@@ -229,8 +245,8 @@ void muonh_step(T* W, const T* G, T* M, int64 rows, int64 cols, double n0, doubl
   const int64 n = rows * cols;
   T* U = pe.input();
   const T mu = static_cast<T>(momentum), omu = static_cast<T>(1 - momentum), c = static_cast<T>(clip);
-  B::parallel_for((n + 4095) / 4096, [=](int64 ch) {
-    const int64 hi = std::min(n, (ch + 1) * 4096);
+  B::parallel_for((n + 4095) / 4096, [=] LOOPSCALE_HD(int64 ch) {
+    const int64 hi = (ch + 1) * 4096 < n ? (ch + 1) * 4096 : n;
     for (int64 i = ch * 4096; i < hi; ++i) {
       const T g = G[i] * c;
       M[i] = mu * M[i] + omu * g;
@@ -238,16 +254,16 @@ void muonh_step(T* W, const T* G, T* M, int64 rows, int64 cols, double n0, doubl
     }
   });
   const T* O = pe.run(rows, cols);
-  const double on = std::sqrt(B::sum(n, [O](int64 i) { return static_cast<double>(O[i]) * O[i]; }));
+  const double on = std::sqrt(detail::sum_squares<B>(O, n));
   const T f = static_cast<T>(lr * n0 / std::max(on, 1e-10));
-  B::parallel_for((n + 4095) / 4096, [=](int64 ch) {
-    const int64 hi = std::min(n, (ch + 1) * 4096);
+  B::parallel_for((n + 4095) / 4096, [=] LOOPSCALE_HD(int64 ch) {
+    const int64 hi = (ch + 1) * 4096 < n ? (ch + 1) * 4096 : n;
     for (int64 i = ch * 4096; i < hi; ++i) W[i] -= f * O[i];
   });
-  const double wn = std::sqrt(B::sum(n, [W](int64 i) { return static_cast<double>(W[i]) * W[i]; }));
+  const double wn = std::sqrt(detail::sum_squares<B>(static_cast<const T*>(W), n));
   const T r = static_cast<T>(n0 / std::max(wn, 1e-10));
-  B::parallel_for((n + 4095) / 4096, [=](int64 ch) {
-    const int64 hi = std::min(n, (ch + 1) * 4096);
+  B::parallel_for((n + 4095) / 4096, [=] LOOPSCALE_HD(int64 ch) {
+    const int64 hi = (ch + 1) * 4096 < n ? (ch + 1) * 4096 : n;
     for (int64 i = ch * 4096; i < hi; ++i) W[i] *= r;
   });
 }

@@ -174,8 +174,8 @@ class Optimizer {
         rules_(std::move(rules)),
         matrices_(std::move(matrices)),
         cfg_(cfg),
-        m_(static_cast<std::size_t>(n), T(0)),
-        v_(static_cast<std::size_t>(n), T(0)) {
+        m_(static_cast<std::size_t>(n)),
+        v_(static_cast<std::size_t>(n)) {
     if (rules_.size() != tensors_.size()) throw std::invalid_argument("optimizer: one rule per tensor is needed");
     // Each matrix inside a MuonH tensor, the matrices of a tensor tiling it in order.
     std::size_t j = 0;
@@ -236,8 +236,14 @@ class Optimizer {
   const OptimizerConfig& config() const { return cfg_; }
   int64 steps_taken() const { return t_; }
   void set_steps_taken(int64 t) { t_ = t; }
-  std::span<T> first_moment() { return m_; }
-  std::span<T> second_moment() { return v_; }
+  std::span<T> first_moment() {
+    static_assert(B::host_memory, "Optimizer::first_moment(): the moments are backend memory the host cannot read here");
+    return {m_.data(), m_.size()};
+  }
+  std::span<T> second_moment() {
+    static_assert(B::host_memory, "Optimizer::second_moment(): the moments are backend memory the host cannot read here");
+    return {v_.data(), v_.size()};
+  }
   // Values of the MuonH workspace (beside the two moment buffers).
   int64 workspace_values() const { return pe_.workspace_values(); }
 
@@ -246,7 +252,7 @@ class Optimizer {
     norms_.clear();
     for (const MuonMatrix& mm : matrices_) {
       const T* w = params.data() + mm.offset;
-      norms_.push_back(std::sqrt(B::sum(mm.size(), [w](int64 i) { return static_cast<double>(w[i]) * w[i]; })));
+      norms_.push_back(std::sqrt(detail::sum_squares<B>(w, mm.size())));
     }
   }
 
@@ -255,7 +261,7 @@ class Optimizer {
   std::vector<MuonMatrix> matrices_;
   std::vector<double> matrix_mult_, norms_;
   OptimizerConfig cfg_;
-  std::vector<T> m_, v_;
+  typename B::template buffer<T> m_, v_;  // the moments, in backend memory beside the parameters
   PolarExpress<T, B> pe_;
   int64 t_ = 0;
 };
