@@ -295,13 +295,12 @@ class Transformer {
   // The aux-loss-free step from the last forward's loads; call once per optimiser step.
   // The statistics are on the host; the E biases come over, are updated there and go back.
   void update_moe_bias() {
-    for (MoeLayer& m : moe_) {
+    for (int64 i = 0; i < moe_layers(); ++i) {
+      const MoeLayer& m = moe_[i];
       if (m.shape->ms.balance != kernels::Balance::bias) continue;
-      const int64 E = static_cast<int64>(m.bias.size());
-      host_bias_.resize(static_cast<std::size_t>(E));  // grows once
-      B::download(host_bias_.data(), m.bias.data(), E);
-      kernels::moe_update_bias(m.shape->ms, m.stats, host_bias_.data());
-      B::upload(m.bias.data(), host_bias_.data(), E);
+      std::vector<T> b = read_moe_bias(i);
+      kernels::moe_update_bias(m.shape->ms, m.stats, b.data());
+      write_moe_bias(i, b);
     }
   }
 
@@ -408,8 +407,10 @@ class Transformer {
   // Gradients of the mean loss of the last forward() (which must have been on the same batch).
   void backward(const std::int32_t* tokens, const std::int32_t* targets) {
     if (!train_) throw std::logic_error("train: a forward-only model has no gradients");
-    tokens = stage(tokens, tokens_);
-    targets = stage(targets, targets_);
+    if constexpr (!B::host_memory) {  // the same batch as the last forward(), which uploaded it
+      tokens = tokens_.data();
+      targets = targets_.data();
+    }
     T* G = grads_.data();
     const T* P = P_;
     kernels::fill<B>(G, T(0), n_params_);
@@ -758,7 +759,7 @@ class Transformer {
     kernels::copy<B>(a.out, a.x_mid, N * d);
     if (s.moe) {
       MoeLayer& m = moe_[w.moe];
-      kernels::moe_forward<B>(s.ms, N, a.xn2, P + w.w1, static_cast<const T*>(m.bias.data()), a.out, true, a.moe, m.scratch, m.stats);
+      kernels::moe_forward<B>(s.ms, N, a.xn2, P + w.w1, m.bias.data(), a.out, true, a.moe, m.scratch, m.stats);
     } else {
       kernels::mlp_forward<B>(a.xn2, P + w.w1, P + w.w2, a.hpre, a.hact, a.out, {N, d, s.H, s.act}, true);
     }
@@ -974,7 +975,6 @@ class Transformer {
   std::vector<MoeLayer> moe_;
   Buffer<kernels::int32> index_arena_;
   Buffer<std::int32_t> tokens_, targets_;  // uploaded ids (backends that do not share the host's memory)
-  std::vector<T> host_bias_;               // update_moe_bias's copy of one layer's biases
   double aux_ = 0;
   int64 d_ = 0, vp_ = 0, r_ = 1, k_ = 0, kb_ = 1, lanes_ = 0, max_q_ = 2;
   int threads_ = 1;

@@ -97,8 +97,7 @@ class AdamW {
 
   // Global L2 norm of the gradients, in double, in a fixed order.
   static double grad_norm(std::span<const T> g) {
-    const T* p = g.data();
-    return std::sqrt(B::sum(static_cast<int64>(g.size()), [p] LOOPSCALE_HD(int64 i) { return static_cast<double>(p[i]) * p[i]; }));
+    return std::sqrt(detail::sum_squares<B>(g.data(), static_cast<int64>(g.size())));
   }
 
   // One update at learning rate lr (already scheduled); `norm` is grad_norm(grads). Returns the

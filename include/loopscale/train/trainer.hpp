@@ -424,10 +424,9 @@ void set_moe_bias(M& model, const nlohmann::json& b) {
     throw checkpoint_error("checkpoint: the MoE selection biases do not match the model");
   for (int64 i = 0; i < model.moe_layers(); ++i) {
     const auto v = b[static_cast<std::size_t>(i)].get<std::vector<double>>();
-    std::vector<float> dst = model.read_moe_bias(i);
-    if (v.size() != dst.size()) throw checkpoint_error("checkpoint: the MoE selection biases do not match the model");
-    for (std::size_t e = 0; e < v.size(); ++e) dst[e] = static_cast<float>(v[e]);
-    model.write_moe_bias(i, dst);
+    if (static_cast<int64>(v.size()) != model.moe_shape(i).experts)
+      throw checkpoint_error("checkpoint: the MoE selection biases do not match the model");
+    model.write_moe_bias(i, std::vector<float>(v.begin(), v.end()));
   }
 }
 

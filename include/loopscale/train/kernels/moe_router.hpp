@@ -270,7 +270,7 @@ void group_slots(int64 N, int64 K, int64 E, int64 capacity, const int32* expert,
 
 // Adds one call's routing to the step statistics and returns its own figures. pbuf: the balancing
 // probabilities route_forward wrote; offset and kept: the host's copy of group_slots' counts
-// (MoeCounts).
+// (detail::host_counts in moe.hpp).
 template <class B, class T>
 MoeCall route_stats(const MoeShape& s, int64 N, const T* pbuf, const T* lse, const int32* offset, const int32* kept,
                     MoeStats& st) {
