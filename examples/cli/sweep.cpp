@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "cli.hpp"
+#include "device.hpp"
 #include "loopscale/sweep/compare.hpp"
 #include "loopscale/sweep/engine.hpp"
 #include "loopscale/sweep/merge.hpp"
@@ -162,6 +163,7 @@ const bool registered = add_command([](CLI::App& app) {
     auto no_eval = std::make_shared<bool>(false);
     auto ranks = std::make_shared<int>(1);
     auto launcher = std::make_shared<std::string>();
+    auto device = std::make_shared<std::string>("host");
     CLI::App* sub = sweep->add_subcommand("run", "train every planned run (resumable; results in OUT/results.jsonl)");
     src->add_to(*sub);
     sub->add_option("--out", *out, "sweep folder")->required();
@@ -183,7 +185,10 @@ const bool registered = add_command([](CLI::App& app) {
     sub->add_option("--launcher", *launcher,
                     "with --ranks: the command that starts the ranks, given -n RANKS (default: mpirun --oversubscribe; on Slurm: "
                     "srun --mpi=pmix)");
-    sub->callback([src, out, data, shard, threads, eval_items, curve_windows, no_eval, ranks, launcher] {
+    sub->add_option("--device", *device,
+                    "where the runs train: host | cuda (this build's CUDA backend, one device per rank) | auto (cuda when usable)")
+        ->capture_default_str();
+    sub->callback([src, out, data, shard, threads, eval_items, curve_windows, no_eval, ranks, launcher, device] {
       const Plan plan = src->plan();
       RunOptions opt;
       try {
@@ -207,6 +212,9 @@ const bool registered = add_command([](CLI::App& app) {
       eo.curve_windows = *no_eval ? 0 : *curve_windows;
       eo.ranks = *ranks;
       eo.launcher = *launcher;
+      eo.device = resolve_device(*device);
+      if (eo.device == "cuda")
+        eo.train = [](const train::TrainConfig& c, const train::ProgressFn& p) { return train_on_cuda(c, p, train::single_process()); };
       if (!launcher->empty() && *ranks == 1) throw usage_error("--launcher is only used with --ranks above 1");
       if (*ranks > 1) {
         try {
@@ -276,6 +284,8 @@ const bool registered = add_command([](CLI::App& app) {
     sub->add_option("--account", o->account, "account to charge (default: yours)");
     sub->add_option("--qos", o->qos, "quality of service (default: the account's)");
     sub->add_option("--gpus", o->gpus, "GPUs per task: N or TYPE:N");
+    sub->add_option("--device", o->device, "where the runs train: host | cuda (asks for one GPU per task, per rank with --ranks)")
+        ->capture_default_str();
     sub->add_option("--gpu-request", o->gpu_request, "how to ask for the GPUs: gres (--gres=gpu:N) or gpus-per-task")->capture_default_str();
     sub->add_option("--cpus", o->cpus, "CPUs per task (OMP_NUM_THREADS; per rank with --ranks)")->capture_default_str();
     sub->add_option("--ranks", o->ranks, "ranks per run (data parallel): #SBATCH --ntasks and sweep run --ranks")->capture_default_str();

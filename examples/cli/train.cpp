@@ -1,4 +1,5 @@
-// `loopscale train`: one training run on the CPU. A thin layer over train::train() (trainer.hpp):
+// `loopscale train`: one training run on the CPU or a CUDA device (--device, cli/device.hpp). A thin
+// layer over train::train() (trainer.hpp):
 // flags (or a JSON config, flags overriding it) become a TrainConfig, progress goes to stderr as a
 // bar on a terminal and as plain lines otherwise, and the result is summary.json in --out. The
 // recipe (--recipe, or the config's) gives every optimiser setting that neither names. SIGTERM,
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.hpp"
+#include "device.hpp"
 #include "loopscale/data/corpus.hpp"
 #include "loopscale/eval/probes.hpp"
 #include "loopscale/train/trainer.hpp"
@@ -49,7 +51,7 @@ std::string duration(double s) {
 
 const bool registered = add_command([](CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
-  CLI::App* sub = app.add_subcommand("train", "train a looped transformer on a token corpus (CPU)");
+  CLI::App* sub = app.add_subcommand("train", "train a looped transformer on a token corpus (CPU or CUDA device)");
   a->spec.add_to(*sub);
   a->moe.add_to(*sub);
   sub->get_option("--d-model")->required(false);  // may come from --config instead
@@ -82,6 +84,10 @@ const bool registered = add_command([](CLI::App& app) {
   sub->add_option("--out", c.out, "run folder: log.jsonl, checkpoint.bin, summary.json");
   sub->add_option("--seed", c.seed, "seed of the initialisation and the data order")->capture_default_str();
   sub->add_option("--threads", c.threads, "threads (0: every core)")->capture_default_str();
+  sub->add_option("--device", c.device,
+                  "auto (a CUDA device when this build has CUDA and one is usable, else the host) | host | cuda; a run may "
+                  "resume on another device")
+      ->capture_default_str();
   sub->add_option("--eval-every", c.eval_every, "steps between validation evaluations (0: at the end only)")->capture_default_str();
   sub->add_option("--eval-tokens", c.eval_tokens, "tokens in the fixed validation sample")->capture_default_str();
   sub->add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (0: at the end only)")->capture_default_str();
@@ -142,7 +148,7 @@ const bool registered = add_command([](CLI::App& app) {
         {"--warmup", "warmup"}, {"--decay", "decay"}, {"--final-lr-frac", "final_lr_frac"}, {"--softcap", "softcap"},
         {"--data", "data"}, {"--out", "out"}, {"--seed", "seed"}, {"--threads", "threads"}, {"--eval-every", "eval_every"},
         {"--eval-tokens", "eval_tokens"}, {"--checkpoint-every", "checkpoint_every"}, {"--peak-flops", "peak_flops"},
-        {"--resume", "resume"}, {"--accum", "accum"}, {"--reduction", "reduction"}};
+        {"--resume", "resume"}, {"--accum", "accum"}, {"--reduction", "reduction"}, {"--device", "device"}};
     for (const auto& [flag, key] : map)
       if (sub->get_option(flag)->count() > 0) j[key] = flags[key];
     // One budget flag replaces the file's other budget; both flags given are checked as both.
@@ -164,6 +170,7 @@ const bool registered = add_command([](CLI::App& app) {
     }
     if (cfg.tokens == 0 && cfg.flops == 0) throw usage_error("give a budget: --tokens or --flops");
     if (cfg.out.empty()) throw usage_error("--out is required");
+    const std::string device = resolve_device(cfg.device);  // before anything starts: cuda where there is none is bad input
     if (!(a->collective_timeout > 0) || !std::isfinite(a->collective_timeout)) throw usage_error("--collective-timeout must be positive");
     // Under mpirun or srun, the ranks (MPI starts here; one plain process otherwise).
     train::Communicator& comm = a->dry_run ? train::single_process() : processes(a->collective_timeout);
@@ -191,7 +198,7 @@ const bool registered = add_command([](CLI::App& app) {
       train::detail::check_config(cfg);
       const train::TrainingLength b = train::training_length(cfg);
       const MemoryEstimate m = count_memory(cfg.spec, cfg.batch, cfg.seq_len, cfg.threads > 0 ? cfg.threads : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-      nlohmann::json j = {{"config", cfg}, {"steps", b.steps}, {"tokens", b.tokens}, {"flops_per_token", b.flops_per_token},
+      nlohmann::json j = {{"config", cfg}, {"device", device}, {"steps", b.steps}, {"tokens", b.tokens}, {"flops_per_token", b.flops_per_token},
                           {"flops", b.flops_per_token * static_cast<double>(b.tokens)}, {"params", count_params(cfg.spec).total},
                           {"memory_estimate", {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},
                                                {"activations", m.activations}, {"tokens", m.tokens}, {"indices", m.indices}, {"total", m.total}}}};
@@ -221,7 +228,7 @@ const bool registered = add_command([](CLI::App& app) {
       return true;
     };
     const InterruptGuard guard;  // SIGTERM/SIGINT/SIGUSR1: stop after the step with a checkpoint
-    const train::TrainResult r = train::train(cfg, show, comm);
+    const train::TrainResult r = train_on_device(cfg, show, comm);
     if (r.status == "interrupted")
       throw interrupted_error(interrupt_signal(), fmt::format("train: {} (the same command with --resume)", r.message));
     if (r.status == "diverged") {

@@ -5,6 +5,7 @@
 #include "loopscale/sweep/downstream.hpp"
 #include "loopscale/sweep/engine.hpp"
 #include "loopscale/sweep/report.hpp"
+#include "loopscale/train/backend/guard.hpp"
 #include "loopscale/train/data.hpp"
 
 using namespace loopscale;
@@ -138,6 +139,31 @@ TEST_CASE("engine: threads per run: one below 2 GFLOP a step, every core above, 
     const nlohmann::json summary = nlohmann::json::parse(in);
     CHECK(summary.at("config").at("threads") == (fixed == 0 ? 1 : 2));
   }
+  // A device sweep: each run goes to the program's trainer for the device (here the guard
+  // backend's device forms stand in for a GPU), with neither the CPU's threads nor its peak chosen.
+  const fs::path out = fs::path(LOOPSCALE_TEST_TMP) / "engine_device";
+  fs::remove_all(out);
+  RunOptions opt;
+  opt.out = out;
+  opt.data = data;
+  opt.log = nullptr;
+  EngineOptions eo;
+  eo.eval_items = 0;
+  eo.curve_windows = 0;
+  eo.device = "cuda";
+  CHECK_THROWS_WITH(run_sweep(plan, opt, engine_run_fn(eo)), Catch::Contains("sweep: device cuda needs the program's trainer for it"));
+  int calls = 0;
+  eo.train = [&](const train::TrainConfig& c, const train::ProgressFn& p) {
+    ++calls;
+    CHECK(c.device == "cuda");
+    CHECK(c.peak_flops == 0);
+    CHECK(c.threads == 0);
+    return train::train<train::GuardDeviceBackend>(c, p);
+  };
+  REQUIRE(run_sweep(plan, opt, engine_run_fn(eo)).trained == 1);
+  CHECK(calls == 1);
+  std::ifstream in(out / "runs" / plan.runs[0].id / "summary.json");
+  CHECK(nlohmann::json::parse(in).at("config").at("device") == "cuda");
 }
 
 TEST_CASE("engine: settings the sweep owns are refused in the spec's train object") {

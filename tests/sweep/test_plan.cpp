@@ -226,7 +226,23 @@ TEST_CASE("slurm: partition, account, QOS, GPUs, throttle, modules, setup lines,
   CHECK(ds.find("--account") == std::string::npos);
   CHECK(ds.find("--qos") == std::string::npos);
   CHECK(ds.find("module load") == std::string::npos);
+  CHECK(ds.find("--gres") == std::string::npos);
+  CHECK(ds.find("--device") == std::string::npos);
   CHECK(slurm_log(d) == "/scratch/50%%x/slurm-%A_%a.log");
+  // A CUDA sweep: one GPU per task (per rank), sweep run --device cuda; --gpus still decides.
+  SlurmOptions g = d;
+  g.device = "cuda";
+  const std::string gs = slurm_script(make_plan(preset("smoke")), g);
+  CHECK(gs.find("#SBATCH --gres=gpu:1\n") != std::string::npos);
+  CHECK(gs.find("/4\" --device cuda &\n") != std::string::npos);
+  g.ranks = 2;
+  CHECK(slurm_script(make_plan(preset("smoke")), g).find("#SBATCH --gres=gpu:2\n") != std::string::npos);
+  g.gpu_request = "gpus-per-task";
+  CHECK(slurm_script(make_plan(preset("smoke")), g).find("#SBATCH --gpus-per-task=1\n") != std::string::npos);
+  g.gpus = "h100:1";
+  CHECK(slurm_script(make_plan(preset("smoke")), g).find("#SBATCH --gpus-per-task=h100:1\n") != std::string::npos);
+  g.device = "gpu";
+  CHECK_THROWS_WITH(slurm_script(make_plan(preset("smoke")), g), Catch::Contains("slurm: --device 'gpu' must be host or cuda"));
   // A spec's name goes into a comment and the job name: a line break in it must not start a command.
   SweepSpec two_lines = preset("smoke");
   two_lines.name = "two\nlines";

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../cli/run_cli.hpp"
+#include "loopscale/train/backend/guard.hpp"
 #include "loopscale/train/trainer.hpp"
 
 using namespace loopscale;
@@ -743,5 +744,74 @@ TEST_CASE("trainer: on several ranks, every checkpoint compares the replicas' ch
   REQUIRE_THROWS_WITH(train::train(c, {}, agree), Catch::Contains("batch 3 does not split evenly over 2 ranks x 1 micro-batches"));
   CHECK(!fs::exists(c.out));
   for (const char* n : {"ranks_ok", "ranks_diverged"}) fs::remove_all(temp_dir(n));
+  fs::remove_all(data);
+}
+
+// The whole loop (sampling, accumulation, the sum over ranks, clipping, the optimiser, MoE bias
+// updates, evaluation, checkpoints, resume) on GuardBackend, whose memory the host cannot touch
+// outside backend calls: any host read of model or optimiser memory in trainer.hpp would crash
+// here, as it would dereference a device pointer on a GPU. GuardBackend runs the host's kernels,
+// so the bits must be the host's; GuardDeviceBackend runs the device forms of attention and the
+// experts (a GPU's code path), equal within float reassociation. A run stopped on one backend
+// resumes on the other.
+TEST_CASE("trainer: the whole loop on a backend the host cannot read: the host's bits, device forms within 1e-5, resumes across backends",
+          "[train][trainer][guard]") {
+  const fs::path data = make_corpus("guard");
+  struct Run {
+    std::vector<std::pair<double, double>> losses;
+    Checkpoint<float> ckpt;
+  };
+  const auto config = [&](const std::string& name, bool moe) {
+    TrainConfig c = tiny_config(data, temp_dir(name), moe ? Recipe::paper : Recipe::adamw);
+    fs::remove_all(c.out);
+    c.tokens = 4 * 16 * 8;  // 8 steps
+    c.checkpoint_every = 4;
+    if (moe) {
+      make_moe(c);
+      c.moe_balance = "bias:0.01";
+      c.accum = 2;
+    }
+    return c;
+  };
+  const auto finish = [](const TrainConfig& c) {
+    return Run{losses(fs::path(c.out) / "log.jsonl"), load_checkpoint<float>(fs::path(c.out) / "checkpoint.bin")};
+  };
+  const auto run = [&]<class B>(const std::string& name, bool moe, Communicator& comm) {
+    const TrainConfig c = config(name, moe);
+    REQUIRE(train::train<B>(c, {}, comm).status == "done");
+    return finish(c);
+  };
+  MirroredRanks two;
+  for (const bool moe : {false, true}) {
+    INFO((moe ? "MoE, paper recipe, accum 2, bias balance" : "dense, adamw"));
+    const Run host = run.template operator()<HostBackend>("guard_host", moe, single_process());
+    const Run guard = run.template operator()<GuardBackend>("guard_guard", moe, single_process());
+    CHECK(guard.losses == host.losses);
+    CHECK(guard.ckpt.params == host.ckpt.params);
+    CHECK(guard.ckpt.m == host.ckpt.m);
+    CHECK(guard.ckpt.v == host.ckpt.v);
+    if (moe) CHECK(guard.ckpt.meta.at("moe_bias") == host.ckpt.meta.at("moe_bias"));
+    // Two ranks: the gradient goes through a host copy for the communicator's sum.
+    const Run host2 = run.template operator()<HostBackend>("guard_host2", moe, two);
+    const Run guard2 = run.template operator()<GuardBackend>("guard_guard2", moe, two);
+    CHECK(guard2.losses == host2.losses);
+    CHECK(guard2.ckpt.params == host2.ckpt.params);
+    const Run dev = run.template operator()<GuardDeviceBackend>("guard_device", moe, single_process());
+    REQUIRE(dev.losses.size() == host.losses.size());
+    for (std::size_t s = 0; s < host.losses.size(); ++s) {
+      CHECK(dev.losses[s].first == Approx(host.losses[s].first).margin(1e-5));
+      CHECK(dev.losses[s].second == Approx(host.losses[s].second).margin(1e-5));
+    }
+    // Stopped after step 4 on the guard backend, resumed on the host: the uninterrupted host run.
+    TrainConfig c = config("guard_resume", moe);
+    const TrainResult stopped = train::train<GuardBackend>(c, [](const TrainProgress& p) { return p.step < 4; });
+    REQUIRE(stopped.status == "stopped");
+    c.resume = true;
+    REQUIRE(train::train<HostBackend>(c).status == "done");
+    const Run resumed = finish(c);
+    CHECK(resumed.losses == host.losses);
+    CHECK(resumed.ckpt.params == host.ckpt.params);
+  }
+  for (const char* n : {"guard_host", "guard_guard", "guard_host2", "guard_guard2", "guard_device", "guard_resume"}) fs::remove_all(temp_dir(n));
   fs::remove_all(data);
 }

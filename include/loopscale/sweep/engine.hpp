@@ -11,6 +11,7 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -67,6 +68,12 @@ struct EngineOptions {
   // empty: default_launcher(), mpirun), `threads` threads per rank.
   int ranks = 1;
   std::string launcher;
+  // Where each run trains: "host" (train::train on the CPU) or "cuda" through `train`, which the
+  // program supplies (the library is headers only; the trainer instantiated with the CUDA backend
+  // is compiled by nvcc in the program, examples/cli/device.hpp). A device run's threads and peak
+  // are not the CPU's: neither is chosen nor measured here.
+  std::string device = "host";
+  std::function<train::TrainResult(const train::TrainConfig&, const train::ProgressFn&)> train;  // empty: train::train
 };
 
 // The built-in probes a sweep's runs are scored on: drawn once per sweep from its seed, each
@@ -162,7 +169,12 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
   auto probes = std::make_shared<std::optional<eval::Bundle>>();  // drawn once per sweep call
   return [o, peaks, probes](const RunRequest& req) -> nlohmann::json {
     train::TrainConfig c = train_config(*req.spec, *req.run, req.dir, req.data);
-    if (o.threads > 0) {
+    c.device = o.device;
+    const bool host = o.device == "host";
+    if (!host && !o.train && o.ranks == 1) throw sweep_error("sweep: device " + o.device + " needs the program's trainer for it");
+    if (!host) {
+      if (o.threads > 0) c.threads = o.threads;
+    } else if (o.threads > 0) {
       c.threads = o.threads;
     } else if (!req.spec->train.contains("threads")) {
       const int cores = std::max(1, omp_get_num_procs() / std::max(1, o.ranks));
@@ -177,15 +189,16 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
     if (o.ranks > 1) {
       summary = train_on_ranks(c, req, o);  // each rank measures its own peak
     } else {
-      if (c.peak_flops == 0) {
+      if (c.peak_flops == 0 && host) {
         double& peak = (*peaks)[c.threads];
         if (peak == 0) peak = train::measure_peak_flops(c.threads);
         c.peak_flops = peak;
       }
-      const train::TrainResult r = train::train(c, [&](const train::TrainProgress& p) {
+      const train::ProgressFn progress = [&](const train::TrainProgress& p) {
         if (req.progress) req.progress({p.step, p.steps, p.loss, p.tokens_per_s});
         return true;
-      });
+      };
+      const train::TrainResult r = o.train ? o.train(c, progress) : train::train(c, progress);
       // A signal (util/interrupt.hpp) stopped the run after a checkpoint: the sweep stops too, and
       // the run gets no results line; the next `sweep run` resumes it.
       if (r.status == "interrupted") throw interrupted_error(interrupt_signal(), fmt::format("sweep: run {} {}", req.run->id, r.message));

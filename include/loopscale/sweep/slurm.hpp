@@ -47,8 +47,9 @@ struct SlurmOptions {
   std::string partition;              // empty: the cluster's default
   std::string account;                // empty: the user's default account
   std::string qos;                    // empty: the account's default QOS
-  std::string gpus;                   // GPUs per task, "N" or "TYPE:N"; empty: none
+  std::string gpus;                   // GPUs per task, "N" or "TYPE:N"; empty: none (1 with device cuda)
   std::string gpu_request = "gres";   // how to ask for them: gres (--gres=gpu:N) | gpus-per-task
+  std::string device = "host";        // where the runs train (sweep run --device): host | cuda (one GPU per rank)
   int64 cpus = 8;                     // CPUs per task (per rank with ranks > 1)
   int64 ranks = 1;                    // ranks per run: above 1, --ntasks and `sweep run --ranks` under `launcher`
   std::string launcher = "srun --mpi=pmix";  // how a task starts its ranks (Debian's Slurm + Open MPI: pmix only)
@@ -177,6 +178,8 @@ inline void check_slurm_options(const SlurmOptions& o) {
     if (!digits(count) || count.find_first_not_of('0') == std::string_view::npos || !typed_ok)
       throw sweep_error(fmt::format("slurm: --gpus {} is not a GPU count per task (N, or TYPE:N such as a100:2, N at least 1)", shown(o.gpus)));
   }
+  if (o.device != "host" && o.device != "cuda")
+    throw sweep_error(fmt::format("slurm: --device {} must be host or cuda", shown(o.device)));
   if (o.gpu_request != "gres" && o.gpu_request != "gpus-per-task")
     throw sweep_error(fmt::format("slurm: --gpu-request {} must be gres or gpus-per-task", shown(o.gpu_request)));
   const std::string log = slurm_log(o);
@@ -218,8 +221,10 @@ inline std::string slurm_script(const Plan& plan, const SlurmOptions& o) {
   if (!o.partition.empty()) s += fmt::format("#SBATCH --partition={}\n", o.partition);
   if (!o.account.empty()) s += fmt::format("#SBATCH --account={}\n", o.account);
   if (!o.qos.empty()) s += fmt::format("#SBATCH --qos={}\n", o.qos);
-  if (!o.gpus.empty())
-    s += o.gpu_request == "gres" ? fmt::format("#SBATCH --gres=gpu:{}\n", o.gpus) : fmt::format("#SBATCH --gpus-per-task={}\n", o.gpus);
+  // A CUDA sweep asks for a GPU per task (per rank with --ranks) unless told how many.
+  const std::string gpus = !o.gpus.empty() ? o.gpus : o.device == "cuda" ? (o.ranks > 1 && o.gpu_request == "gres" ? std::to_string(o.ranks) : "1") : "";
+  if (!gpus.empty())
+    s += o.gpu_request == "gres" ? fmt::format("#SBATCH --gres=gpu:{}\n", gpus) : fmt::format("#SBATCH --gpus-per-task={}\n", gpus);
   s += fmt::format("#SBATCH --output={}\n", slurm_log(o));
   // Slurm truncates the log when a requeued task starts again, unless asked to append.
   s += "#SBATCH --open-mode=append\n";
@@ -235,8 +240,9 @@ inline std::string slurm_script(const Plan& plan, const SlurmOptions& o) {
   s += "mkdir -p " + shell_quote(o.out) + "\n";
   s += "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}\n";
   const std::string ranks = o.ranks > 1 ? fmt::format(" --ranks {} --launcher '{}' --threads {}", o.ranks, o.launcher, o.cpus) : "";
-  s += fmt::format("{} sweep run {} --out {} --data {} --shard \"${{SLURM_ARRAY_TASK_ID}}/{}\"{} &\n", shell_quote(o.program),
-                   o.spec_arg, shell_quote(o.out), shell_quote(o.data), o.shards, ranks);
+  const std::string device = o.device == "host" ? "" : " --device " + o.device;
+  s += fmt::format("{} sweep run {} --out {} --data {} --shard \"${{SLURM_ARRAY_TASK_ID}}/{}\"{}{} &\n", shell_quote(o.program),
+                   o.spec_arg, shell_quote(o.out), shell_quote(o.data), o.shards, ranks, device);
   s += "child=$!\n";
   s += "# The shell gets USR1 (--signal=B:); loopscale must, to checkpoint and stop.\n";
   s += "got=\n";

@@ -44,6 +44,7 @@
 
 #include "loopscale/spec/spec.hpp"
 #include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/backend/vector_ops.hpp"
 #include "loopscale/train/param_tensor.hpp"
 
 namespace loopscale::train {
@@ -148,24 +149,6 @@ inline std::vector<MuonMatrix> muon_matrices(const ParamTensor& t, const ModelSp
   return out;
 }
 
-namespace detail {
-
-// y = f x over n values in backend memory (y may be x).
-template <class B, class T>
-void scale_into(const T* x, T* y, T f, int64 n) {
-  B::parallel_for((n + 4095) / 4096, [=] LOOPSCALE_HD(int64 ch) {
-    const int64 hi = (ch + 1) * 4096 < n ? (ch + 1) * 4096 : n;
-    for (int64 i = ch * 4096; i < hi; ++i) y[i] = f * x[i];
-  });
-}
-
-// The sum of the squares of n values in backend memory, in double, in the backend's fixed order.
-template <class B, class T>
-double sum_squares(const T* x, int64 n) {
-  return B::sum(n, [x] LOOPSCALE_HD(int64 i) { return static_cast<double>(x[i]) * x[i]; });
-}
-
-}  // namespace detail
 
 // The Polar Express iteration with its workspace (two matrices and two Gram-sized squares),
 // allocated by reserve() for the largest shape it will see and never again.

@@ -243,6 +243,17 @@ class Optimizer {
     static_assert(B::host_memory, "Optimizer::second_moment(): the moments are backend memory the host cannot read here");
     return {v_.data(), v_.size()};
   }
+  // Copies between the host and the moments (any backend): checkpoints write and restore them.
+  void read_moments(std::span<T> m, std::span<T> v) const {
+    check_moment_sizes("read_moments", m.size(), v.size());
+    B::download(m.data(), m_.data(), static_cast<int64>(m.size()));
+    B::download(v.data(), v_.data(), static_cast<int64>(v.size()));
+  }
+  void write_moments(std::span<const T> m, std::span<const T> v) {
+    check_moment_sizes("write_moments", m.size(), v.size());
+    B::upload(m_.data(), m.data(), static_cast<int64>(m.size()));
+    B::upload(v_.data(), v.data(), static_cast<int64>(v.size()));
+  }
   // Values of the MuonH workspace (beside the two moment buffers).
   int64 workspace_values() const { return pe_.workspace_values(); }
 
@@ -253,6 +264,12 @@ class Optimizer {
       const T* w = params.data() + mm.offset;
       norms_.push_back(std::sqrt(detail::sum_squares<B>(w, mm.size())));
     }
+  }
+
+  void check_moment_sizes(const char* what, std::size_t m, std::size_t v) const {
+    if (m != m_.size() || v != v_.size())
+      throw std::invalid_argument(std::string("optimizer: ") + what + ": " + std::to_string(m) + " and " + std::to_string(v) +
+                                  " values for moments of " + std::to_string(m_.size()));
   }
 
   std::vector<ParamTensor> tensors_;

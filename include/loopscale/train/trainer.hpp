@@ -49,6 +49,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -60,6 +61,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/resource.h>
@@ -76,6 +78,7 @@
 #include "loopscale/train/data.hpp"
 #include "loopscale/train/dist/communicator.hpp"
 #include "loopscale/train/model.hpp"
+#include "loopscale/train/backend/vector_ops.hpp"
 #include "loopscale/train/optim.hpp"
 #include "loopscale/util/atomic_file.hpp"
 #include "loopscale/util/file_lock.hpp"
@@ -118,6 +121,10 @@ struct TrainConfig {
   std::string out;               // run folder
   std::uint64_t seed = 1;        // initialisation and data order
   int threads = 0;               // 0: every core
+  // Where the program trains (examples/cli: `loopscale train --device`): auto (a usable CUDA
+  // device when the program was built with one, else the host) | host | cuda. train<B>() itself
+  // trains on its backend B whatever this says; a run may resume on another device.
+  std::string device = "auto";
   int64 eval_every = 0;          // steps between evaluations; 0: only at the end
   int64 eval_tokens = 1 << 17;   // size of the fixed validation sample
   int64 checkpoint_every = 0;    // steps between checkpoints; 0: only at the end
@@ -147,7 +154,7 @@ struct TrainConfig {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, recipe, init, spec, batch, seq_len, tokens, flops, lr,
                                                 lr_embedding, lr_lm_head, lr_norm, lr_lanes, lr_width_ref, weight_decay,
                                                 beta1, beta2, eps, muon_momentum, grad_clip, warmup, decay, final_lr_frac,
-                                                softcap, data, out, seed, threads, eval_every, eval_tokens,
+                                                softcap, data, out, seed, threads, device, eval_every, eval_tokens,
                                                 checkpoint_every, resume, peak_flops, moe_router, moe_renormalize,
                                                 moe_balance, moe_z_loss, moe_capacity, mix_frac, mix_data, accum,
                                                 reduction)
@@ -252,6 +259,18 @@ struct TrainResult {
   }
 };
 
+// A backend on a device of its own (backend/cuda.hpp) tells the trainer what the host backends
+// measure on the CPU: the device's name, its dense peak in FLOP/s from a table of known devices
+// (0 where the device is not in it; the run then needs --peak-flops) with where that figure comes
+// from, and the device memory free and in all now, {free, total} in bytes.
+template <class B>
+concept DeviceBackend = requires {
+  { B::device_name() } -> std::convertible_to<std::string>;
+  { B::device_peak_flops() } -> std::convertible_to<double>;
+  { B::device_peak_source() } -> std::convertible_to<std::string>;
+  { B::device_memory() } -> std::convertible_to<std::pair<std::int64_t, std::int64_t>>;
+};
+
 // Peak resident memory of this process so far.
 inline int64 peak_rss_bytes() {
   rusage u{};
@@ -354,6 +373,7 @@ inline void check_config(const TrainConfig& c) {
   check(c.final_lr_frac >= 0 && c.final_lr_frac <= 1, "final_lr_frac must be in [0, 1]");
   check(c.softcap >= 0, "softcap must not be negative");
   check(c.threads >= 0, "threads must not be negative");
+  check(c.device == "auto" || c.device == "host" || c.device == "cuda", "device must be auto, host or cuda, not '" + c.device + "'");
   check(c.eval_every >= 0 && c.checkpoint_every >= 0, "eval_every and checkpoint_every must not be negative");
   check(c.eval_tokens >= c.seq_len, "eval_tokens must hold at least one sequence");
   check(!c.data.empty(), "no data folder given");
@@ -379,7 +399,7 @@ inline int64 micro_batch(const TrainConfig& c, int ranks) {
 // The fields that must agree between a checkpoint and the config resuming it.
 inline nlohmann::json identity(const TrainConfig& c) {
   nlohmann::json j = c;
-  for (const char* k : {"out", "data", "resume", "eval_every", "checkpoint_every", "peak_flops", "accum", "reduction"}) j.erase(k);
+  for (const char* k : {"out", "data", "resume", "eval_every", "checkpoint_every", "peak_flops", "accum", "reduction", "device"}) j.erase(k);
   return j;
 }
 
@@ -545,11 +565,19 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
   B::set_threads(cfg.threads);
   in.length = training_length(cfg);
   in.memory = count_memory(cfg.spec, micro, cfg.seq_len, B::threads());
-  const int64 avail = available_memory_bytes();
+  int64 avail = available_memory_bytes();
+  std::string where;
+  if constexpr (DeviceBackend<B>) {
+    avail = B::device_memory().first;
+    where = " on " + B::device_name();
+    if (cfg.peak_flops <= 0 && B::device_peak_flops() <= 0)
+      throw config_error("config: the dense peak of " + B::device_name() +
+                         " is not in loopscale's table of devices, so the MFU has nothing to divide by; give it with --peak-flops");
+  }
   if (avail > 0 && in.memory.total > avail)
     throw config_error("config: batch " + std::to_string(micro) + " x " + std::to_string(cfg.seq_len) + " needs about " +
-                       std::to_string(in.memory.total >> 20) + " MiB but only " + std::to_string(avail >> 20) +
-                       " MiB are available; lower --batch or --seq-len, raise --accum, or use truncated BPTT");
+                       std::to_string(in.memory.total >> 20) + " MiB but only " + std::to_string(avail >> 20) + " MiB are available" +
+                       where + "; lower --batch or --seq-len, raise --accum, or use truncated BPTT");
   in.checkpoint = checkpoint_to_resume(cfg, files);
   // The same token ids must mean the same text: a resumed run keeps its tokenizer.
   if (in.checkpoint)
@@ -712,8 +740,8 @@ class Trainer {
         valset_(in.val, cfg.seq_len, eval_batches_ * cfg.batch),
         inputs_(static_cast<std::size_t>(micro_ * cfg.seq_len)),
         targets_(inputs_.size()),
-        chunk_loss_(static_cast<std::size_t>(chunks_)) {
-    if (cfg.accum > 1) grad_sum_.resize(static_cast<std::size_t>(model_.num_params()));
+        chunk_loss_(static_cast<std::size_t>(chunks_)),
+        grad_sum_(cfg.accum > 1 ? static_cast<std::size_t>(model_.num_params()) : 0) {
     // The routing statistics of a step's chunks: copied over (never reallocated) every step.
     if (chunks_ > 1)
       for (int64 i = 0; i < model_.moe_layers(); ++i) moe_sum_.push_back(model_.moe_stats(i));
@@ -775,9 +803,8 @@ class Trainer {
     if (static_cast<int64>(ckpt.params.size()) != model_.num_params())
       throw checkpoint_error("checkpoint " + ckpt.path.string() + " holds " + std::to_string(ckpt.params.size()) +
                              " parameters, the model has " + std::to_string(model_.num_params()));
-    std::copy(ckpt.params.begin(), ckpt.params.end(), model_.params().begin());
-    std::copy(ckpt.m.begin(), ckpt.m.end(), opt_.first_moment().begin());
-    std::copy(ckpt.v.begin(), ckpt.v.end(), opt_.second_moment().begin());
+    model_.write_params(std::span<const float>(ckpt.params.data(), ckpt.params.size()));
+    opt_.write_moments(std::span<const float>(ckpt.m.data(), ckpt.m.size()), std::span<const float>(ckpt.v.data(), ckpt.v.size()));
     step0_ = ckpt.meta.at("step").get<int64>();
     // Version 1 checkpoints (adamw only) name the step count adam_steps and hold no norms.
     opt_.set_steps_taken(ckpt.meta.contains("optimizer_steps") ? ckpt.meta.at("optimizer_steps").get<int64>()
@@ -815,10 +842,16 @@ class Trainer {
       res_.peak_source = "given";
       return;
     }
-    double peak[] = {measure_peak_flops(B::threads())};
-    comm_.sum(std::span<double>(peak), Reduction::ordered, "the sum of the measured peaks");
+    double peak[] = {0};
+    if constexpr (DeviceBackend<B>) {
+      peak[0] = B::device_peak_flops();  // read_inputs made sure the table knows the device
+      res_.peak_source = B::device_name() + ": " + B::device_peak_source();
+    } else {
+      peak[0] = measure_peak_flops(B::threads());
+      res_.peak_source = std::string("measured ") + peak_isa().name + " x" + std::to_string(peak_isa().lanes);
+    }
+    comm_.sum(std::span<double>(peak), Reduction::ordered, "the sum of the peaks");
     res_.peak_flops = peak[0];
-    res_.peak_source = std::string("measured ") + peak_isa().name + " x" + std::to_string(peak_isa().lanes);
     if (comm_.size() > 1) res_.peak_source += fmt::format(", summed over {} ranks", comm_.size());
   }
 
@@ -844,12 +877,12 @@ class Trainer {
     StepRecord s;
     TrainProgress& p = s.progress;
     const auto t0 = clock::now();
-    const std::span<float> g = gradient(step);
+    const std::span<const float> g = gradient(step);
     double loss = 0;
     for (const double l : chunk_loss_) loss += l;
     loss /= static_cast<double>(chunks_);
     if (model_.moe_layers() > 0) s.moe = moe_step(model_);
-    const double norm = Optimizer<float, B>::grad_norm(std::span<const float>(g.data(), g.size()));
+    const double norm = Optimizer<float, B>::grad_norm(g);
     p.step = step + 1;
     p.loss = loss;
     p.grad_norm = norm;
@@ -858,10 +891,19 @@ class Trainer {
       return s;
     }
     const double lr = sched_.at(step);
-    opt_.step(model_.params(), std::span<const float>(g.data(), g.size()), lr, norm);
+    opt_.step(std::span<float>(model_.params_data(), g.size()), g, lr, norm);
     model_.update_moe_bias();
     const double dt = std::chrono::duration<double>(clock::now() - t0).count();
     step_seconds_ += dt;
+    if constexpr (DeviceBackend<B>) {
+      // Every buffer is allocated by the end of the first step (model memory once, the libraries'
+      // workspaces on first use), so the device's use then is the run's.
+      if (device_used_ < 0) {
+        const auto [free, total] = B::device_memory();
+        device_used_ = total - free;
+        device_total_ = total;
+      }
+    }
     count_trained(step + 1);
     res_.train_loss = loss;
 
@@ -882,9 +924,10 @@ class Trainer {
 
   // The step's gradient, averaged over its chunks (chunk_loss_ gets each chunk's loss): this rank's
   // chunks one after the other, each gradient added to the sum of those before it, then the sum
-  // over the ranks.
-  std::span<float> gradient(int64 step) {
-    const std::span<float> g = model_.grads();
+  // over the ranks. The span is backend memory: the host hands it to backend calls, never reads it.
+  std::span<const float> gradient(int64 step) {
+    const int64 n = model_.num_params();
+    float* g = model_.grads_data();
     std::fill(chunk_loss_.begin(), chunk_loss_.end(), 0.0);
     const bool moe = model_.moe_layers() > 0 && chunks_ > 1;
     for (int64 a = 0; a < cfg_.accum; ++a) {
@@ -892,8 +935,8 @@ class Trainer {
       sampler_.batch(step, c * micro_, micro_, inputs_.data(), targets_.data());
       chunk_loss_[static_cast<std::size_t>(c)] = model_.forward_backward(inputs_.data(), targets_.data());
       if (cfg_.accum > 1) {
-        if (a == 0) std::copy(g.begin(), g.end(), grad_sum_.begin());
-        else B::parallel_for(static_cast<int64>(g.size()), [&](int64 i) { grad_sum_[i] += g[i]; });
+        if (a == 0) detail::copy_into<B>(static_cast<const float*>(g), grad_sum_.data(), n);
+        else detail::add_into<B>(static_cast<const float*>(g), grad_sum_.data(), n);
       }
       if (moe)
         for (int64 i = 0; i < model_.moe_layers(); ++i) {
@@ -902,15 +945,28 @@ class Trainer {
           else m.combine(1, model_.moe_stats(i));
         }
     }
-    const std::span<float> sum = cfg_.accum > 1 ? std::span<float>(grad_sum_) : g;
-    if (chunks_ == 1) return sum;
-    comm_.sum(sum, reduction_, "the gradient sum");
+    float* sum = cfg_.accum > 1 ? grad_sum_.data() : g;
+    if (chunks_ == 1) return {sum, static_cast<std::size_t>(n)};
+    sum_over_ranks(sum, n);
     // One nonzero entry per chunk: the sum over the ranks gathers the losses exactly.
     comm_.sum(std::span<double>(chunk_loss_), Reduction::allreduce, "the gather of the losses");
     if (moe) sum_moe_stats();
-    const float inv = static_cast<float>(1.0 / static_cast<double>(chunks_));
-    B::parallel_for(static_cast<int64>(sum.size()), [&](int64 i) { sum[i] *= inv; });
-    return sum;
+    detail::scale_into<B>(static_cast<const float*>(sum), sum, static_cast<float>(1.0 / static_cast<double>(chunks_)), n);
+    return {sum, static_cast<std::size_t>(n)};
+  }
+
+  // The gradient summed over the ranks in place. The communicators (train/dist/) sum host memory:
+  // a device backend's gradient goes through a host copy (one download and one upload a step).
+  void sum_over_ranks(float* sum, int64 n) {
+    if (comm_.size() == 1) return;
+    if constexpr (B::host_memory) {
+      comm_.sum(std::span<float>(sum, static_cast<std::size_t>(n)), reduction_, "the gradient sum");
+    } else {
+      host_grad_.resize(static_cast<std::size_t>(n));  // allocated in the first step only
+      B::download(host_grad_.data(), static_cast<const float*>(sum), n);
+      comm_.sum(std::span<float>(host_grad_), reduction_, "the gradient sum");
+      B::upload(sum, static_cast<const float*>(host_grad_.data()), n);
+    }
   }
 
   // The routing statistics of all the step's chunks on every rank, so that the aux-loss-free bias
@@ -975,9 +1031,11 @@ class Trainer {
     if (!logged_setup_) {
       line["peak_flops"] = res_.peak_flops;
       line["peak_source"] = res_.peak_source;
-      line["isa"] = peak_isa().name;
+      if constexpr (!DeviceBackend<B>) line["isa"] = peak_isa().name;
       line["gemm"] = B::gemm_library;
       line["threads"] = B::threads();
+      line["backend"] = B::name;
+      if constexpr (DeviceBackend<B>) line["device_name"] = B::device_name();
       if (comm_.size() > 1 || cfg_.accum > 1) {
         line["ranks"] = comm_.size();
         line["accum"] = cfg_.accum;
@@ -991,18 +1049,24 @@ class Trainer {
     log_.flush();
   }
 
+  static std::string backend_device_name() {
+    if constexpr (DeviceBackend<B>) return B::device_name();
+    else return B::name;
+  }
+
   double elapsed() const { return prior_seconds_ + std::chrono::duration<double>(clock::now() - wall0_).count(); }
 
   // Saves the state after `step` steps to checkpoint.bin, the one it replaces to checkpoint.prev.bin
   // (checkpoint.hpp's keep_previous says why every moment of a crash leaves a good one). A failure
   // to write (a full disk) throws a file_write_error naming the file; both files stay as they were.
   void checkpoint(int64 step) {
-    const std::uint64_t sum = state_checksum();
+    const State st = host_state();
+    const std::uint64_t sum = state_checksum(st);
     if (comm_.size() > 1) verify_replicas(sum, step);
     std::exception_ptr failure;
     if (comm_.root()) {
       try {
-        write_checkpoint(step, sum);
+        write_checkpoint(step, sum, st);
       } catch (...) {
         failure = std::current_exception();
       }
@@ -1012,14 +1076,30 @@ class Trainer {
     last_good_ = step;
   }
 
+  // The parameters and the optimiser's moments as host memory: the backend's own buffers where the
+  // host can read them, else copies downloaded into buffers kept for the next checkpoint.
+  struct State {
+    std::span<const float> params, m, v;
+  };
+  State host_state() {
+    if constexpr (B::host_memory) {
+      return {model_.params(), opt_.first_moment(), opt_.second_moment()};
+    } else {
+      const auto n = static_cast<std::size_t>(model_.num_params());
+      for (std::vector<float>* v : {&host_params_, &host_m_, &host_v_}) v->resize(n);
+      model_.read_params(std::span<float>(host_params_));
+      opt_.read_moments(std::span<float>(host_m_), std::span<float>(host_v_));
+      return {host_params_, host_m_, host_v_};
+    }
+  }
+
   // XXH3-64 of the parameters and the optimiser's moments: equal on every rank, or a rank
   // computed something else (a different thread count changes nothing here, a bad node would).
-  std::uint64_t state_checksum() {
+  static std::uint64_t state_checksum(const State& st) {
     data::Checksum sum;
-    const std::size_t bytes = static_cast<std::size_t>(model_.num_params()) * sizeof(float);
-    sum.update(model_.params().data(), bytes);
-    sum.update(opt_.first_moment().data(), bytes);
-    sum.update(opt_.second_moment().data(), bytes);
+    sum.update(st.params.data(), st.params.size_bytes());
+    sum.update(st.m.data(), st.m.size_bytes());
+    sum.update(st.v.data(), st.v.size_bytes());
     return sum.value();
   }
 
@@ -1033,7 +1113,7 @@ class Trainer {
                                              step, r, data::checksum_text(all[r]), data::checksum_text(all[0])));
   }
 
-  void write_checkpoint(int64 step, std::uint64_t sum) {
+  void write_checkpoint(int64 step, std::uint64_t sum, const State& st) {
     std::vector<std::string> matrices;
     for (const MuonMatrix& m : opt_.matrices()) matrices.push_back(m.name);
     nlohmann::json meta = {{"step", step},
@@ -1052,11 +1132,7 @@ class Trainer {
                            {"config", identity(cfg_)},
                            {"tokenizer", tokenizer_}};
     if (model_.moe_layers() > 0) meta["moe_bias"] = moe_bias(model_);
-    const auto p = model_.params();
-    save_checkpoint<float>(files_.checkpoint, meta, std::span<const float>(p.data(), p.size()),
-                           std::span<const float>(opt_.first_moment().data(), p.size()),
-                           std::span<const float>(opt_.second_moment().data(), p.size()),
-                           keep_previous_ ? files_.prev : std::filesystem::path());
+    save_checkpoint<float>(files_.checkpoint, meta, st.params, st.m, st.v, keep_previous_ ? files_.prev : std::filesystem::path());
   }
 
   // The step's loss or gradient norm was not finite: the run ends, the last checkpoint is kept.
@@ -1095,6 +1171,10 @@ class Trainer {
     j["memory_estimate"] = {{"params", memory_.params},         {"grads", memory_.grads},   {"optimizer", memory_.optimizer},
                             {"activations", memory_.activations}, {"tokens", memory_.tokens}, {"indices", memory_.indices},
                             {"total", memory_.total}};
+    if (device_used_ >= 0)
+      j["device_memory"] = {{"device", backend_device_name()}, {"used_bytes", device_used_}, {"total_bytes", device_total_},
+                            {"measured", "total minus free (cudaMemGetInfo) after the first step: the run's buffers, the "
+                                         "context and the libraries' workspaces, and anything else on the device"}};
     write_file_atomic(files_.summary, j.dump(2) + "\n");
     return res_;
   }
@@ -1118,7 +1198,10 @@ class Trainer {
   const ValidationSet valset_;
   std::vector<std::int32_t> inputs_, targets_;  // one micro-batch, training or validation
   std::vector<double> chunk_loss_;  // the step's loss of each chunk (on every rank after the sum)
-  std::vector<float> grad_sum_;     // with accum > 1: the sum of this rank's chunks' gradients
+  typename B::template buffer<float> grad_sum_;  // with accum > 1: the sum of this rank's chunks' gradients
+  // Device backends only: host copies for the sum over the ranks and for checkpoints.
+  std::vector<float> host_grad_, host_params_, host_m_, host_v_;
+  std::int64_t device_used_ = -1, device_total_ = 0;  // device backends: memory in use after the first step
   std::vector<kernels::MoeStats> moe_sum_;  // with MoE and chunks_ > 1: the step's routing statistics
   std::vector<double> moe_flat_;            // sum_moe_stats: moe_sum_ as one buffer for the sum over the ranks
   std::vector<double> eval_loss_;   // evaluate(): the loss of each forward pass
