@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # The prepared check of the CUDA backend on a machine with an NVIDIA GPU, in one run:
-#   1. the device kernels against their host twins (tests/cuda/kernels_device.cu),
-#   2. the whole model on the device against the host (tests/cuda/model_device.cu),
-#   3. training-step speed, MFU and device memory (bench/cuda/bench_model.cu) -> OUT_DIR/summary.json.
+#   1. the cuBLASLt GEMMs in fp32, tf32 and bf16 against a host reference (tests/cuda/gemm_device.cu),
+#   2. the device kernels against their host twins, GEMMs in fp32 (tests/cuda/kernels_device.cu),
+#   3. the whole model on the device against the host, GEMMs in fp32 (tests/cuda/model_device.cu),
+#   4. training-step speed, MFU and device memory with the default bf16 GEMMs
+#      (bench/cuda/bench_model.cu) -> OUT_DIR/summary.json (precision, device, peak and its source).
 #
 #   bench/gpu_check.sh OUT_DIR [BIN_DIR]
 #
-# BIN_DIR holds the three programs (test_cuda_kernels, test_cuda_model, bench_cuda_model). Without
+# BIN_DIR holds the four programs (test_cuda_gemm, test_cuda_kernels, test_cuda_model, bench_cuda_model). Without
 # it they are built here into build-gpu (CMake, nvcc and the Debian headers scripts/setup.sh
 # installs). A GPU machine without those headers runs programs built elsewhere for sm_90: on the
 # build machine, `bench/gpu_check.sh --collect BIN_DIR` copies them out of ./build.
 # Exit status: 0 all passed, 1 a check failed, 2 bad usage, 77 no usable CUDA device.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-programs=(tests/test_cuda_kernels tests/test_cuda_model bench/cuda/bench_cuda_model)
+programs=(tests/test_cuda_gemm tests/test_cuda_kernels tests/test_cuda_model bench/cuda/bench_cuda_model)
 
 if [ "${1:-}" = "--collect" ]; then
   bin=${2:?usage: bench/gpu_check.sh --collect BIN_DIR}
@@ -35,7 +37,7 @@ mkdir -p "$out" || { echo "gpu_check: cannot create $out" >&2; exit 2; }
 if [ -z "$bin" ]; then
   bin="$here/build-gpu/bin"
   cmake -S "$here" -B "$here/build-gpu" -DCMAKE_BUILD_TYPE=Release -DLOOPSCALE_BUILD_BENCH=ON >"$out/build.log" 2>&1 &&
-    cmake --build "$here/build-gpu" --target test_cuda_kernels test_cuda_model bench_cuda_model -j "$(nproc)" >>"$out/build.log" 2>&1 ||
+    cmake --build "$here/build-gpu" --target test_cuda_gemm test_cuda_kernels test_cuda_model bench_cuda_model -j "$(nproc)" >>"$out/build.log" 2>&1 ||
     { echo "gpu_check: the build failed; see $out/build.log" >&2; exit 1; }
   mkdir -p "$bin"
   for p in "${programs[@]}"; do cp "$here/build-gpu/$p" "$bin/"; done
@@ -59,6 +61,7 @@ run() {  # name, program, arguments...
   if [ "$rc" = 77 ]; then exit 77; fi
   [ "$rc" = 0 ] || status=1
 }
+run gemm "$bin/test_cuda_gemm"
 run kernels "$bin/test_cuda_kernels"
 run model "$bin/test_cuda_model"
 run bench "$bin/bench_cuda_model" "$out/summary.json" "${GPU_CHECK_STEPS:-10}"

@@ -1,28 +1,36 @@
-// Training-step speed of the looped model on one GPU through CudaBackend (fp32): tokens/s, model
-// FLOP/s (the paper's convention, account/flops.hpp), MFU against the device's dense bf16 peak (the
-// issue's measure) and against its fp32 peak (what an fp32 path can reach), and the device memory
-// the model took against loopscale's estimate (account/memory.hpp).
+// Training-step speed of the looped model on one GPU through CudaBackend: tokens/s, model FLOP/s
+// (the paper's convention, account/flops.hpp), MFU, and the device memory the model took against
+// loopscale's estimate (account/memory.hpp). Parameters, activations and optimiser state are fp32;
+// the GEMMs run in PRECISION (backend/precision.hpp), by default the backend's default, bf16.
 //
-//   bench_cuda_model OUT.json [STEPS]
+//   bench_cuda_model OUT.json [STEPS [PRECISION]]      PRECISION: bf16 (default), tf32 or fp32
 //
 // Models: d_model 1024, seq 1024, depth 20 (prelude 2, a block of 4 run r = 4 times, coda 2), 8
 // heads, batch 8 (8,192 tokens a step), with full and with truncated BPTT (the last 2
 // recurrences), and the same with an E8 K2 MoE of equal active size (expert hidden 2 x 1024, the
 // dense MLP's 4 x 1024 split over the two chosen experts). Exit 77 without a usable device.
 //
-// Peaks (dense, no sparsity; NVIDIA's data sheets): H100 SXM and H200 bf16 989.4 TFLOP/s, fp32
-// 66.9; A100 bf16 312, fp32 19.5. Another device: set LOOPSCALE_GPU_PEAK_BF16 and
-// LOOPSCALE_GPU_PEAK_FP32 (TFLOP/s), else the MFUs are written as null.
+// MFU is against the device's dense peak for the precision (bf16 or TF32 tensor cores, or the fp32
+// CUDA cores) from backend/gpu_peaks.hpp, found by the device's name; mfu_bf16_peak is always
+// against the bf16 peak (the issue's measure; the same number for bf16). A GPU the table does not
+// know, or a MIG slice: set LOOPSCALE_GPU_PEAK_TFLOPS (the peak of PRECISION, TFLOP/s, dense),
+// else the MFUs are written as null. summary.json records the precision, the device, its peak and
+// where that peak came from. The first run's device memory includes cuBLASLt's 32 MiB workspace
+// and the library handles, made at its first GEMM.
 #include <chrono>
-#include <iterator>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "loopscale/account/flops.hpp"
 #include "loopscale/account/memory.hpp"
 #include "loopscale/train/backend/cuda.hpp"
+#include "loopscale/train/backend/cuda_device.hpp"
+#include "loopscale/train/backend/gpu_peaks.hpp"
+#include "loopscale/train/backend/precision.hpp"
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/optim.hpp"
 
@@ -31,17 +39,29 @@ namespace {
 using namespace loopscale;
 using train::CudaBackend;
 
-struct Peaks {
-  double bf16 = 0, fp32 = 0;  // FLOP/s; 0: unknown
+struct Peak {
+  double flops = 0, bf16 = 0;  // FLOP/s of the measured precision and of bf16; 0: unknown
+  std::string source;          // where they came from; empty: unknown
 };
 
-Peaks device_peaks(const std::string& name) {
-  Peaks p;
-  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) p = {989.4e12, 66.9e12};
-  if (name.find("A100") != std::string::npos) p = {312e12, 19.5e12};
-  if (const char* v = std::getenv("LOOPSCALE_GPU_PEAK_BF16")) p.bf16 = std::atof(v) * 1e12;
-  if (const char* v = std::getenv("LOOPSCALE_GPU_PEAK_FP32")) p.fp32 = std::atof(v) * 1e12;
+Peak device_peak(const train::CudaDeviceInfo& device, train::Precision precision) {
+  Peak p;
+  if (const auto known = device.peak()) p = {known->flops(precision), known->bf16, std::string(known->source)};
+  if (const char* v = std::getenv("LOOPSCALE_GPU_PEAK_TFLOPS")) {
+    p.flops = std::atof(v) * 1e12;
+    p.bf16 = precision == train::Precision::bf16 ? p.flops : 0;
+    p.source = "given (LOOPSCALE_GPU_PEAK_TFLOPS)";
+  }
   return p;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
 }
 
 ModelSpec model_spec(int64 bptt, bool moe) {
@@ -70,7 +90,7 @@ std::string json_number(double v, bool known = true) { return known ? std::to_st
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_cuda_model OUT.json [STEPS]\n");
+    std::fprintf(stderr, "usage: bench_cuda_model OUT.json [STEPS [PRECISION]]   (PRECISION: bf16, tf32 or fp32)\n");
     return 2;
   }
   if (!CudaBackend::available()) {
@@ -82,9 +102,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_cuda_model: STEPS must be at least 1, not %s\n", argv[2]);
     return 2;
   }
-  cudaDeviceProp prop{};
-  train::cuda_detail::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  const Peaks peaks = device_peaks(prop.name);
+  const auto precision = argc > 3 ? train::parse_precision(argv[3]) : std::optional<train::Precision>(CudaBackend::precision());
+  if (!precision) {
+    std::fprintf(stderr, "bench_cuda_model: PRECISION must be bf16, tf32 or fp32, not %s\n", argv[3]);
+    return 2;
+  }
+  CudaBackend::set_precision(*precision);
+  const train::CudaDeviceInfo device = train::cuda_device_info();
+  const Peak peak = device_peak(device, *precision);
+  std::printf("%s (%d SMs, compute capability %s, %.1f GiB), GEMMs in %s, peak %s\n", device.name.c_str(), device.sm_count,
+              device.compute_capability().c_str(), static_cast<double>(device.memory.total) / (1 << 30), train::precision_name(*precision),
+              peak.flops > 0 ? (std::to_string(peak.flops / 1e12) + " TFLOP/s (" + peak.source + ")").c_str()
+                             : "unknown: set LOOPSCALE_GPU_PEAK_TFLOPS for an MFU");
   constexpr int64 batch = 8, seq = 1024;
   const struct {
     const char* name;
@@ -92,11 +121,15 @@ int main(int argc, char** argv) {
     bool moe;
   } runs[] = {{"dense, full BPTT", full_bptt, false}, {"dense, truncated BPTT (last 2)", 2, false}, {"MoE E8 K2, full BPTT", full_bptt, true}};
 
-  std::string out = "{\n  \"device\": \"" + std::string(prop.name) + "\",\n  \"precision\": \"fp32 (cuBLAS default math)\",\n  \"runs\": [\n";
+  std::string out = "{\n  \"device\": " + json_string(device.name) + ",\n  \"sm_count\": " + std::to_string(device.sm_count) +
+                    ",\n  \"compute_capability\": " + json_string(device.compute_capability()) +
+                    ",\n  \"device_memory_total_bytes\": " + std::to_string(device.memory.total) + ",\n  \"precision\": " +
+                    json_string(train::precision_name(*precision)) + ",\n  \"gemm_library\": " + json_string(CudaBackend::gemm_library) +
+                    ",\n  \"peak_flops\": " + json_number(peak.flops, peak.flops > 0) + ",\n  \"peak_source\": " +
+                    (peak.source.empty() ? std::string("null") : json_string(peak.source)) + ",\n  \"runs\": [\n";
   for (std::size_t k = 0; k < std::size(runs); ++k) {
     const ModelSpec spec = model_spec(runs[k].bptt, runs[k].moe);
-    std::size_t free0 = 0, total = 0;
-    train::cuda_detail::check(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
+    const std::size_t free0 = train::cuda_memory_info().free;
     double tokens_per_s = 0, seconds = 0;
     std::size_t used = 0;
     {
@@ -115,26 +148,25 @@ int main(int argc, char** argv) {
                  train::AdamW<float, CudaBackend>::grad_norm(g));
         model.update_moe_bias();
       };
-      step();  // warm-up: cuBLAS heuristics, first touches
+      step();  // warm-up: cuBLASLt's plans (one heuristic query per GEMM shape), first touches
       train::cuda_detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       const auto t0 = std::chrono::steady_clock::now();
       for (int s = 0; s < steps; ++s) step();
       train::cuda_detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       tokens_per_s = static_cast<double>(batch * seq) * steps / seconds;
-      std::size_t free1 = 0;
-      train::cuda_detail::check(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
-      used = free0 - free1;
+      used = free0 - train::cuda_memory_info().free;
     }
     const double flops = tokens_per_s * static_cast<double>(count_flops(spec, seq).train);
     const double estimate = static_cast<double>(count_memory(spec, batch, seq, 1).total);
-    std::printf("%-32s %9.0f tokens/s  %7.2f TFLOP/s  MFU bf16 %.3f  fp32 %.3f  memory %.2f GiB (estimate %.2f)\n", runs[k].name,
-                tokens_per_s, flops / 1e12, peaks.bf16 > 0 ? flops / peaks.bf16 : 0.0, peaks.fp32 > 0 ? flops / peaks.fp32 : 0.0,
-                static_cast<double>(used) / (1 << 30), estimate / (1 << 30));
+    const bool known = peak.flops > 0, known_bf16 = peak.bf16 > 0;
+    std::printf("%-32s %9.0f tokens/s  %7.2f TFLOP/s  MFU %s  (bf16 peak %s)  memory %.2f GiB (estimate %.2f)\n", runs[k].name, tokens_per_s,
+                flops / 1e12, known ? std::to_string(flops / peak.flops).c_str() : "?",
+                known_bf16 ? std::to_string(flops / peak.bf16).c_str() : "?", static_cast<double>(used) / (1 << 30), estimate / (1 << 30));
     out += "    {\"name\": \"" + std::string(runs[k].name) + "\", \"steps\": " + std::to_string(steps) + ", \"seconds\": " + json_number(seconds) +
            ", \"tokens_per_s\": " + json_number(tokens_per_s) + ", \"model_flops_per_s\": " + json_number(flops) +
-           ", \"mfu_bf16_peak\": " + json_number(peaks.bf16 > 0 ? flops / peaks.bf16 : 0, peaks.bf16 > 0) +
-           ", \"mfu_fp32_peak\": " + json_number(peaks.fp32 > 0 ? flops / peaks.fp32 : 0, peaks.fp32 > 0) +
+           ", \"mfu\": " + json_number(known ? flops / peak.flops : 0, known) +
+           ", \"mfu_bf16_peak\": " + json_number(known_bf16 ? flops / peak.bf16 : 0, known_bf16) +
            ", \"device_memory_bytes\": " + std::to_string(used) + ", \"memory_estimate_bytes\": " + json_number(estimate) + "}" +
            (k + 1 < std::size(runs) ? ",\n" : "\n");
   }

@@ -93,6 +93,7 @@ int main() {
     return 77;
   }
   HostBackend::set_threads(1);
+  CudaBackend::set_precision(loopscale::train::Precision::fp32);  // compared with the host: no bf16 or TF32 rounding
   const int64 rows = 96, d = 64, H = 80, vocab = 50, vp = 56, seq = 24, heads = 4, q = 16;
 
   // ---- GEMM: all four transpositions, beta 0 and 1, leading dimensions wider than the rows ----

@@ -103,6 +103,7 @@ int main() {
     return 77;
   }
   HostBackend::set_threads(1);
+  CudaBackend::set_precision(loopscale::train::Precision::fp32);  // compared with the host: no bf16 or TF32 rounding
   train::kernels::MoeRouting bias;
   bias.router = train::kernels::RouterKind::sigmoid;
   bias.balance = train::kernels::Balance::bias;

@@ -1,8 +1,8 @@
 // The CUDA backend: the static interface of backend/host.hpp on one NVIDIA GPU. Buffers are device
 // allocations (cudaMalloc, no managed memory), element-wise work runs the kernels' own
-// LOOPSCALE_HD lambdas through Thrust's CUDA system, sums reduce in double on the device, and GEMMs
-// go to cuBLAS. Every CUDA and cuBLAS error becomes an exception naming the call (and, for a GEMM,
-// the shapes).
+// LOOPSCALE_HD lambdas through Thrust's CUDA system, sums reduce in double on the device, and float
+// GEMMs go to cuBLASLt (backend/cublaslt.hpp; double ones to cuBLAS). Every CUDA and cuBLAS error
+// becomes an exception naming the call (and, for a GEMM, the shapes).
 //
 // Status (see docs/training.md, "Backends"): the element-wise kernels, the GEMMs, the optimiser and
 // the memory seam run here and are checked against their host twins by tests/cuda/
@@ -11,9 +11,12 @@
 // model does not run on it. Nothing in this file has yet run on a GPU in this project: it is
 // compiled by nvcc in every build that finds nvcc, and its tests skip (exit 77) without a device.
 //
-// Precision: fp32 throughout, with cuBLAS's default math (no TF32), so results can be compared
-// with the host's; determinism: Thrust's reductions use a fixed order for a given size and device,
-// and cuBLAS's fp32 GEMMs are deterministic on one GPU with one stream.
+// Precision: buffers, master weights, gradients and optimiser state are fp32; the float GEMMs run
+// in set_precision()'s arithmetic (backend/precision.hpp): bf16 by default (bf16 inputs on the
+// tensor cores, fp32 accumulation), tf32, or fp32, which compares with the host backend within
+// fp32 rounding (the device tests set it). Determinism: Thrust's reductions use a fixed order for a
+// given size and device, and each GEMM shape keeps one cuBLASLt algorithm (cublaslt.hpp), so runs
+// on one GPU with one stream give the same bits.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -36,7 +39,9 @@
 #include <utility>
 
 #include "loopscale/train/backend/buffer.hpp"
+#include "loopscale/train/backend/cublaslt.hpp"
 #include "loopscale/train/backend/portable.hpp"
+#include "loopscale/train/backend/precision.hpp"
 
 namespace loopscale::train {
 
@@ -64,6 +69,12 @@ inline cublasHandle_t blas() {
     return x;
   }();
   return h;
+}
+
+// The arithmetic of CudaBackend's float GEMMs (CudaBackend::set_precision).
+inline Precision& gemm_precision() {
+  static Precision p = Precision::bf16;
+  return p;
 }
 
 // Device functors around the kernels' lambdas (extended lambdas cannot be wrapped by lambdas in a
@@ -109,7 +120,7 @@ using CudaBuffer = OwnedBuffer<T, CudaMemory>;
 struct CudaBackend {
   using int64 = std::int64_t;
   static constexpr const char* name = "cuda";
-  static constexpr const char* gemm_library = "cublas";
+  static constexpr const char* gemm_library = "cublaslt";  // float GEMMs; double ones: cuBLAS
   static constexpr bool host_memory = false;
   static constexpr bool nested_gemm = false;  // attention and the MoE experts run their device forms
   template <class T>
@@ -155,30 +166,55 @@ struct CudaBackend {
     cuda_detail::check(cudaGetLastError(), "single");
   }
 
-  // Row-major C = alpha op(A) op(B) + beta C as cuBLAS's column-major C^T = alpha op(B)^T op(A)^T:
-  // the same buffers, the operands swapped.
+  // The arithmetic of the float GEMMs (backend/precision.hpp), for the whole process: bf16 unless
+  // set, the project's default (bf16 inputs, fp32 accumulation, fp32 master weights); fp32 to
+  // compare with the host backend. double GEMMs are always fp64.
+  static void set_precision(Precision p) { cuda_detail::gemm_precision() = p; }
+  static Precision precision() { return cuda_detail::gemm_precision(); }
+
+  // Row-major C = alpha op(A) op(B) + beta C.
   template <class T>
   static void gemm(bool ta, bool tb, int64 M, int64 N, int64 K, T alpha, const T* A, int64 lda, const T* B, int64 ldb, T beta,
                    T* C, int64 ldc) {
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "CudaBackend::gemm: float or double");
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) {
-      parallel_for(M * N, cuda_detail::ScaleInto<T>{C, N, ldc, beta});
+    gemm_batched(ta, tb, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+  }
+
+  // count products C_i = alpha op(A_i) op(B_i) + beta C_i, X_i = X + i * strideX, in one call.
+  // float: cuBLASLt in precision() (cublaslt.hpp maps row-major onto its column-major); double:
+  // cuBLAS's cublasDgemm(StridedBatched) as column-major C^T = alpha op(B)^T op(A)^T, the same
+  // buffers with the operands swapped (the gradient checks' type, where cuBLASLt adds nothing).
+  template <class T>
+  static void gemm_batched(bool ta, bool tb, int64 M, int64 N, int64 K, T alpha, const T* A, int64 lda, int64 strideA, const T* B,
+                           int64 ldb, int64 strideB, T beta, T* C, int64 ldc, int64 strideC, int64 count) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "CudaBackend::gemm_batched: float or double");
+    if (count <= 0 || M <= 0 || N <= 0) return;
+    if (K <= 0) {  // only C_i = beta C_i: no product to run
+      for (int64 b = 0; b < count; ++b) parallel_for(M * N, cuda_detail::ScaleInto<T>{C + b * strideC, N, ldc, beta});
       return;
     }
-    const auto op = [](bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; };
-    const auto i = [](int64 v) { return static_cast<int>(v); };
-    const auto shapes = [&] {
-      const auto n = [](int64 v) { return std::to_string(v); };
-      return std::string("ta ") + (ta ? "T" : "N") + " tb " + (tb ? "T" : "N") + " M " + n(M) + " N " + n(N) + " K " + n(K) + " lda " +
-             n(lda) + " ldb " + n(ldb) + " ldc " + n(ldc);
-    };
-    cublasStatus_t st;
-    if constexpr (std::is_same_v<T, float>)
-      st = cublasSgemm(cuda_detail::blas(), op(tb), op(ta), i(N), i(M), i(K), &alpha, B, i(ldb), A, i(lda), &beta, C, i(ldc));
-    else
-      st = cublasDgemm(cuda_detail::blas(), op(tb), op(ta), i(N), i(M), i(K), &alpha, B, i(ldb), A, i(lda), &beta, C, i(ldc));
-    if (st != CUBLAS_STATUS_SUCCESS) cuda_detail::check(st, std::is_same_v<T, float> ? "cublasSgemm" : "cublasDgemm", shapes());
+    if constexpr (std::is_same_v<T, float>) {
+      cublaslt::Engine::get().run({.precision = precision(), .ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
+                                   .strideA = strideA, .strideB = strideB, .strideC = strideC, .count = count},
+                                  alpha, A, B, beta, C);
+    } else {
+      const auto op = [](bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; };
+      const auto i = [](int64 v) { return static_cast<int>(v); };
+      const auto shapes = [&] {
+        const auto n = [](int64 v) { return std::to_string(v); };
+        return std::string("double, ta ") + (ta ? "T" : "N") + " tb " + (tb ? "T" : "N") + " M " + n(M) + " N " + n(N) + " K " + n(K) +
+               " lda " + n(lda) + " ldb " + n(ldb) + " ldc " + n(ldc) +
+               (count == 1 ? "" : " strideA " + n(strideA) + " strideB " + n(strideB) + " strideC " + n(strideC) + " count " + n(count));
+      };
+      if (count == 1) {
+        const cublasStatus_t st =
+            cublasDgemm(cuda_detail::blas(), op(tb), op(ta), i(N), i(M), i(K), &alpha, B, i(ldb), A, i(lda), &beta, C, i(ldc));
+        if (st != CUBLAS_STATUS_SUCCESS) cuda_detail::check(st, "cublasDgemm", shapes());
+      } else {
+        const cublasStatus_t st = cublasDgemmStridedBatched(cuda_detail::blas(), op(tb), op(ta), i(N), i(M), i(K), &alpha, B, i(ldb), strideB,
+                                                            A, i(lda), strideA, &beta, C, i(ldc), strideC, i(count));
+        if (st != CUBLAS_STATUS_SUCCESS) cuda_detail::check(st, "cublasDgemmStridedBatched", shapes());
+      }
+    }
   }
 };
 
