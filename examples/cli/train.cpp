@@ -88,6 +88,10 @@ const bool registered = add_command([](CLI::App& app) {
                   "auto (a CUDA device when this build has CUDA and one is usable, else the host) | host | cuda; a run may "
                   "resume on another device")
       ->capture_default_str();
+  sub->add_option("--precision", c.precision,
+                  "GEMM arithmetic on a CUDA device: bf16 (bf16 inputs, fp32 accumulation and master weights) | tf32 | fp32; "
+                  "the host computes in fp32")
+      ->capture_default_str();
   sub->add_option("--eval-every", c.eval_every, "steps between validation evaluations (0: at the end only)")->capture_default_str();
   sub->add_option("--eval-tokens", c.eval_tokens, "tokens in the fixed validation sample")->capture_default_str();
   sub->add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (0: at the end only)")->capture_default_str();
@@ -148,7 +152,7 @@ const bool registered = add_command([](CLI::App& app) {
         {"--warmup", "warmup"}, {"--decay", "decay"}, {"--final-lr-frac", "final_lr_frac"}, {"--softcap", "softcap"},
         {"--data", "data"}, {"--out", "out"}, {"--seed", "seed"}, {"--threads", "threads"}, {"--eval-every", "eval_every"},
         {"--eval-tokens", "eval_tokens"}, {"--checkpoint-every", "checkpoint_every"}, {"--peak-flops", "peak_flops"},
-        {"--resume", "resume"}, {"--accum", "accum"}, {"--reduction", "reduction"}, {"--device", "device"}};
+        {"--resume", "resume"}, {"--accum", "accum"}, {"--reduction", "reduction"}, {"--device", "device"}, {"--precision", "precision"}};
     for (const auto& [flag, key] : map)
       if (sub->get_option(flag)->count() > 0) j[key] = flags[key];
     // One budget flag replaces the file's other budget; both flags given are checked as both.

@@ -520,6 +520,19 @@ TEST_CASE("loopscale train: bad input is one line and exit 2, before training", 
   bad(moe + "--muon-momentum 0.9", "settings of the paper recipe");
   bad(moe + "--init xavier", "init must be scaled-normal or paper");
   bad(moe + "--recipe paper --lr-width-ref -1", "lr_width_ref");
+  // Devices: an unknown one; CUDA where this build or this machine has none (with a usable
+  // device, the dry run says it would train there); an unknown GEMM precision.
+  bad(moe + "--device gpu", "--device must be auto, host or cuda, not 'gpu'");
+  const auto cuda = test::run_cli(moe + "--device cuda --dry-run");
+  INFO(cuda.out);
+  if (cuda.rc == 0) {
+    CHECK_THAT(cuda.out, Catch::Contains("\"device\": \"cuda\""));
+  } else {
+    CHECK(cuda.rc == 2);
+    CHECK(test::count_lines(cuda.out) == 1);
+    CHECK_THAT(cuda.out, Catch::Contains("--device cuda: ") && (Catch::Contains("no usable CUDA device") || Catch::Contains("built without CUDA")));
+  }
+  bad(moe + "--precision fp16", "precision must be bf16, tf32 or fp32, not 'fp16'");
   // Truncated data.
   const fs::path trunc = temp_dir("cli_trunc");
   fs::copy(data / "train.bin", trunc / "train.bin");

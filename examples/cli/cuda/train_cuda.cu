@@ -43,6 +43,7 @@ train::TrainResult train_on_cuda(const train::TrainConfig& cfg, const train::Pro
   train::cuda_detail::check(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
   // Under a launcher each rank of a node takes its own device (ranks beyond the devices share).
   if (comm.size() > 1) train::cuda_detail::check(cudaSetDevice(local_rank() % n), "cudaSetDevice");
+  train::CudaBackend::set_precision(*train::parse_precision(cfg.precision));  // checked with the config
   return train::train<train::CudaBackend>(cfg, progress, comm);
 }
 

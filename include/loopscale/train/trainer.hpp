@@ -78,6 +78,7 @@
 #include "loopscale/train/data.hpp"
 #include "loopscale/train/dist/communicator.hpp"
 #include "loopscale/train/model.hpp"
+#include "loopscale/train/backend/precision.hpp"
 #include "loopscale/train/backend/vector_ops.hpp"
 #include "loopscale/train/optim.hpp"
 #include "loopscale/util/atomic_file.hpp"
@@ -125,6 +126,9 @@ struct TrainConfig {
   // device when the program was built with one, else the host) | host | cuda. train<B>() itself
   // trains on its backend B whatever this says; a run may resume on another device.
   std::string device = "auto";
+  // The GEMM arithmetic of a device run (backend/precision.hpp): bf16 (the default: bf16 inputs,
+  // fp32 accumulation and master weights) | tf32 | fp32. The host's GEMMs are fp32 whatever it says.
+  std::string precision = "bf16";
   int64 eval_every = 0;          // steps between evaluations; 0: only at the end
   int64 eval_tokens = 1 << 17;   // size of the fixed validation sample
   int64 checkpoint_every = 0;    // steps between checkpoints; 0: only at the end
@@ -154,7 +158,7 @@ struct TrainConfig {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, recipe, init, spec, batch, seq_len, tokens, flops, lr,
                                                 lr_embedding, lr_lm_head, lr_norm, lr_lanes, lr_width_ref, weight_decay,
                                                 beta1, beta2, eps, muon_momentum, grad_clip, warmup, decay, final_lr_frac,
-                                                softcap, data, out, seed, threads, device, eval_every, eval_tokens,
+                                                softcap, data, out, seed, threads, device, precision, eval_every, eval_tokens,
                                                 checkpoint_every, resume, peak_flops, moe_router, moe_renormalize,
                                                 moe_balance, moe_z_loss, moe_capacity, mix_frac, mix_data, accum,
                                                 reduction)
@@ -374,6 +378,7 @@ inline void check_config(const TrainConfig& c) {
   check(c.softcap >= 0, "softcap must not be negative");
   check(c.threads >= 0, "threads must not be negative");
   check(c.device == "auto" || c.device == "host" || c.device == "cuda", "device must be auto, host or cuda, not '" + c.device + "'");
+  check(parse_precision(c.precision).has_value(), "precision must be bf16, tf32 or fp32, not '" + c.precision + "'");
   check(c.eval_every >= 0 && c.checkpoint_every >= 0, "eval_every and checkpoint_every must not be negative");
   check(c.eval_tokens >= c.seq_len, "eval_tokens must hold at least one sequence");
   check(!c.data.empty(), "no data folder given");
@@ -399,7 +404,7 @@ inline int64 micro_batch(const TrainConfig& c, int ranks) {
 // The fields that must agree between a checkpoint and the config resuming it.
 inline nlohmann::json identity(const TrainConfig& c) {
   nlohmann::json j = c;
-  for (const char* k : {"out", "data", "resume", "eval_every", "checkpoint_every", "peak_flops", "accum", "reduction", "device"}) j.erase(k);
+  for (const char* k : {"out", "data", "resume", "eval_every", "checkpoint_every", "peak_flops", "accum", "reduction", "device", "precision"}) j.erase(k);
   return j;
 }
 
@@ -1036,6 +1041,7 @@ class Trainer {
       line["threads"] = B::threads();
       line["backend"] = B::name;
       if constexpr (DeviceBackend<B>) line["device_name"] = B::device_name();
+      if constexpr (requires { B::precision(); }) line["precision"] = precision_name(B::precision());
       if (comm_.size() > 1 || cfg_.accum > 1) {
         line["ranks"] = comm_.size();
         line["accum"] = cfg_.accum;

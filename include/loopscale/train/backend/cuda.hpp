@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -40,6 +41,7 @@
 
 #include "loopscale/train/backend/buffer.hpp"
 #include "loopscale/train/backend/cublaslt.hpp"
+#include "loopscale/train/backend/cuda_device.hpp"
 #include "loopscale/train/backend/portable.hpp"
 #include "loopscale/train/backend/precision.hpp"
 
@@ -171,6 +173,24 @@ struct CudaBackend {
   // compare with the host backend. double GEMMs are always fp64.
   static void set_precision(Precision p) { cuda_detail::gemm_precision() = p; }
   static Precision precision() { return cuda_detail::gemm_precision(); }
+
+  // What the trainer asks a device backend (trainer.hpp, DeviceBackend): the current device's name,
+  // its dense bf16 tensor-core peak from backend/gpu_peaks.hpp (0 for a GPU the table lacks: the
+  // run then needs --peak-flops), which the MFU of a GPU run divides by whatever the GEMM precision,
+  // as llm.c and the MFU literature report it; and its memory {free, total} now.
+  static std::string device_name() { return cuda_device_info().name; }
+  static double device_peak_flops() {
+    const std::optional<GpuPeak> p = find_gpu_peak(device_name());
+    return p ? p->bf16 : 0.0;
+  }
+  static std::string device_peak_source() {
+    const std::optional<GpuPeak> p = find_gpu_peak(device_name());
+    return p ? std::string("dense bf16 peak of the ") + std::string(p->product) + ", " + std::string(p->source) : std::string("unknown");
+  }
+  static std::pair<std::int64_t, std::int64_t> device_memory() {
+    const CudaMemoryInfo m = cuda_memory_info();
+    return {static_cast<std::int64_t>(m.free), static_cast<std::int64_t>(m.total)};
+  }
 
   // Row-major C = alpha op(A) op(B) + beta C.
   template <class T>
