@@ -12,6 +12,7 @@
 
 #include "loopscale/train/backend/cuda.hpp"
 #include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/kernels/attention.hpp"
 #include "loopscale/train/kernels/embedding.hpp"
 #include "loopscale/train/kernels/inject.hpp"
 #include "loopscale/train/kernels/loss.hpp"
@@ -109,7 +110,53 @@ int main() {
     }
   }
 
-  // ---- RMSNorm ----
+  // ---- strided-batched GEMM (attention's device form): all four transpositions, beta 0 and 0.75,
+  // strides wider than the matrices; the gaps between them must stay as they were ----
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    const int64 M = 24, N = 19, K = 16, count = 6, lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+    const int64 sA = (ta ? K : M) * lda + 5, sB = (tb ? N : K) * ldb + 2, sC = M * ldc + 7;
+    const auto A = randn(static_cast<std::size_t>(count * sA), 31), B = randn(static_cast<std::size_t>(count * sB), 32);
+    for (float beta : {0.0f, 0.75f}) {
+      auto C = randn(static_cast<std::size_t>(count * sC), 33);
+      const auto C0 = C;
+      for (int64 i = 0; i < count; ++i)
+        HostBackend::gemm(ta, tb, M, N, K, 0.5f, A.data() + i * sA, lda, B.data() + i * sB, ldb, beta, C.data() + i * sC, ldc);
+      const auto run = [&] {
+        Dev dA = up(A), dB = up(B), dC = up(C0);
+        CudaBackend::gemm_batched(ta, tb, M, N, K, 0.5f, dA.data(), lda, sA, dB.data(), ldb, sB, beta, dC.data(), ldc, sC, count);
+        return down(dC);
+      };
+      const std::string what = "gemm_batched ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " beta " + std::to_string(beta);
+      compare(what, C, run());
+      deterministic(what, run);
+    }
+  }
+
+  // ---- attention's device form (a gemm_batched per head) against the host's task form, grouped
+  // KV heads (four query heads over two) ----
+  {
+    const k::AttentionShape sh{3, seq, heads, 2, q};
+    const int64 N = sh.batch * sh.seq;
+    const auto qkv = randn(static_cast<std::size_t>(N * sh.row()), 40), dout = randn(static_cast<std::size_t>(N * sh.out_row()), 41);
+    std::vector<float> P(sh.probs()), out(N * sh.out_row()), dqkv(qkv.size()),
+        scratch(sh.seq * sh.seq * k::attention_scratch_matrices<HostBackend>(sh.batch, HostBackend::threads()));
+    k::attention_forward<HostBackend>(qkv.data(), P.data(), out.data(), sh);
+    k::attention_backward<HostBackend>(qkv.data(), P.data(), dout.data(), dqkv.data(), scratch.data(), sh);
+    const auto run = [&](int what) {
+      Dev X = up(qkv), PP(sh.probs()), O(N * sh.out_row()), DO = up(dout), DX(qkv.size()),
+          S(sh.seq * sh.seq * k::attention_scratch_matrices<CudaBackend>(sh.batch, CudaBackend::threads()));
+      k::attention_forward<CudaBackend>(X.data(), PP.data(), O.data(), sh);
+      k::attention_backward<CudaBackend>(X.data(), PP.data(), DO.data(), DX.data(), S.data(), sh);
+      return down(what == 0 ? PP : what == 1 ? O : DX);
+    };
+    compare("attention probabilities", P, run(0));
+    compare("attention forward", out, run(1));
+    compare("attention backward dqkv", dqkv, run(2));
+    deterministic("attention backward dqkv", [&] { return run(2); });
+  }
+
+  // ---- RMSNorm (CudaBackend's own kernels: one warp per row, dg from per-block partials) ----
   {
     const auto x = randn(rows * d, 4), g = randn(d, 5), dy = randn(rows * d, 6);
     std::vector<float> y(rows * d), rstd(rows), dx(rows * d), dg(d, 0.0f);

@@ -180,6 +180,36 @@ struct CudaBackend {
       st = cublasDgemm(cuda_detail::blas(), op(tb), op(ta), i(N), i(M), i(K), &alpha, B, i(ldb), A, i(lda), &beta, C, i(ldc));
     if (st != CUBLAS_STATUS_SUCCESS) cuda_detail::check(st, std::is_same_v<T, float> ? "cublasSgemm" : "cublasDgemm", shapes());
   }
+
+  // count products C_i = alpha op(A_i) op(B_i) + beta C_i, X_i = X + i * strideX, in one cuBLAS
+  // call, with gemm's operand swap (the strides go with their operands).
+  template <class T>
+  static void gemm_batched(bool ta, bool tb, int64 M, int64 N, int64 K, T alpha, const T* A, int64 lda, int64 strideA, const T* B,
+                           int64 ldb, int64 strideB, T beta, T* C, int64 ldc, int64 strideC, int64 count) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "CudaBackend::gemm_batched: float or double");
+    if (count <= 0 || M <= 0 || N <= 0) return;
+    if (K <= 0) {  // only C_i = beta C_i: rare enough for one scaling pass per product
+      for (int64 b = 0; b < count; ++b) gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C + b * strideC, ldc);
+      return;
+    }
+    const auto op = [](bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; };
+    const auto i = [](int64 v) { return static_cast<int>(v); };
+    const auto shapes = [&] {
+      const auto n = [](int64 v) { return std::to_string(v); };
+      return std::string("ta ") + (ta ? "T" : "N") + " tb " + (tb ? "T" : "N") + " M " + n(M) + " N " + n(N) + " K " + n(K) + " lda " +
+             n(lda) + " strideA " + n(strideA) + " ldb " + n(ldb) + " strideB " + n(strideB) + " ldc " + n(ldc) + " strideC " +
+             n(strideC) + " count " + n(count);
+    };
+    cublasStatus_t st;
+    if constexpr (std::is_same_v<T, float>)
+      st = cublasSgemmStridedBatched(cuda_detail::blas(), op(tb), op(ta), i(N), i(M), i(K), &alpha, B, i(ldb), strideB, A, i(lda), strideA,
+                                     &beta, C, i(ldc), strideC, i(count));
+    else
+      st = cublasDgemmStridedBatched(cuda_detail::blas(), op(tb), op(ta), i(N), i(M), i(K), &alpha, B, i(ldb), strideB, A, i(lda), strideA,
+                                     &beta, C, i(ldc), strideC, i(count));
+    if (st != CUBLAS_STATUS_SUCCESS)
+      cuda_detail::check(st, std::is_same_v<T, float> ? "cublasSgemmStridedBatched" : "cublasDgemmStridedBatched", shapes());
+  }
 };
 
 }  // namespace loopscale::train
