@@ -14,6 +14,16 @@
 //   host_memory                                                  whether host code may read a buffer directly
 //   nested_gemm                                                  whether a parallel_for task may call gemm
 //
+// Kernels of a backend's own (optional): a kernel whose portable form is slow on some backend asks,
+// at compile time, whether the backend has a static member of the kernel's name, and calls it
+// instead of its own body when it has:
+//   if constexpr (requires { B::rmsnorm_forward(x, g, y, rstd, rows, d, T(rms_eps)); }) { B::rmsnorm_forward(...); return; }
+// so the model keeps one code path and a backend without the member runs the portable kernel. The
+// arguments are the kernel's own, with its constants (rms_eps) and shape structs (LossShape) passed
+// as plain values, so a backend need not include the kernels. Hooked now: rmsnorm_forward,
+// rmsnorm_backward (kernels/rmsnorm.hpp), softcap_ce_forward, softcap_ce_backward (kernels/loss.hpp);
+// CudaBackend supplies all four (backend/cuda_kernels.hpp), HostBackend none.
+//
 // Every buffer a kernel reads or writes is a backend buffer; host code touches one only through
 // upload/download or inside a backend call (guard.hpp's backend checks that, for tests). Here a
 // buffer is a std::vector and the copies are plain copies.
