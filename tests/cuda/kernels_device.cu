@@ -12,6 +12,7 @@
 
 #include "loopscale/train/backend/cuda.hpp"
 #include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/kernels/attention.hpp"
 #include "loopscale/train/kernels/embedding.hpp"
 #include "loopscale/train/kernels/inject.hpp"
 #include "loopscale/train/kernels/loss.hpp"
@@ -110,7 +111,53 @@ int main() {
     }
   }
 
-  // ---- RMSNorm ----
+  // ---- strided-batched GEMM (attention's device form): all four transpositions, beta 0 and 0.75,
+  // strides wider than the matrices; the gaps between them must stay as they were ----
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    const int64 M = 24, N = 19, K = 16, count = 6, lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+    const int64 sA = (ta ? K : M) * lda + 5, sB = (tb ? N : K) * ldb + 2, sC = M * ldc + 7;
+    const auto A = randn(static_cast<std::size_t>(count * sA), 31), B = randn(static_cast<std::size_t>(count * sB), 32);
+    for (float beta : {0.0f, 0.75f}) {
+      auto C = randn(static_cast<std::size_t>(count * sC), 33);
+      const auto C0 = C;
+      for (int64 i = 0; i < count; ++i)
+        HostBackend::gemm(ta, tb, M, N, K, 0.5f, A.data() + i * sA, lda, B.data() + i * sB, ldb, beta, C.data() + i * sC, ldc);
+      const auto run = [&] {
+        Dev dA = up(A), dB = up(B), dC = up(C0);
+        CudaBackend::gemm_batched(ta, tb, M, N, K, 0.5f, dA.data(), lda, sA, dB.data(), ldb, sB, beta, dC.data(), ldc, sC, count);
+        return down(dC);
+      };
+      const std::string what = "gemm_batched ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " beta " + std::to_string(beta);
+      compare(what, C, run());
+      deterministic(what, run);
+    }
+  }
+
+  // ---- attention's device form (a gemm_batched per head) against the host's task form, grouped
+  // KV heads (four query heads over two) ----
+  {
+    const k::AttentionShape sh{3, seq, heads, 2, q};
+    const int64 N = sh.batch * sh.seq;
+    const auto qkv = randn(static_cast<std::size_t>(N * sh.row()), 40), dout = randn(static_cast<std::size_t>(N * sh.out_row()), 41);
+    std::vector<float> P(sh.probs()), out(N * sh.out_row()), dqkv(qkv.size()),
+        scratch(sh.seq * sh.seq * k::attention_scratch_matrices<HostBackend>(sh.batch, HostBackend::threads()));
+    k::attention_forward<HostBackend>(qkv.data(), P.data(), out.data(), sh);
+    k::attention_backward<HostBackend>(qkv.data(), P.data(), dout.data(), dqkv.data(), scratch.data(), sh);
+    const auto run = [&](int what) {
+      Dev X = up(qkv), PP(sh.probs()), O(N * sh.out_row()), DO = up(dout), DX(qkv.size()),
+          S(sh.seq * sh.seq * k::attention_scratch_matrices<CudaBackend>(sh.batch, CudaBackend::threads()));
+      k::attention_forward<CudaBackend>(X.data(), PP.data(), O.data(), sh);
+      k::attention_backward<CudaBackend>(X.data(), PP.data(), DO.data(), DX.data(), S.data(), sh);
+      return down(what == 0 ? PP : what == 1 ? O : DX);
+    };
+    compare("attention probabilities", P, run(0));
+    compare("attention forward", out, run(1));
+    compare("attention backward dqkv", dqkv, run(2));
+    deterministic("attention backward dqkv", [&] { return run(2); });
+  }
+
+  // ---- RMSNorm (CudaBackend's own kernels: one warp per row, dg from per-block partials) ----
   {
     const auto x = randn(rows * d, 4), g = randn(d, 5), dy = randn(rows * d, 6);
     std::vector<float> y(rows * d), rstd(rows), dx(rows * d), dg(d, 0.0f);
@@ -135,6 +182,43 @@ int main() {
     k::rmsnorm_backward_from_output<CudaBackend>(Y.data(), R.data(), DY.data(), DX.data(), rows, q, d, heads);
     compare("rmsnorm strided forward", ys, down(Y));
     compare("rmsnorm backward from output", dxs, down(DX));
+  }
+  // Widths that are not a multiple of the warp (and wider than several warps), rows that do not
+  // fill the last block, enough rows for several chunks of dg partials, no scale (QK-norm's form
+  // with dg unused), and accumulate into dx.
+  for (const int64 dd : {int64{70}, int64{1000}}) {
+    const int64 rr = 1001;
+    const std::string w = " (d " + std::to_string(dd) + ", " + std::to_string(rr) + " rows)";
+    const auto x = randn(rr * dd, 34), g = randn(dd, 35), dy = randn(rr * dd, 36), dx0 = randn(rr * dd, 37), dg0 = randn(dd, 38);
+    for (const bool scaled : {true, false}) {
+      const float* gp = scaled ? g.data() : nullptr;
+      std::vector<float> y(rr * dd), rstd(rr), dx = dx0, dg = dg0;
+      k::rmsnorm_forward<HostBackend>(x.data(), gp, y.data(), rstd.data(), rr, dd);
+      k::rmsnorm_backward<HostBackend>(x.data(), gp, rstd.data(), dy.data(), dx.data(), dg.data(), rr, dd, true);
+      const auto run = [&](int what) {
+        Dev X = up(x), G = up(g), Y(rr * dd), R(rr), DY = up(dy), DX = up(dx0), DG = up(dg0);
+        const float* Gp = scaled ? G.data() : nullptr;
+        k::rmsnorm_forward<CudaBackend>(X.data(), Gp, Y.data(), R.data(), rr, dd);
+        k::rmsnorm_backward<CudaBackend>(X.data(), Gp, R.data(), DY.data(), DX.data(), DG.data(), rr, dd, true);
+        return down(what == 0 ? Y : what == 1 ? R : what == 2 ? DX : DG);
+      };
+      const std::string n = scaled ? "rmsnorm" : "rmsnorm without scale";
+      compare(n + " forward" + w, y, run(0));
+      compare(n + " 1/rms" + w, rstd, run(1));
+      compare(n + " backward dx, accumulated" + w, dx, run(2));
+      compare(n + " backward dg over " + std::to_string(rr) + " rows" + w, dg, run(3), 1e-4, 1e-4);
+      deterministic(n + " forward" + w, [&] { return run(0); });
+      deterministic(n + " backward dx" + w, [&] { return run(2); });
+      deterministic(n + " backward dg" + w, [&] { return run(3); });
+    }
+    // In place, as the hook allows without accumulate and without dg: dx aliases dy.
+    std::vector<float> y(rr * dd), rstd(rr), dxy = dy;
+    k::rmsnorm_forward<HostBackend>(x.data(), g.data(), y.data(), rstd.data(), rr, dd);
+    k::rmsnorm_backward<HostBackend>(x.data(), g.data(), rstd.data(), dxy.data(), dxy.data(), static_cast<float*>(nullptr), rr, dd, false);
+    Dev X = up(x), G = up(g), Y(rr * dd), R(rr), DXY = up(dy);
+    k::rmsnorm_forward<CudaBackend>(X.data(), G.data(), Y.data(), R.data(), rr, dd);
+    k::rmsnorm_backward<CudaBackend>(X.data(), G.data(), R.data(), DXY.data(), DXY.data(), static_cast<float*>(nullptr), rr, dd, false);
+    compare("rmsnorm backward in place (dx == dy)" + w, dxy, down(DXY));
   }
 
   // ---- embedding (repeated tokens: the backward's scatter-add) ----
@@ -179,6 +263,37 @@ int main() {
     const float* lo = LO.data();
     const double ds = CudaBackend::sum(rows, [=] LOOPSCALE_HD(int64 i) { return lo[i]; });
     compare("sum of the losses", {static_cast<float>(hs)}, {static_cast<float>(ds)}, 1e-6, 1e-6);
+  }
+  // CudaBackend's own kernels (one block per row) over a vocabulary wider than the block, padded
+  // to a multiple of 128, with and without the softcap; each result twice, bit for bit.
+  for (const double cap : {15.0, 0.0}) {
+    const int64 rr = 37, vv = 1531, vpad = 1536;
+    const std::string w = " (vocab " + std::to_string(vv) + " of " + std::to_string(vpad) + ", cap " + std::to_string(cap) + ")";
+    std::vector<std::int32_t> tgt(rr);
+    for (int64 i = 0; i < rr; ++i) tgt[i] = static_cast<std::int32_t>((i * 613 + 5) % vv);
+    tgt[0] = static_cast<std::int32_t>(vv - 1);  // the last real column
+    const auto logits0 = randn(rr * vpad, 39, 20.0f);
+    const k::LossShape ls{rr, vpad, vv, cap};
+    auto logits = logits0;
+    std::vector<float> loss(rr), lse(rr);
+    k::softcap_ce_forward<HostBackend>(logits.data(), tgt.data(), loss.data(), lse.data(), ls);
+    const auto capped = logits;
+    k::softcap_ce_backward<HostBackend>(logits.data(), tgt.data(), lse.data(), 1.0f / rr, ls);
+    const auto run = [&](int what) {
+      DevI T = up(tgt);
+      Dev L = up(logits0), LO(rr), LSE(rr);
+      k::softcap_ce_forward<CudaBackend>(L.data(), T.data(), LO.data(), LSE.data(), ls);
+      if (what == 0) return down(L);
+      if (what == 1) return down(LO);
+      if (what == 2) return down(LSE);
+      k::softcap_ce_backward<CudaBackend>(L.data(), T.data(), LSE.data(), 1.0f / rr, ls);
+      return down(L);
+    };
+    compare("softcap cross-entropy: logits after the forward" + w, capped, run(0));
+    compare("softcap cross-entropy: losses" + w, loss, run(1));
+    compare("softcap cross-entropy: logsumexp" + w, lse, run(2));
+    compare("softcap cross-entropy: gradient, padding zeroed" + w, logits, run(3), 1e-7, 1e-4);
+    for (int what = 0; what < 4; ++what) deterministic("softcap cross-entropy, result " + std::to_string(what) + w, [&] { return run(what); });
   }
 
   // ---- RoPE, forward and inverse ----

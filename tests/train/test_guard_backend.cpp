@@ -184,15 +184,25 @@ TEST_CASE("guard backend: training steps never touch model memory from the host 
 TEST_CASE("guard backend: the device forms of attention and MoE train as the host forms do, without touching host memory",
           "[train][backend][guard]") {
   const train::kernels::MoeRouting aux = aux_routing(), bias = bias_routing();
+  // Dense grouped-query attention: four query heads sharing two KV heads (the MoE cases have two
+  // sharing one), so the batched GEMMs of two heads add into the same dK and dV.
+  ModelSpec gqa = spec_of(3, Inject::linear, 0, full_bptt, StateNorm::per_recurrence, 0);
+  for (StackSpec* st : {&gqa.prelude, &gqa.recur.block, &gqa.coda})
+    for (LayerSpec& l : st->layers) {
+      l.attn.heads = 4;
+      l.attn.kv_heads = 2;
+    }
   const std::pair<ModelSpec, train::kernels::MoeRouting> cases[] = {
       {spec_of(3, Inject::linear, 0, full_bptt, StateNorm::per_recurrence, 0), {}},
       {spec_of(3, Inject::hyper, 2, full_bptt, StateNorm::per_recurrence, 0), {}},
       {spec_of(2, Inject::linear, 0, full_bptt, StateNorm::per_recurrence, 4), aux},
       {spec_of(3, Inject::additive, 0, 2, StateNorm::after_loop, 4), bias},
+      {gqa, {}},
   };
   HostBackend::set_threads(2);
   for (const auto& [spec, routing] : cases) {
-    INFO(inject_name(spec.recur.inject) << ", experts " << spec.recur.block[0].ffn.experts);
+    INFO(inject_name(spec.recur.inject) << ", experts " << spec.recur.block[0].ffn.experts << ", heads "
+                                        << spec.recur.block[0].attn.heads << ", KV heads " << spec.recur.block[0].attn.kv_heads);
     const auto host = train_steps<HostBackend>(spec, routing, 3);
     const auto dev = train_steps<train::GuardDeviceBackend>(spec, routing, 3);
     for (std::size_t i = 0; i < host.losses.size(); ++i) {
@@ -205,6 +215,78 @@ TEST_CASE("guard backend: the device forms of attention and MoE train as the hos
     INFO("largest parameter difference after three steps " << worst);
     REQUIRE(worst <= 1e-5);
     REQUIRE(host.bias == dev.bias);  // sign steps from the same counts
+  }
+  HostBackend::set_threads(0);
+}
+
+TEST_CASE("guard backend: the device form's buffers are the memory estimate's (dP per sequence, not per thread)",
+          "[train][backend][guard]") {
+  const ModelSpec m = spec_of(3, Inject::linear, 0, full_bptt, StateNorm::per_recurrence, 0);
+  constexpr int64 batch = 3, seq = 12;
+  HostBackend::set_threads(2);
+  const ActivationPlan plan = activation_plan(m, seq);
+  const Transformer<float, train::GuardDeviceBackend> dev(m, batch, seq);
+  REQUIRE(dev.activation_values() == plan.per_token() * batch * seq + plan.per_thread * batch);
+  REQUIRE(count_memory(m, batch, seq, 2, 4, false).activations == dev.activation_values() * 4);
+  const Transformer<float, GuardBackend> host(m, batch, seq);
+  REQUIRE(host.activation_values() == plan.per_token() * batch * seq + plan.per_thread * 2);
+  REQUIRE(count_memory(m, batch, seq, 2).activations == host.activation_values() * 4);
+  HostBackend::set_threads(0);
+}
+
+namespace {
+
+std::vector<float> random_values(std::size_t n, std::uint64_t seed) {
+  std::vector<float> v(n);
+  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& x : v) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    x = static_cast<float>(s >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
+  }
+  return v;
+}
+
+// B::gemm_batched against a loop of HostBackend::gemm on the host copies: all four transpositions,
+// beta 0 and 0.75, leading dimensions wider than the rows and strides wider than the matrices.
+// Small products (run one per task on the host) and products large enough that gemm splits them
+// over the threads; both must give gemm's bits.
+template <class B>
+void check_gemm_batched() {
+  const auto up = [](const std::vector<float>& h) {
+    typename B::template buffer<float> d(h.size());
+    B::upload(d.data(), h.data(), static_cast<int64>(h.size()));
+    return d;
+  };
+  for (const int64 size : {int64{7}, int64{72}})
+    for (int t = 0; t < 4; ++t)
+      for (const float beta : {0.0f, 0.75f}) {
+        const bool ta = t & 1, tb = t & 2;
+        const int64 M = size, N = size - 2, K = size + 3, count = 5;
+        const int64 lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+        const int64 sA = (ta ? K : M) * lda + 5, sB = (tb ? N : K) * ldb + 2, sC = M * ldc + 7;
+        INFO(B::name << ": size " << size << ", ta " << ta << ", tb " << tb << ", beta " << beta);
+        const auto A = random_values(static_cast<std::size_t>(count * sA), 1), Bm = random_values(static_cast<std::size_t>(count * sB), 2);
+        auto C = random_values(static_cast<std::size_t>(count * sC), 3);
+        auto dA = up(A), dB = up(Bm), dC = up(C);
+        for (int64 i = 0; i < count; ++i)
+          HostBackend::gemm(ta, tb, M, N, K, 0.5f, A.data() + i * sA, lda, Bm.data() + i * sB, ldb, beta, C.data() + i * sC, ldc);
+        B::gemm_batched(ta, tb, M, N, K, 0.5f, dA.data(), lda, sA, dB.data(), ldb, sB, beta, dC.data(), ldc, sC, count);
+        std::vector<float> got(C.size());
+        B::download(got.data(), dC.data(), static_cast<int64>(got.size()));
+        REQUIRE(got == C);  // the gaps between the matrices too: untouched
+      }
+}
+
+}  // namespace
+
+TEST_CASE("backends: gemm_batched is a loop of gemm, bit for bit (host and guard backends, 1 and 2 threads)",
+          "[train][backend][guard]") {
+  for (int threads : {1, 2}) {
+    HostBackend::set_threads(threads);
+    INFO(threads << " threads");
+    check_gemm_batched<HostBackend>();
+    check_gemm_batched<GuardBackend>();
+    check_gemm_batched<train::GuardDeviceBackend>();
   }
   HostBackend::set_threads(0);
 }

@@ -100,22 +100,41 @@ TEST_CASE("rope: matches the reference and its backward is the inverse rotation"
   check_all([&] { return dot(ref_rope(x, rows, seq, heads, q, stride), w); }, x, g, "dx");
 }
 
+namespace {
+// The host backend with the device form of attention (batched GEMMs issued from the host, the
+// softmax element-wise) over plain host memory, so that form meets the same finite differences.
+struct DeviceFormHost : HB {
+  static constexpr bool nested_gemm = false;
+};
+
+template <class B>
+void check_attention(const AttentionShape& sh, const char* what) {
+  INFO(what << ", " << (B::nested_gemm ? "task form" : "device form"));
+  const int64 N = sh.batch * sh.seq;
+  vecd qkv = randn(N * sh.row(), 11 + sh.kv_heads), w = randn(N * sh.out_row(), 12);
+  auto qf = cast<float>(qkv);
+  std::vector<float> Pf(sh.probs()), of(N * sh.out_row());
+  attention_forward<B>(qf.data(), Pf.data(), of.data(), sh);
+  const vecd ref = ref_attention(qkv, sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim);
+  REQUIRE(max_abs_diff(vecd(of.begin(), of.end()), ref) < 1e-5);
+  vecd P(sh.probs()), o(N * sh.out_row()), dqkv(qkv.size());
+  vecd scratch(sh.seq * sh.seq * attention_scratch_matrices<B>(sh.batch, B::threads()));
+  attention_forward<B>(qkv.data(), P.data(), o.data(), sh);
+  attention_backward<B>(qkv.data(), P.data(), w.data(), dqkv.data(), scratch.data(), sh);
+  check_all([&] { return dot(ref_attention(qkv, sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim), w); }, qkv, dqkv, what);
+}
+}  // namespace
+
 TEST_CASE("attention: causal softmax attention with grouped KV heads", "[train][kernels]") {
+  static_assert(!DeviceFormHost::nested_gemm);
   for (int64 kv : {2, 1}) {
     const AttentionShape sh{2, 5, 2, kv, 4};
-    const int64 N = sh.batch * sh.seq;
-    vecd qkv = randn(N * sh.row(), 11 + kv), w = randn(N * sh.out_row(), 12);
-    auto qf = cast<float>(qkv);
-    std::vector<float> Pf(sh.probs()), of(N * sh.out_row());
-    attention_forward<HB>(qf.data(), Pf.data(), of.data(), sh);
-    const vecd ref = ref_attention(qkv, sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim);
-    REQUIRE(max_abs_diff(vecd(of.begin(), of.end()), ref) < 1e-5);
-    vecd P(sh.probs()), o(N * sh.out_row()), dqkv(qkv.size()), scratch(sh.seq * sh.seq * HB::threads());
-    attention_forward<HB>(qkv.data(), P.data(), o.data(), sh);
-    attention_backward<HB>(qkv.data(), P.data(), w.data(), dqkv.data(), scratch.data(), sh);
-    check_all([&] { return dot(ref_attention(qkv, sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim), w); }, qkv, dqkv,
-              kv == 1 ? "grouped dqkv" : "dqkv");
+    check_attention<HB>(sh, kv == 1 ? "grouped dqkv" : "dqkv");
+    check_attention<DeviceFormHost>(sh, kv == 1 ? "grouped dqkv" : "dqkv");
   }
+  // Four query heads in two groups over three sequences: the device form's per-head batches.
+  check_attention<HB>({3, 4, 4, 2, 2}, "4 heads, 2 KV heads, 3 sequences");
+  check_attention<DeviceFormHost>({3, 4, 4, 2, 2}, "4 heads, 2 KV heads, 3 sequences");
 }
 
 TEST_CASE("mlp: relu2, gelu and swiglu", "[train][kernels]") {

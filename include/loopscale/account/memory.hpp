@@ -79,7 +79,7 @@ struct ActivationPlan {
   int64 recur = 0;             // injection inputs and lane states of the kept recurrences
   int64 scratch = 0;           // one layer's worth for the forward-only recurrences
   int64 workspace = 0;         // gradients of activations during the backward
-  int64 per_thread = 0;        // values per thread, not per token: attention's dP (T x T)
+  int64 per_thread = 0;        // attention's dP (T x T), per thread or per sequence (count_memory), not per token
   int64 index = 0;             // 32-bit routing indices per token (MoE), besides the values above
   constexpr int64 per_token() const { return outer + layers + recur + scratch + workspace; }
 };
@@ -152,16 +152,18 @@ struct MemoryEstimate {
 };
 
 // Bytes for training `m` on batches of `batch` sequences of `seq_len` tokens with `threads`
-// threads, values of `value_bytes` bytes (4: fp32).
+// threads, values of `value_bytes` bytes (4: fp32). `nested_gemm` is the backend's (B::nested_gemm):
+// its attention backward keeps one dP matrix per thread (the host's task form) or, when false, one
+// per sequence (the device form of train/kernels/attention.hpp).
 constexpr MemoryEstimate count_memory(const ModelSpec& m, int64 batch, int64 seq_len, int64 threads = 2,
-                                      int64 value_bytes = 4) {
+                                      int64 value_bytes = 4, bool nested_gemm = true) {
   const ActivationPlan p = activation_plan(m, seq_len);
   const int64 n = count_params(m).total, tokens = batch * seq_len;
   MemoryEstimate e;
   e.params = n * value_bytes;
   e.grads = n * value_bytes;
   e.optimizer = 2 * n * value_bytes;
-  e.activations = (p.per_token() * tokens + p.per_thread * threads) * value_bytes;
+  e.activations = (p.per_token() * tokens + p.per_thread * (nested_gemm ? threads : batch)) * value_bytes;
   e.tokens = 2 * tokens * 4;
   e.indices = p.index * tokens * 4;
   e.total = e.params + e.grads + e.optimizer + e.activations + e.tokens + e.indices;

@@ -664,7 +664,8 @@ class Transformer {
     kernels::int32* miscratch = ic.take(mi);
     if (mscratch && miscratch)
       for (MoeLayer& m : moe_) m.scratch = kernels::moe_scratch(m.shape->ms, N, mscratch, miscratch);
-    if (train_) dP_ = c.take(seq_ * seq_ * threads_);
+    // Attention's dP: T x T per thread (task form) or per sequence (device form).
+    if (train_) dP_ = c.take(seq_ * seq_ * kernels::attention_scratch_matrices<B>(batch_, threads_));
   }
 
   // The backward's gradient buffers (in the arena's order, between the activations and the MoE

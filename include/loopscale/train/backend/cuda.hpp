@@ -4,12 +4,16 @@
 // GEMMs go to cuBLASLt (backend/cublaslt.hpp; double ones to cuBLAS). Every CUDA and cuBLAS error
 // becomes an exception naming the call (and, for a GEMM, the shapes).
 //
-// Status (see docs/training.md, "Backends"): the element-wise kernels, the GEMMs, the optimiser and
-// the memory seam run here and are checked against their host twins by tests/cuda/
-// kernels_device.cu. Attention and the MoE experts call B::gemm inside a parallel_for task, which
-// cannot run on a device; until this backend supplies its own attention and MoE dispatch, a whole
-// model does not run on it. Nothing in this file has yet run on a GPU in this project: it is
-// compiled by nvcc in every build that finds nvcc, and its tests skip (exit 77) without a device.
+// Status (see docs/training.md, "Backends"): every kernel of the model has a form for this backend.
+// The element-wise kernels run their portable LOOPSCALE_HD lambdas through Thrust; attention and
+// the MoE experts run their device forms (nested_gemm false: GEMMs issued from the host, attention's
+// as one gemm_batched per head over the sequences); RMSNorm and the softcapped cross-entropy run
+// kernels of this backend's own (cuda_kernels.hpp, through the hook of backend/host.hpp). The
+// kernels are checked against their host twins by tests/cuda/kernels_device.cu and the whole model
+// against the host by tests/cuda/model_device.cu. Nothing in this file or cuda_kernels.hpp has yet
+// run on a GPU in this project: they are compiled by nvcc in every build that finds nvcc, and
+// their tests skip (exit 77) without a device. The device forms' arithmetic is checked on the CPU
+// (GuardDeviceBackend, tests/train/test_guard_backend.cpp).
 //
 // Precision: buffers, master weights, gradients and optimiser state are fp32; the float GEMMs run
 // in set_precision()'s arithmetic (backend/precision.hpp): bf16 by default (bf16 inputs on the
@@ -42,6 +46,7 @@
 #include "loopscale/train/backend/buffer.hpp"
 #include "loopscale/train/backend/cublaslt.hpp"
 #include "loopscale/train/backend/cuda_device.hpp"
+#include "loopscale/train/backend/cuda_kernels.hpp"  // before CudaBackend: its forwarding members name these
 #include "loopscale/train/backend/portable.hpp"
 #include "loopscale/train/backend/precision.hpp"
 
@@ -192,6 +197,27 @@ struct CudaBackend {
     return {static_cast<std::int64_t>(m.free), static_cast<std::int64_t>(m.total)};
   }
 
+  // Kernels of this backend's own (the hook of backend/host.hpp; cuda_kernels.hpp): the portable
+  // kernels of kernels/rmsnorm.hpp and kernels/loss.hpp call these instead of their bodies.
+  template <class T>
+  static void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d, T eps) {
+    cuda_kernels::rmsnorm_forward(x, g, y, rstd, rows, d, eps);
+  }
+  template <class T>
+  static void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx, T* dg, int64 rows, int64 d, bool accumulate) {
+    cuda_kernels::rmsnorm_backward(x, g, rstd, dy, dx, dg, rows, d, accumulate);
+  }
+  template <class T>
+  static void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* lse, int64 rows, int64 padded_vocab, int64 vocab,
+                                 T cap) {
+    cuda_kernels::softcap_ce_forward(logits, targets, losses, lse, rows, padded_vocab, vocab, cap);
+  }
+  template <class T>
+  static void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T scale, int64 rows, int64 padded_vocab,
+                                  int64 vocab, T cap) {
+    cuda_kernels::softcap_ce_backward(logits, targets, lse, scale, rows, padded_vocab, vocab, cap);
+  }
+
   // Row-major C = alpha op(A) op(B) + beta C.
   template <class T>
   static void gemm(bool ta, bool tb, int64 M, int64 N, int64 K, T alpha, const T* A, int64 lda, const T* B, int64 ldb, T beta,
@@ -236,6 +262,7 @@ struct CudaBackend {
       }
     }
   }
+
 };
 
 }  // namespace loopscale::train

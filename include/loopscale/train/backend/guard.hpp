@@ -1,10 +1,10 @@
 // The guard backend: HostBackend's kernels over memory the host cannot touch. Every buffer it
 // allocates is mapped with no access (PROT_NONE) except while one of the backend's own calls runs
-// (gemm, parallel_for, sum, single, upload, download), so host code that reads or writes model
-// memory outside the backend, which on a GPU would dereference a device pointer on the host, stops
-// with SIGSEGV at the line that does it. A model whose training step runs under this backend with
-// the same results as under HostBackend has a seam a device backend can plug into; tests do that
-// (tests/train/test_guard_backend.cpp).
+// (gemm, gemm_batched, parallel_for, sum, single, upload, download), so host code that reads or
+// writes model memory outside the backend, which on a GPU would dereference a device pointer on
+// the host, stops with SIGSEGV at the line that does it. A model whose training step runs under
+// this backend with the same results as under HostBackend has a seam a device backend can plug
+// into; tests do that (tests/train/test_guard_backend.cpp).
 //
 // Only for tests: every backend call changes the protection of every live buffer (two mprotect
 // calls per buffer), so it is slow. Calls nest (a gemm inside a parallel_for's task, from any
@@ -134,6 +134,12 @@ struct GuardBackendOf {
                    T beta, T* C, int64 ldc) {
     const guard_detail::Open open;
     HostBackend::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+  template <class T>
+  static void gemm_batched(bool ta, bool tb, int64 M, int64 N, int64 K, T alpha, const T* A, int64 lda, int64 strideA, const T* B,
+                           int64 ldb, int64 strideB, T beta, T* C, int64 ldc, int64 strideC, int64 count) {
+    const guard_detail::Open open;
+    HostBackend::gemm_batched(ta, tb, M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, count);
   }
   template <class T>
   static void upload(T* dst, const T* src, int64 n) {

@@ -3,6 +3,9 @@
 // device backend (Thrust CUDA + cuBLAS) can be added beside it without touching the model code.
 //
 //   gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)   row-major C = a op(A) op(B) + b C
+//   gemm_batched(ta, tb, M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, count)
+//                                                                count independent gemms, C_i = a op(A_i) op(B_i) + b C_i
+//                                                                with X_i = X + i * strideX (one launch on a device)
 //   parallel_for(n, f)                                           f(i) for i in [0, n), any order
 //   sum(n, f)                                                    sum of f(i) in double, fixed order
 //   single(f)                                                    f() once, on the backend (serial work on its memory)
@@ -10,6 +13,16 @@
 //   buffer<T>, upload(dst, src, n), download(dst, src, n)        its memory, and copies to and from the host
 //   host_memory                                                  whether host code may read a buffer directly
 //   nested_gemm                                                  whether a parallel_for task may call gemm
+//
+// Kernels of a backend's own (optional): a kernel whose portable form is slow on some backend asks,
+// at compile time, whether the backend has a static member of the kernel's name, and calls it
+// instead of its own body when it has:
+//   if constexpr (requires { B::rmsnorm_forward(x, g, y, rstd, rows, d, T(rms_eps)); }) { B::rmsnorm_forward(...); return; }
+// so the model keeps one code path and a backend without the member runs the portable kernel. The
+// arguments are the kernel's own, with its constants (rms_eps) and shape structs (LossShape) passed
+// as plain values, so a backend need not include the kernels. Hooked now: rmsnorm_forward,
+// rmsnorm_backward (kernels/rmsnorm.hpp), softcap_ce_forward, softcap_ce_backward (kernels/loss.hpp);
+// CudaBackend supplies all four (backend/cuda_kernels.hpp), HostBackend none.
 //
 // Every buffer a kernel reads or writes is a backend buffer; host code touches one only through
 // upload/download or inside a backend call (guard.hpp's backend checks that, for tests). Here a
@@ -181,8 +194,7 @@ struct HostBackend {
     // keep Eigen's kernels efficient.
     const bool split_rows = M >= N;
     const int64 side = split_rows ? M : N;
-    const int64 work = M * N * std::max<int64>(K, 1);
-    const int parts = (nt > 1 && side >= 16 * nt && work >= (int64{1} << 18)) ? nt : 1;
+    const int parts = splits(M, N, K, nt) ? nt : 1;
     if (parts == 1) {
       gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
       return;
@@ -203,6 +215,26 @@ struct HostBackend {
         }
       }
     }
+  }
+
+  // count independent products C_i = alpha op(A_i) op(B_i) + beta C_i, X_i = X + i * strideX, each
+  // as gemm computes it. A product gemm would split into panels over the threads runs as gemm
+  // does, one after the other; smaller ones (attention's per-head products at short contexts) run
+  // one whole product per task instead, and as gemm would run them unsplit, the results are
+  // gemm's bit for bit in both cases (for a given thread count).
+  template <class T>
+  static void gemm_batched(bool ta, bool tb, int64 M, int64 N, int64 K, T alpha, const T* A, int64 lda, int64 strideA,
+                           const T* B, int64 ldb, int64 strideB, T beta, T* C, int64 ldc, int64 strideC, int64 count) {
+    if (count <= 0 || M <= 0 || N <= 0) return;
+    const int nt = omp_in_parallel() ? 1 : threads();
+    if (count == 1 || nt == 1 || splits(M, N, K, nt)) {
+      for (int64 i = 0; i < count; ++i)
+        gemm(ta, tb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta, C + i * strideC, ldc);
+      return;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64 i = 0; i < count; ++i)
+      gemm_serial(ta, tb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta, C + i * strideC, ldc);
   }
 
   template <class T>
@@ -282,6 +314,11 @@ struct HostBackend {
   }
 
  private:
+  // Whether gemm splits an M x N x K product into one panel per thread (of nt).
+  static bool splits(int64 M, int64 N, int64 K, int nt) {
+    const int64 side = std::max(M, N), work = M * N * std::max<int64>(K, 1);
+    return nt > 1 && side >= 16 * nt && work >= (int64{1} << 18);
+  }
   static int& thread_count() {
     static int n = 0;
     return n;

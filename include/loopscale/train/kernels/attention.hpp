@@ -49,8 +49,12 @@ LOOPSCALE_HD inline void causal_softmax_backward_row(const T* p, T* d, int64 t, 
 
 // Two forms of the same arithmetic, chosen by the backend (B::nested_gemm): the task form runs one
 // parallel task per (sequence, head) that makes its own GEMMs (the host: the heads spread over the
-// threads); the device form issues every GEMM from the host, one per (sequence, head), and runs
-// the softmax as one element-wise pass over all rows (a GPU, or GuardDeviceBackend in the tests).
+// threads); the device form issues every GEMM from the host, one strided-batched GEMM per head over
+// all sequences (a sequence's rows are T * row() values after the previous one's, its probabilities
+// heads * T * T after), and runs the softmax as one element-wise pass over all rows (a GPU, or
+// GuardDeviceBackend in the tests). Batching over the heads too would need one stride for two
+// steps (a head is head_dim values into the row, a sequence T rows on), so the heads stay a loop:
+// `heads` launches per product rather than batch * heads.
 
 // out (N x h q) and P (batch x heads x T x T) from qkv (N x row()).
 template <class B, class T>
@@ -69,15 +73,17 @@ void attention_forward(const T* qkv, T* P, T* out, const AttentionShape& s) {
       B::gemm(false, false, Tn, q, Tn, T(1), S, Tn, V, C, T(0), out + b * Tn * hq + h * q, hq);
     });
   } else {
-    for (int64 bh = 0; bh < s.batch * s.heads; ++bh) {
-      const int64 b = bh / s.heads, h = bh % s.heads, g = h / group;
-      B::gemm(false, true, Tn, Tn, q, scale, qkv + b * Tn * C + h * q, C, qkv + b * Tn * C + (s.heads + g) * q, C, T(0), P + bh * Tn * Tn, Tn);
+    const int64 seqC = Tn * C, seqP = s.heads * Tn * Tn;  // one sequence on, in qkv and in P
+    for (int64 h = 0; h < s.heads; ++h) {
+      const int64 g = h / group;
+      B::gemm_batched(false, true, Tn, Tn, q, scale, qkv + h * q, C, seqC, qkv + (s.heads + g) * q, C, seqC, T(0), P + h * Tn * Tn, Tn, seqP,
+                      s.batch);
     }
     B::parallel_for(s.batch * s.heads * Tn, [=] LOOPSCALE_HD(int64 r) { causal_softmax_row(P + r * Tn, r % Tn, Tn); });
-    for (int64 bh = 0; bh < s.batch * s.heads; ++bh) {
-      const int64 b = bh / s.heads, h = bh % s.heads, g = h / group;
-      B::gemm(false, false, Tn, q, Tn, T(1), P + bh * Tn * Tn, Tn, qkv + b * Tn * C + (s.heads + s.kv_heads + g) * q, C, T(0),
-              out + b * Tn * hq + h * q, hq);
+    for (int64 h = 0; h < s.heads; ++h) {
+      const int64 g = h / group;
+      B::gemm_batched(false, false, Tn, q, Tn, T(1), P + h * Tn * Tn, Tn, seqP, qkv + (s.heads + s.kv_heads + g) * q, C, seqC, T(0),
+                      out + h * q, hq, Tn * hq, s.batch);
     }
   }
 }
@@ -120,8 +126,8 @@ void attention_decode(const T* q, const T* K, const T* V, int64 ld, int64 t, T* 
 
 namespace detail {
 
-// The backward of the query heads of KV group bg (sequence bg / kv_heads), in head order, adding
-// into the group's dK and dV (zeroed by the caller); dP is one T x T scratch matrix.
+// The task form's backward of the query heads of KV group bg (sequence bg / kv_heads), in head
+// order, adding into the group's dK and dV (zeroed by the caller); dP is one T x T scratch matrix.
 template <class B, class T>
 void attention_group_backward(const T* qkv, const T* P, const T* dout, T* dqkv, T* dP, int64 bg, const AttentionShape& s, T scale) {
   const int64 Tn = s.seq, q = s.head_dim, C = s.row(), hq = s.out_row(), group = s.heads / s.kv_heads;
@@ -138,11 +144,7 @@ void attention_group_backward(const T* qkv, const T* P, const T* dout, T* dqkv, 
     const T* dO = dout + b * Tn * hq + h * q;
     B::gemm(false, true, Tn, Tn, q, T(1), dO, hq, V, C, T(0), dP, Tn);
     B::gemm(true, false, Tn, q, Tn, T(1), S, Tn, dO, hq, T(1), dV, C);
-    if constexpr (B::nested_gemm) {
-      for (int64 t = 0; t < Tn; ++t) causal_softmax_backward_row(S + t * Tn, dP + t * Tn, t, Tn, scale);
-    } else {
-      B::parallel_for(Tn, [=] LOOPSCALE_HD(int64 t) { causal_softmax_backward_row(S + t * Tn, dP + t * Tn, t, Tn, scale); });
-    }
+    for (int64 t = 0; t < Tn; ++t) causal_softmax_backward_row(S + t * Tn, dP + t * Tn, t, Tn, scale);
     B::gemm(false, false, Tn, q, Tn, T(1), dP, Tn, K, C, T(0), dQ, C);
     B::gemm(true, false, Tn, q, Tn, T(1), dP, Tn, Q, C, T(1), dK, C);
   }
@@ -150,8 +152,15 @@ void attention_group_backward(const T* qkv, const T* P, const T* dout, T* dqkv, 
 
 }  // namespace detail
 
-// dqkv (N x row()) is overwritten. scratch holds T x T values per backend thread (the device form
-// uses the first).
+// The T x T matrices of dP the backward needs as scratch: one per backend thread in the task form
+// (each task works through its heads with one), one per sequence in the device form (a head's
+// batched GEMMs produce every sequence's dP at once). model.hpp and account/memory.hpp size it so.
+template <class B>
+constexpr int64 attention_scratch_matrices(int64 batch, int64 threads) {
+  return B::nested_gemm ? threads : batch;
+}
+
+// dqkv (N x row()) is overwritten; scratch holds attention_scratch_matrices<B> T x T matrices.
 template <class B, class T>
 void attention_backward(const T* qkv, const T* P, const T* dout, T* dqkv, T* scratch, const AttentionShape& s) {
   const int64 Tn = s.seq, q = s.head_dim, C = s.row();
@@ -167,13 +176,35 @@ void attention_backward(const T* qkv, const T* P, const T* dout, T* dqkv, T* scr
       detail::attention_group_backward<B>(qkv, P, dout, dqkv, scratch + static_cast<int64>(B::thread_id()) * Tn * Tn, bg, s, scale);
     });
   } else {
-    // dK and dV (the columns after the query heads) of every row start at zero; then one group
-    // after the other through the one scratch matrix.
-    const int64 first = s.heads * q;
+    // dK and dV (the columns after the query heads) of every row start at zero; then the heads in
+    // order, each batched over the sequences with one T x T matrix of dP per sequence in scratch.
+    // The heads of a group add into its dK and dV in head order, as in the task form.
+    const int64 first = s.heads * q, hq = s.out_row(), group = s.heads / s.kv_heads;
+    const int64 seqC = Tn * C, seqO = Tn * hq, seqP = s.heads * Tn * Tn, TT = Tn * Tn;
     B::parallel_for(s.batch * Tn, [=] LOOPSCALE_HD(int64 r) {
       for (int64 j = first; j < C; ++j) dqkv[r * C + j] = T(0);
     });
-    for (int64 bg = 0; bg < s.batch * s.kv_heads; ++bg) detail::attention_group_backward<B>(qkv, P, dout, dqkv, scratch, bg, s, scale);
+    T* dP = scratch;
+    for (int64 h = 0; h < s.heads; ++h) {
+      const int64 g = h / group;
+      const T* Q = qkv + h * q;
+      const T* K = qkv + (s.heads + g) * q;
+      const T* V = qkv + (s.heads + s.kv_heads + g) * q;
+      const T* S = P + h * TT;
+      const T* dO = dout + h * q;
+      T* dQ = dqkv + h * q;
+      T* dK = dqkv + (s.heads + g) * q;
+      T* dV = dqkv + (s.heads + s.kv_heads + g) * q;
+      B::gemm_batched(false, true, Tn, Tn, q, T(1), dO, hq, seqO, V, C, seqC, T(0), dP, Tn, TT, s.batch);
+      B::gemm_batched(true, false, Tn, q, Tn, T(1), S, Tn, seqP, dO, hq, seqO, T(1), dV, C, seqC, s.batch);
+      // Row r of the batch's dP: sequence r / T, position r % T.
+      B::parallel_for(s.batch * Tn, [=] LOOPSCALE_HD(int64 r) {
+        const int64 b = r / Tn, t = r % Tn;
+        causal_softmax_backward_row(S + b * seqP + t * Tn, dP + r * Tn, t, Tn, scale);
+      });
+      B::gemm_batched(false, false, Tn, q, Tn, T(1), dP, Tn, TT, K, C, seqC, T(0), dQ, C, seqC, s.batch);
+      B::gemm_batched(true, false, Tn, q, Tn, T(1), dP, Tn, TT, Q, C, seqC, T(1), dK, C, seqC, s.batch);
+    }
   }
 }
 

@@ -17,10 +17,17 @@ struct LossShape {
   double softcap = 15.0;  // 0: no cap
 };
 
+// A backend with a kernel of its own for these two (backend/host.hpp, "Kernels of a backend's
+// own": CUDA's one block per row) runs it instead, with the shape as plain values.
+
 // Caps `logits` (rows x padded_vocab) in place, writes each row's loss (nats) and logsumexp.
 template <class B, class T>
 void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* lse, const LossShape& s) {
   const T cap = T(s.softcap);
+  if constexpr (requires { B::softcap_ce_forward(logits, targets, losses, lse, s.rows, s.padded_vocab, s.vocab, cap); }) {
+    B::softcap_ce_forward(logits, targets, losses, lse, s.rows, s.padded_vocab, s.vocab, cap);
+    return;
+  }
   B::parallel_for(s.rows, [=] LOOPSCALE_HD(int64 i) {
     T* z = logits + i * s.padded_vocab;
     T mx = -std::numeric_limits<T>::infinity();
@@ -40,6 +47,10 @@ void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* ls
 template <class B, class T>
 void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T scale, const LossShape& s) {
   const T cap = T(s.softcap);
+  if constexpr (requires { B::softcap_ce_backward(logits, targets, lse, scale, s.rows, s.padded_vocab, s.vocab, cap); }) {
+    B::softcap_ce_backward(logits, targets, lse, scale, s.rows, s.padded_vocab, s.vocab, cap);
+    return;
+  }
   B::parallel_for(s.rows, [=] LOOPSCALE_HD(int64 i) {
     T* z = logits + i * s.padded_vocab;
     const int64 tgt = targets[i];

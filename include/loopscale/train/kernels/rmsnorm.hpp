@@ -13,8 +13,14 @@ namespace loopscale::train::kernels {
 
 inline constexpr double rms_eps = 1e-6;
 
+// A backend with a kernel of its own for these two (backend/host.hpp, "Kernels of a backend's
+// own": CUDA's one warp per row) runs it instead, with rms_eps passed in.
 template <class B, class T>
 void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d) {
+  if constexpr (requires { B::rmsnorm_forward(x, g, y, rstd, rows, d, T(rms_eps)); }) {
+    B::rmsnorm_forward(x, g, y, rstd, rows, d, T(rms_eps));
+    return;
+  }
   B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
     const T* xi = x + i * d;
     T* yi = y + i * d;
@@ -34,6 +40,10 @@ void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d)
 template <class B, class T>
 void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx, T* dg, int64 rows, int64 d,
                       bool accumulate) {
+  if constexpr (requires { B::rmsnorm_backward(x, g, rstd, dy, dx, dg, rows, d, accumulate); }) {
+    B::rmsnorm_backward(x, g, rstd, dy, dx, dg, rows, d, accumulate);
+    return;
+  }
   B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
     const T* xi = x + i * d;
     const T* dyi = dy + i * d;

@@ -1,0 +1,271 @@
+// CUDA kernels of CudaBackend's own, for kernels whose portable form (one LOOPSCALE_HD lambda per
+// row through parallel_for) is slow on a GPU: one thread walking a whole row reads it with a stride
+// of a row between neighbouring threads (no coalescing) and leaves most of the device idle. The
+// portable kernels call these through the backend hook (backend/host.hpp: a kernel calls B::<its
+// name> when the backend has it); CudaBackend forwards to the functions below.
+//
+//   rmsnorm_forward, rmsnorm_backward (kernels/rmsnorm.hpp): one warp per row, the lanes striding
+//     the row (coalesced) and the row's sum of squares or dot product reduced by warp shuffles. The
+//     scale gradient dg is a sum over rows: per-block partials over fixed chunks of rows, then one
+//     thread per column adds the chunks in order, so it is deterministic (no atomics).
+//   softcap_ce_forward, softcap_ce_backward (kernels/loss.hpp): one block per row of logits, the
+//     threads striding the vocabulary, max and sum reduced over the block in a fixed tree.
+//
+// The arithmetic is the host twin's term by term (the same formulas, products in the same order);
+// only the order of the sums differs (trees instead of one pass in index order), so results agree
+// to rounding, and each is the same bits from run to run on one device. Nothing here has yet run
+// on a GPU in this project; tests/cuda/kernels_device.cu checks them against the host twins.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "loopscale/train/backend/cuda_kernels.hpp is CUDA code: compile this file with nvcc and link loopscale::cuda"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace loopscale::train::cuda_kernels {
+
+using int64 = std::int64_t;
+
+inline void launched(const char* kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("cuda: kernel ") + kernel + " failed: " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")");
+}
+
+// ---- reductions ---------------------------------------------------------------------------------
+
+struct Sum {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Max {  // the host's `a > m ? a : m`
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a > b ? a : b;
+  }
+};
+
+// Butterfly over the 32 lanes: lane i adds lane i ^ o's value at every step, and a + b == b + a in
+// IEEE arithmetic, so every lane ends with the same bits.
+template <class T, class Op>
+__device__ T warp_reduce(T v, Op op) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Over the whole block (blockDim.x a multiple of 32, at most 1024): each warp's value into `red`
+// (32 slots of shared memory), then every warp reduces the slots, so every thread returns the
+// same bits. Starts with a barrier, so `red` may be reused by consecutive calls.
+template <class T, class Op>
+__device__ T block_reduce(T v, Op op, T identity, T* red) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warps = static_cast<int>(blockDim.x / 32);
+  v = warp_reduce(v, op);
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  return warp_reduce(lane < warps ? red[lane] : identity, op);
+}
+
+// ---- RMSNorm (kernels/rmsnorm.hpp) ----------------------------------------------------------------
+
+inline constexpr int rows_per_block = 8;  // warps per block of the row kernels: 256 threads
+
+// One warp per row: y = x * r (* g), r = 1 / sqrt(mean(x^2) + eps), kept in rstd.
+template <class T>
+__global__ void rmsnorm_forward_rows(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d, T eps) {
+  const int64 row = static_cast<int64>(blockIdx.x) * rows_per_block + threadIdx.x / 32;
+  if (row >= rows) return;  // the whole warp: every lane of a live warp reaches the shuffles
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const T* xi = x + row * d;
+  T* yi = y + row * d;
+  T ss = 0;
+  for (int64 j = lane; j < d; j += 32) ss += xi[j] * xi[j];
+  ss = warp_reduce(ss, Sum{});
+  const T r = T(1) / std::sqrt(ss / T(d) + eps);
+  if (lane == 0) rstd[row] = r;
+  if (g)
+    for (int64 j = lane; j < d; j += 32) yi[j] = xi[j] * r * g[j];
+  else
+    for (int64 j = lane; j < d; j += 32) yi[j] = xi[j] * r;
+}
+
+// One warp per row: dx = (or +=) r (gy - x c), gy = dy (* g), c = <gy, x> r^2 / d. dx may alias dy
+// (without accumulate): the dot product reads the whole row of dy before the shuffles, which every
+// lane passes before any writes dx, and afterwards each lane reads dy[j] before writing dx[j].
+template <class T>
+__global__ void rmsnorm_backward_rows(const T* x, const T* g, const T* rstd, const T* dy, T* dx, int64 rows, int64 d, bool accumulate) {
+  const int64 row = static_cast<int64>(blockIdx.x) * rows_per_block + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const T* xi = x + row * d;
+  const T* dyi = dy + row * d;
+  T* dxi = dx + row * d;
+  const T r = rstd[row];
+  T dot = 0;
+  for (int64 j = lane; j < d; j += 32) dot += (g ? dyi[j] * g[j] : dyi[j]) * xi[j];
+  dot = warp_reduce(dot, Sum{});
+  const T c = dot * r * r / T(d);
+  for (int64 j = lane; j < d; j += 32) {
+    const T v = r * ((g ? dyi[j] * g[j] : dyi[j]) - xi[j] * c);
+    dxi[j] = accumulate ? dxi[j] + v : v;
+  }
+}
+
+// dg partials: block (cx, cy) sums dy * x * r over the rows of chunk cy for 32 columns from 32 cx,
+// its 8 thread rows each taking every 8th row of the chunk, the 8 sums added in order.
+inline constexpr int dg_columns = 32, dg_lanes = 8;
+
+template <class T>
+__global__ void rmsnorm_dg_partials(const T* x, const T* rstd, const T* dy, T* part, int64 rows, int64 d, int64 chunk) {
+  __shared__ T acc[dg_lanes][dg_columns + 1];  // +1: no bank conflicts down a column
+  const int64 j = static_cast<int64>(blockIdx.x) * dg_columns + threadIdx.x;
+  const int64 lo = static_cast<int64>(blockIdx.y) * chunk, hi = lo + chunk < rows ? lo + chunk : rows;
+  T a = 0;
+  if (j < d)
+    for (int64 i = lo + threadIdx.y; i < hi; i += dg_lanes) a += dy[i * d + j] * x[i * d + j] * rstd[i];
+  acc[threadIdx.y][threadIdx.x] = a;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < d) {
+    T s = acc[0][threadIdx.x];
+    for (int y = 1; y < dg_lanes; ++y) s += acc[y][threadIdx.x];
+    part[static_cast<int64>(blockIdx.y) * d + j] = s;
+  }
+}
+
+// dg[j] += the chunks' partials of column j, in chunk order.
+template <class T>
+__global__ void rmsnorm_dg_sum(const T* part, T* dg, int64 chunks, int64 d) {
+  const int64 j = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  T s = 0;
+  for (int64 c = 0; c < chunks; ++c) s += part[c * d + j];
+  dg[j] += s;
+}
+
+// Device scratch for the dg partials, kept and grown as needed until exit (as the cuBLAS handle is).
+// cudaFree waits for the device, so no kernel still reads the old block when it goes.
+template <class T>
+T* partials(std::size_t n) {
+  static T* p = nullptr;
+  static std::size_t capacity = 0;
+  if (n > capacity) {
+    if (p) cudaFree(p);
+    p = nullptr;
+    capacity = 0;
+    const cudaError_t e = cudaMalloc(&p, n * sizeof(T));
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string("cuda: cudaMalloc failed: ") + cudaGetErrorString(e) + ", " + std::to_string(n * sizeof(T)) +
+                               " bytes for the RMSNorm scale gradient's partials");
+    capacity = n;
+  }
+  return p;
+}
+
+template <class T>
+void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d, T eps) {
+  if (rows <= 0 || d <= 0) return;
+  const auto blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+  rmsnorm_forward_rows<T><<<blocks, 32 * rows_per_block>>>(x, g, y, rstd, rows, d, eps);
+  launched("rmsnorm_forward_rows");
+}
+
+template <class T>
+void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx, T* dg, int64 rows, int64 d, bool accumulate) {
+  if (rows <= 0 || d <= 0) return;
+  const auto blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+  rmsnorm_backward_rows<T><<<blocks, 32 * rows_per_block>>>(x, g, rstd, dy, dx, rows, d, accumulate);
+  launched("rmsnorm_backward_rows");
+  // dg after dx, as the host twin does (dx may alias dy only where no dg is asked for).
+  if (dg) {
+    // Chunks of at least 256 rows, at most 1024 of them (the grid's y side must stay under 65536):
+    // both depend only on the shape, so the order of the sums does too.
+    const int64 chunks_wanted = (rows + 255) / 256;
+    const int64 chunks_max = chunks_wanted < 1024 ? chunks_wanted : 1024;
+    const int64 chunk = (rows + chunks_max - 1) / chunks_max;
+    const int64 chunks = (rows + chunk - 1) / chunk;
+    T* part = partials<T>(static_cast<std::size_t>(chunks * d));
+    const dim3 grid(static_cast<unsigned>((d + dg_columns - 1) / dg_columns), static_cast<unsigned>(chunks));
+    rmsnorm_dg_partials<T><<<grid, dim3(dg_columns, dg_lanes)>>>(x, rstd, dy, part, rows, d, chunk);
+    launched("rmsnorm_dg_partials");
+    rmsnorm_dg_sum<T><<<static_cast<unsigned>((d + 255) / 256), 256>>>(part, dg, chunks, d);
+    launched("rmsnorm_dg_sum");
+  }
+}
+
+// ---- softcapped cross-entropy (kernels/loss.hpp) ------------------------------------------------
+
+inline constexpr int ce_threads = 512;
+
+// One block per row: caps the first `vocab` logits in place (cap > 0), then lse = max + log(sum of
+// exp(z - max)) and loss = lse - z[target]. The padding columns are left as they are.
+template <class T>
+__global__ void softcap_ce_forward_rows(T* logits, const std::int32_t* targets, T* losses, T* lse, int64 padded_vocab, int64 vocab, T cap) {
+  __shared__ T red[32];
+  const int64 i = blockIdx.x;
+  T* z = logits + i * padded_vocab;
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64 j = threadIdx.x; j < vocab; j += blockDim.x) {
+    T v = z[j];
+    if (cap > T(0)) {
+      v = cap * std::tanh(v / cap);
+      z[j] = v;
+    }
+    mx = v > mx ? v : mx;
+  }
+  mx = block_reduce(mx, Max{}, -std::numeric_limits<T>::infinity(), red);
+  T sum = 0;
+  for (int64 j = threadIdx.x; j < vocab; j += blockDim.x) sum += std::exp(z[j] - mx);  // this thread's own capped values
+  sum = block_reduce(sum, Sum{}, T(0), red);
+  // z[target] was capped by its thread before the reductions' barriers, so thread 0 sees it.
+  if (threadIdx.x == 0) {
+    const T l = mx + std::log(sum);
+    lse[i] = l;
+    losses[i] = l - z[targets[i]];
+  }
+}
+
+// One block per row: the capped logits become d loss / d raw logits, (softmax - onehot) * scale
+// * (1 - (z / cap)^2); the padding columns become zeros.
+template <class T>
+__global__ void softcap_ce_backward_rows(T* logits, const std::int32_t* targets, const T* lse, T scale, int64 padded_vocab, int64 vocab,
+                                         T cap) {
+  const int64 i = blockIdx.x;
+  T* z = logits + i * padded_vocab;
+  const int64 tgt = targets[i];
+  const T l = lse[i];
+  for (int64 j = threadIdx.x; j < vocab; j += blockDim.x) {
+    const T p = std::exp(z[j] - l);
+    const T dz = (p - (j == tgt ? T(1) : T(0))) * scale;
+    const T u = cap > T(0) ? z[j] / cap : T(0);
+    z[j] = dz * (T(1) - u * u);
+  }
+  for (int64 j = vocab + threadIdx.x; j < padded_vocab; j += blockDim.x) z[j] = T(0);
+}
+
+template <class T>
+void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* lse, int64 rows, int64 padded_vocab, int64 vocab, T cap) {
+  if (rows <= 0) return;
+  softcap_ce_forward_rows<T><<<static_cast<unsigned>(rows), ce_threads>>>(logits, targets, losses, lse, padded_vocab, vocab, cap);
+  launched("softcap_ce_forward_rows");
+}
+
+template <class T>
+void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T scale, int64 rows, int64 padded_vocab, int64 vocab,
+                         T cap) {
+  if (rows <= 0) return;
+  softcap_ce_backward_rows<T><<<static_cast<unsigned>(rows), ce_threads>>>(logits, targets, lse, scale, padded_vocab, vocab, cap);
+  launched("softcap_ce_backward_rows");
+}
+
+}  // namespace loopscale::train::cuda_kernels
