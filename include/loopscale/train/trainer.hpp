@@ -569,7 +569,7 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
 
   B::set_threads(cfg.threads);
   in.length = training_length(cfg);
-  in.memory = count_memory(cfg.spec, micro, cfg.seq_len, B::threads());
+  in.memory = count_memory(cfg.spec, micro, cfg.seq_len, B::threads(), B::nested_gemm);  // a device form: dP per sequence
   int64 avail = available_memory_bytes();
   std::string where;
   if constexpr (DeviceBackend<B>) {
