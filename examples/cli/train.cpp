@@ -203,7 +203,7 @@ const bool registered = add_command([](CLI::App& app) {
       const train::TrainingLength b = train::training_length(cfg);
       // A device's forms of attention keep a T x T gradient per sequence, the host's one per thread.
       const bool on_host = device == "host";
-      const MemoryEstimate m = count_memory(cfg.spec, train::micro_batch(cfg, 1), cfg.seq_len,
+      const MemoryEstimate m = count_memory(cfg.spec, train::detail::micro_batch(cfg, 1), cfg.seq_len,
                                             on_host ? (cfg.threads > 0 ? cfg.threads : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) : 1,
                                             on_host);
       nlohmann::json j = {{"config", cfg}, {"device", device}, {"steps", b.steps}, {"tokens", b.tokens}, {"flops_per_token", b.flops_per_token},

@@ -50,6 +50,16 @@ Plan tiny_plan() {
   return make_plan(s);
 }
 
+// Options of a sweep into `out` (emptied first) on `data`, with no progress log.
+RunOptions quiet_options(const fs::path& out, const fs::path& data) {
+  fs::remove_all(out);
+  RunOptions opt;
+  opt.out = out;
+  opt.data = data;
+  opt.log = nullptr;
+  return opt;
+}
+
 }  // namespace
 
 TEST_CASE("engine: sweep run trains with the real engine, an interrupted run resumes to the same loss") {
@@ -60,11 +70,7 @@ TEST_CASE("engine: sweep run trains with the real engine, an interrupted run res
 
   // Uninterrupted.
   const fs::path a = fs::path(LOOPSCALE_TEST_TMP) / "engine_a";
-  fs::remove_all(a);
-  RunOptions opt;
-  opt.out = a;
-  opt.data = data;
-  opt.log = nullptr;
+  RunOptions opt = quiet_options(a, data);
   const RunSummary s = run_sweep(plan, opt, engine);
   CHECK(s.trained == 2);
   const auto ra = read_results(a / "results.jsonl");
@@ -125,11 +131,7 @@ TEST_CASE("engine: threads per run: one below 2 GFLOP a step, every core above, 
   REQUIRE(plan.runs[0].flops_per_token * static_cast<double>(spec.batch_tokens) < serial_step_flops);
   for (int fixed : {0, 2}) {
     const fs::path out = fs::path(LOOPSCALE_TEST_TMP) / ("engine_threads_" + std::to_string(fixed));
-    fs::remove_all(out);
-    RunOptions opt;
-    opt.out = out;
-    opt.data = data;
-    opt.log = nullptr;
+    const RunOptions opt = quiet_options(out, data);
     EngineOptions eo;
     eo.threads = fixed;
     eo.eval_items = 0;
@@ -142,11 +144,7 @@ TEST_CASE("engine: threads per run: one below 2 GFLOP a step, every core above, 
   // A device sweep: each run goes to the program's trainer for the device (here the guard
   // backend's device forms stand in for a GPU), with neither the CPU's threads nor its peak chosen.
   const fs::path out = fs::path(LOOPSCALE_TEST_TMP) / "engine_device";
-  fs::remove_all(out);
-  RunOptions opt;
-  opt.out = out;
-  opt.data = data;
-  opt.log = nullptr;
+  const RunOptions opt = quiet_options(out, data);
   EngineOptions eo;
   eo.eval_items = 0;
   eo.curve_windows = 0;
@@ -188,11 +186,7 @@ TEST_CASE("engine: finished runs are scored on the built-in probes, and the repo
   const Plan plan = make_plan(spec);
   REQUIRE(plan.runnable() == 2);
   const fs::path dir = fs::path(LOOPSCALE_TEST_TMP) / "engine_eval";
-  fs::remove_all(dir);
-  RunOptions opt;
-  opt.out = dir;
-  opt.data = data;
-  opt.log = nullptr;
+  const RunOptions opt = quiet_options(dir, data);
   EngineOptions eo;
   eo.eval_items = 8;
   // The curve on the trainer's own validation windows, so that at the trained r it is the run's val_loss.
