@@ -10,6 +10,7 @@
 #include "loopscale/account/memory.hpp"
 #include "loopscale/account/params.hpp"
 #include "loopscale/train/model.hpp"
+#include "model_specs.hpp"
 #include "reference.hpp"
 
 using namespace loopscale;
@@ -18,33 +19,9 @@ using loopscale::train::Transformer;
 
 namespace {
 
-ModelSpec small_spec(int64 r, Inject inj, int64 lanes = 0, int64 bptt = full_bptt, Activation act = Activation::relu2,
-                     int64 kv = 0) {
-  ModelSpec m;
-  m.d_model = 8;
-  m.vocab = 11;
-  m.vocab_multiple = 8;  // padded to 16: the padding columns must stay out of the loss
-  LayerSpec l;
-  l.attn.heads = 2;
-  l.attn.kv_heads = kv;
-  l.ffn.act = act;
-  l.ffn.mult_num = 2;
-  m.prelude = {1, l};
-  m.coda = {1, l};
-  m.recur.block = {r == 1 ? 1 : 2, l};
-  m.recur.r = r;
-  m.recur.inject = {inj, lanes};
-  m.recur.bptt = bptt;
-  return m;
-}
-
 constexpr StateNorm placements[] = {StateNorm::per_recurrence, StateNorm::after_loop};
 constexpr Inject injections[] = {Inject::linear, Inject::additive, Inject::passthrough, Inject::hyper, Inject::hyper_shared};
 
-ModelSpec with_norm(ModelSpec m, StateNorm n) {
-  m.recur.state_norm = n;
-  return m;
-}
 // Lanes for an injection: `lanes` for either form of hyperconnections, else 0.
 int64 lanes_of(Inject inj, int64 lanes) { return is_hyper(inj) ? lanes : 0; }
 // The combinations the spec accepts: the paper's hyperconnections need full BPTT and the
@@ -56,26 +33,6 @@ bool accepted(Inject inj, StateNorm n, int64 bptt, int64 r) {
   m.recur.inject = {inj, 1};
   m.recur.state_norm = n;
   return !(inj == Inject::hyper && (bptt_recurrences(m.recur) < r || n != StateNorm::per_recurrence));
-}
-
-std::vector<std::int32_t> tokens(int64 n, int64 vocab, std::uint64_t seed) {
-  std::vector<std::int32_t> t(n);
-  std::uint64_t s = seed;
-  for (auto& v : t) v = static_cast<std::int32_t>((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 33) % vocab;
-  return t;
-}
-
-// The small spec with every FFN an MoE of E experts, top-K, hidden 12.
-ModelSpec moe_spec(int64 r, int64 E, int64 K, bool shared = false, int64 bptt = full_bptt, Activation act = Activation::relu2) {
-  ModelSpec m = small_spec(r, r == 1 ? Inject::none : Inject::linear, 0, bptt, act);
-  for (StackSpec* st : {&m.prelude, &m.recur.block, &m.coda})
-    for (LayerSpec& l : st->layers) {
-      l.ffn.experts = E;
-      l.ffn.top_k = K;
-      l.ffn.hidden = 12;
-      l.ffn.shared_expert = shared;
-    }
-  return m;
 }
 
 // Finite differences of the objective (mean loss plus the MoE balance and z-losses) against

@@ -9,8 +9,9 @@
 // the MoE experts run their device forms (nested_gemm false: GEMMs issued from the host, attention's
 // as one gemm_batched per head over the sequences); RMSNorm and the softcapped cross-entropy run
 // kernels of this backend's own (cuda_kernels.hpp, through the hook of backend/host.hpp). The
-// kernels are checked against their host twins by tests/cuda/kernels_device.cu and the whole model
-// against the host by tests/cuda/model_device.cu. Nothing in this file or cuda_kernels.hpp has yet
+// kernels are checked against their host twins by tests/cuda/kernels_device.cu, the whole model
+// against the host by tests/cuda/model_device.cu, and its gradients in double against finite
+// differences by tests/cuda/gradcheck_device.cu. Nothing in this file or cuda_kernels.hpp has yet
 // run on a GPU in this project: they are compiled by nvcc in every build that finds nvcc, and
 // their tests skip (exit 77) without a device. The device forms' arithmetic is checked on the CPU
 // (GuardDeviceBackend, tests/train/test_guard_backend.cpp).

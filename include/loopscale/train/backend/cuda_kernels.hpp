@@ -11,6 +11,10 @@
 //   softcap_ce_forward, softcap_ce_backward (kernels/loss.hpp): one block per row of logits, the
 //     threads striding the vocabulary, max and sum reduced over the block in a fixed tree.
 //
+// Every kernel is a template over the scalar type: float for training, double for the gradient
+// checks (tests/cuda/gradcheck_device.cu); shuffles, shared memory and the math functions all have
+// double forms, so double runs the same code in double precision.
+//
 // The arithmetic is the host twin's term by term (the same formulas, products in the same order);
 // only the order of the sums differs (trees instead of one pass in index order), so results agree
 // to rounding, and each is the same bits from run to run on one device. Nothing here has yet run
