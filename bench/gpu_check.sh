@@ -8,14 +8,14 @@
 #
 #   bench/gpu_check.sh OUT_DIR [BIN_DIR]
 #
-# BIN_DIR holds the four programs (test_cuda_gemm, test_cuda_kernels, test_cuda_model, bench_cuda_model). Without
-# it they are built here into build-gpu (CMake, nvcc and the Debian headers scripts/setup.sh
+# BIN_DIR holds the five programs (test_cuda_gemm, test_cuda_kernels, test_cuda_model,
+# test_cuda_gradcheck, bench_cuda_model). Without it they are built here into build-gpu (CMake, nvcc and the Debian headers scripts/setup.sh
 # installs). A GPU machine without those headers runs programs built elsewhere for sm_90: on the
 # build machine, `bench/gpu_check.sh --collect BIN_DIR` copies them out of ./build.
 # Exit status: 0 all passed, 1 a check failed, 2 bad usage, 77 no usable CUDA device.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-programs=(tests/test_cuda_gemm tests/test_cuda_kernels tests/test_cuda_model bench/cuda/bench_cuda_model)
+programs=(tests/test_cuda_gemm tests/test_cuda_kernels tests/test_cuda_model tests/test_cuda_gradcheck bench/cuda/bench_cuda_model)
 
 if [ "${1:-}" = "--collect" ]; then
   bin=${2:?usage: bench/gpu_check.sh --collect BIN_DIR}
@@ -37,7 +37,7 @@ mkdir -p "$out" || { echo "gpu_check: cannot create $out" >&2; exit 2; }
 if [ -z "$bin" ]; then
   bin="$here/build-gpu/bin"
   cmake -S "$here" -B "$here/build-gpu" -DCMAKE_BUILD_TYPE=Release -DLOOPSCALE_BUILD_BENCH=ON >"$out/build.log" 2>&1 &&
-    cmake --build "$here/build-gpu" --target test_cuda_gemm test_cuda_kernels test_cuda_model bench_cuda_model -j "$(nproc)" >>"$out/build.log" 2>&1 ||
+    cmake --build "$here/build-gpu" --target test_cuda_gemm test_cuda_kernels test_cuda_model test_cuda_gradcheck bench_cuda_model -j "$(nproc)" >>"$out/build.log" 2>&1 ||
     { echo "gpu_check: the build failed; see $out/build.log" >&2; exit 1; }
   mkdir -p "$bin"
   for p in "${programs[@]}"; do cp "$here/build-gpu/$p" "$bin/"; done
@@ -64,5 +64,6 @@ run() {  # name, program, arguments...
 run gemm "$bin/test_cuda_gemm"
 run kernels "$bin/test_cuda_kernels"
 run model "$bin/test_cuda_model"
+run gradcheck "$bin/test_cuda_gradcheck"
 run bench "$bin/bench_cuda_model" "$out/summary.json" "${GPU_CHECK_STEPS:-10}"
 exit $status
