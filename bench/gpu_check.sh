@@ -9,9 +9,10 @@
 #   bench/gpu_check.sh OUT_DIR [BIN_DIR]
 #
 # BIN_DIR holds the five programs (test_cuda_gemm, test_cuda_kernels, test_cuda_model,
-# test_cuda_gradcheck, bench_cuda_model). Without it they are built here into build-gpu (CMake, nvcc and the Debian headers scripts/setup.sh
-# installs). A GPU machine without those headers runs programs built elsewhere for sm_90: on the
-# build machine, `bench/gpu_check.sh --collect BIN_DIR` copies them out of ./build.
+# test_cuda_gradcheck, bench_cuda_model). Without it they are built here into build-gpu (CMake,
+# nvcc and the Debian headers scripts/setup.sh installs). A GPU machine without those headers runs
+# programs built elsewhere for sm_90: on the build machine, `bench/gpu_check.sh --collect BIN_DIR`
+# copies them out of ./build (or $GPU_CHECK_BUILD).
 # Exit status: 0 all passed, 1 a check failed, 2 bad usage, 77 no usable CUDA device.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,10 +20,11 @@ programs=(tests/test_cuda_gemm tests/test_cuda_kernels tests/test_cuda_model tes
 
 if [ "${1:-}" = "--collect" ]; then
   bin=${2:?usage: bench/gpu_check.sh --collect BIN_DIR}
+  src=${GPU_CHECK_BUILD:-$here/build}  # the build folder the programs come from
   mkdir -p "$bin" || exit 2
   for p in "${programs[@]}"; do
-    [ -x "$here/build/$p" ] || { echo "gpu_check: $here/build/$p is not built (cmake --build build)" >&2; exit 2; }
-    cp "$here/build/$p" "$bin/"
+    [ -x "$src/$p" ] || { echo "gpu_check: $src/$p is not built (cmake --build $src)" >&2; exit 2; }
+    cp "$src/$p" "$bin/"
   done
   # The OpenMP runtime they were linked with goes along: a GPU machine's image need not have GCC's.
   gomp=$(ldd "$bin/test_cuda_model" | awk '/libgomp/ { print $3 }')
