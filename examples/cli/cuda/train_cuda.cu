@@ -2,6 +2,7 @@
 // unit nvcc compiles, holding train::train<CudaBackend>. Linked into the program only where CMake
 // found nvcc (examples/CMakeLists.txt); cuda/no_cuda.cpp stands in elsewhere.
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "../device.hpp"
@@ -39,11 +40,14 @@ CudaStatus cuda_status() {
 }
 
 train::TrainResult train_on_cuda(const train::TrainConfig& cfg, const train::ProgressFn& progress, train::Communicator& comm) {
+  const std::optional<train::Precision> precision = train::parse_precision(cfg.precision);
+  if (!precision) throw train::config_error("config: precision must be bf16, tf32 or fp32, not '" + cfg.precision + "'");
   int n = 0;
   train::cuda_detail::check(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
-  // Under a launcher each rank of a node takes its own device (ranks beyond the devices share).
-  if (comm.size() > 1) train::cuda_detail::check(cudaSetDevice(local_rank() % n), "cudaSetDevice");
-  train::CudaBackend::set_precision(*train::parse_precision(cfg.precision));  // checked with the config
+  // Under a launcher each rank of a node takes its own device (ranks beyond the devices share);
+  // the device cuda_status() named.
+  train::cuda_detail::check(cudaSetDevice(local_rank() % n), "cudaSetDevice");
+  train::CudaBackend::set_precision(*precision);
   return train::train<train::CudaBackend>(cfg, progress, comm);
 }
 

@@ -45,6 +45,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -211,8 +212,21 @@ class Engine {
             "cublasLtMatmulPreferenceSetAttribute (MIN_ALIGNMENT)", what);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    check(cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->c, p->c, pref.h, 1, &result, &found),
-          "cublasLtMatmulAlgoGetHeuristic", what);
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->c, p->c, pref.h, 1, &result, &found);
+    if ((hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found < 1)) && g.precision != Precision::fp32) {
+      // No tensor-core kernel for these operands (the fast paths may refuse an alignment or a shape
+      // that plain fp32 takes): this product runs in fp32 rather than stopping the run, said once
+      // per process on stderr. The plan is cached under the asked precision, so it is decided once.
+      static std::once_flag said;
+      std::call_once(said, [&] {
+        std::fprintf(stderr, "loopscale: cuBLASLt offers no %s kernel for %s; such products run in fp32\n", precision_name(g.precision),
+                     what.c_str());
+      });
+      Gemm f = g;
+      f.precision = Precision::fp32;
+      return plan(f, align_a, align_b, align_c);
+    }
+    check(hs, "cublasLtMatmulAlgoGetHeuristic", what);
     if (found < 1) check(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm)", what);
     check(result.state, "cublasLtMatmulAlgoGetHeuristic (its algorithm)", what);
     p->algo = result.algo;
