@@ -1055,11 +1055,6 @@ class Trainer {
     log_.flush();
   }
 
-  static std::string backend_device_name() {
-    if constexpr (DeviceBackend<B>) return B::device_name();
-    else return B::name;
-  }
-
   double elapsed() const { return prior_seconds_ + std::chrono::duration<double>(clock::now() - wall0_).count(); }
 
   // Saves the state after `step` steps to checkpoint.bin, the one it replaces to checkpoint.prev.bin
@@ -1177,10 +1172,12 @@ class Trainer {
     j["memory_estimate"] = {{"params", memory_.params},         {"grads", memory_.grads},   {"optimizer", memory_.optimizer},
                             {"activations", memory_.activations}, {"tokens", memory_.tokens}, {"indices", memory_.indices},
                             {"total", memory_.total}};
-    if (device_used_ >= 0)
-      j["device_memory"] = {{"device", backend_device_name()}, {"used_bytes", device_used_}, {"total_bytes", device_total_},
-                            {"measured", "total minus free (cudaMemGetInfo) after the first step: the run's buffers, the "
-                                         "context and the libraries' workspaces, and anything else on the device"}};
+    if constexpr (DeviceBackend<B>) {
+      if (device_used_ >= 0)  // measured after a step of this process
+        j["device_memory"] = {{"device", B::device_name()}, {"used_bytes", device_used_}, {"total_bytes", device_total_},
+                              {"measured", "total minus free (cudaMemGetInfo) after the first step: the run's buffers, the "
+                                           "context and the libraries' workspaces, and anything else on the device"}};
+    }
     write_file_atomic(files_.summary, j.dump(2) + "\n");
     return res_;
   }

@@ -53,6 +53,7 @@
 #include <string>
 #include <utility>
 
+#include "loopscale/train/backend/cuda_check.hpp"
 #include "loopscale/train/backend/precision.hpp"
 
 namespace loopscale::train::cublaslt {
@@ -61,15 +62,7 @@ using int64 = std::int64_t;
 
 inline constexpr std::size_t workspace_bytes = std::size_t{32} << 20;
 
-inline void check(cublasStatus_t s, const char* call, const std::string& what) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("cuda: ") + call + " failed: " + cublasGetStatusString(s) + " (" + cublasGetStatusName(s) + "), " +
-                             what);
-}
-inline void check(cudaError_t e, const char* call, const std::string& what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("cuda: ") + call + " failed: " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + "), " + what);
-}
+using cuda_detail::check;
 
 inline cublasComputeType_t compute_type(Precision p) {
   switch (p) {

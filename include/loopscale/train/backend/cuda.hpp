@@ -46,6 +46,7 @@
 
 #include "loopscale/train/backend/buffer.hpp"
 #include "loopscale/train/backend/cublaslt.hpp"
+#include "loopscale/train/backend/cuda_check.hpp"
 #include "loopscale/train/backend/cuda_device.hpp"
 #include "loopscale/train/backend/cuda_kernels.hpp"  // before CudaBackend: its forwarding members name these
 #include "loopscale/train/backend/portable.hpp"
@@ -56,17 +57,6 @@ namespace loopscale::train {
 namespace cuda_detail {
 
 using int64 = std::int64_t;
-
-inline void check(cudaError_t e, const char* call, const std::string& what = {}) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("cuda: ") + call + " failed: " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")" +
-                             (what.empty() ? "" : ", " + what));
-}
-inline void check(cublasStatus_t s, const char* call, const std::string& what = {}) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("cuda: ") + call + " failed: " + cublasGetStatusString(s) + " (" + cublasGetStatusName(s) + ")" +
-                             (what.empty() ? "" : ", " + what));
-}
 
 // The process's cuBLAS handle, created on first use on the current device and kept until exit.
 inline cublasHandle_t blas() {

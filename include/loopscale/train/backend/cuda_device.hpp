@@ -11,15 +11,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "loopscale/train/backend/cuda_check.hpp"
 #include "loopscale/train/backend/gpu_peaks.hpp"
 
 namespace loopscale::train {
-
-namespace cuda_device_detail {
-inline void check(cudaError_t e, const char* call) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("cuda: ") + call + " failed: " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")");
-}
-}  // namespace cuda_device_detail
 
 struct CudaMemoryInfo {
   std::size_t free = 0, total = 0;  // bytes
@@ -29,7 +24,7 @@ struct CudaMemoryInfo {
 // The current device's memory now: what every process has allocated on it, not this one's alone.
 inline CudaMemoryInfo cuda_memory_info() {
   CudaMemoryInfo m;
-  cuda_device_detail::check(cudaMemGetInfo(&m.free, &m.total), "cudaMemGetInfo");
+  cuda_detail::check(cudaMemGetInfo(&m.free, &m.total), "cudaMemGetInfo");
   return m;
 }
 
@@ -47,9 +42,9 @@ struct CudaDeviceInfo {
 
 inline CudaDeviceInfo cuda_device_info() {
   CudaDeviceInfo d;
-  cuda_device_detail::check(cudaGetDevice(&d.index), "cudaGetDevice");
+  cuda_detail::check(cudaGetDevice(&d.index), "cudaGetDevice");
   cudaDeviceProp prop{};
-  cuda_device_detail::check(cudaGetDeviceProperties(&prop, d.index), "cudaGetDeviceProperties");
+  cuda_detail::check(cudaGetDeviceProperties(&prop, d.index), "cudaGetDeviceProperties");
   d.name = prop.name;
   d.sm_count = prop.multiProcessorCount;
   d.major = prop.major;

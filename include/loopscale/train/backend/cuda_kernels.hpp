@@ -34,15 +34,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "loopscale/train/backend/cuda_check.hpp"
+
 namespace loopscale::train::cuda_kernels {
 
 using int64 = std::int64_t;
 
-inline void launched(const char* kernel) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("cuda: kernel ") + kernel + " failed: " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")");
-}
+inline void launched(const char* kernel) { cuda_detail::check(cudaGetLastError(), (std::string("kernel ") + kernel).c_str()); }
 
 // ---- reductions ---------------------------------------------------------------------------------
 
@@ -167,10 +165,8 @@ T* partials(std::size_t n) {
     if (p) cudaFree(p);
     p = nullptr;
     capacity = 0;
-    const cudaError_t e = cudaMalloc(&p, n * sizeof(T));
-    if (e != cudaSuccess)
-      throw std::runtime_error(std::string("cuda: cudaMalloc failed: ") + cudaGetErrorString(e) + ", " + std::to_string(n * sizeof(T)) +
-                               " bytes for the RMSNorm scale gradient's partials");
+    cuda_detail::check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc",
+                       std::to_string(n * sizeof(T)) + " bytes for the RMSNorm scale gradient's partials");
     capacity = n;
   }
   return p;
