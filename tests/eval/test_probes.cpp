@@ -404,7 +404,7 @@ TEST_CASE("probes: every answer is right, recomputed from the item's text", "[ev
         REQUIRE(gold_choice(it) == answer);
         REQUIRE(std::count(it.choices.begin(), it.choices.end(), answer) == 1);
       } else {
-        REQUIRE(it.continuation == answer);
+        REQUIRE(it.continuation == answer + "\n");  // the answer and its newline (exact match scores the whole answer)
       }
     }
   }

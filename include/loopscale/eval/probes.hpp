@@ -45,14 +45,18 @@
 //   "key -> val" (keys of four letters, values of three), then a key and "->"; 0-shot.
 // - p_hop_P gives the seven links of a chain through eight letters in shuffled order and asks
 //   where P links from a start lead: P steps of pointer chasing in one forward pass.
-// - dyck closes a bracket sequence over ()[]{}<> ("Close: ([{}<(\nAnswer:", " )>])"); copy,
+// - dyck closes a bracket sequence over ()[]{}<> ("Close: ([{}<(\nAnswer:", " )>])\n"); copy,
 //   reverse and sort act on a string of 5 to 8 lower-case letters, in the same form. The answer
 //   comes after a fixed "Answer:": were it to follow the sequence directly, a rendered item would
 //   be the start of every longer item that begins with it, and the training text would show
 //   evaluation items verbatim inside other items.
 //
 // Scoring is eval/score.hpp's (CORE's rules): multiple choice by the lowest mean loss over the
-// span where the choices differ, language modelling by greedy exact match. Every multiple-choice
+// span where the choices differ, language modelling by greedy exact match. A language-modelling
+// item's continuation is its answer and the newline after it, so exact match needs the whole
+// answer (a model that would write `16` after a gold `1` is wrong) and the answer bits per byte
+// count that newline; the few-shot examples of those tasks are therefore separated by one more
+// newline (a blank line), the arithmetic sessions by none, as a Python session writes them. Every multiple-choice
 // item's choices begin with distinct bytes, so for a byte-level model they differ from their first
 // byte on and the choice is decided there as well as by the mean loss. A language-modelling task's
 // chance is a uniform guess among the candidates its context shows (0 where it shows none).
@@ -191,10 +195,13 @@ inline Item multiple_choice(std::string query, const std::vector<std::string>& c
   return it;
 }
 
+// The continuation ends with the answer's newline: exact match then scores the whole answer, so a
+// gold `1` is not counted right for a model that would go on to write `16` (the training text
+// already ended each answer there).
 inline Item language_modeling(std::string context, std::string continuation) {
   Item it;
   it.context = std::move(context);
-  it.continuation = std::move(continuation);
+  it.continuation = std::move(continuation) + '\n';
   return it;
 }
 
@@ -554,21 +561,21 @@ inline std::vector<Generator> generators(std::shared_ptr<const Lines> train, std
                always([](Rng& r) { return passage_recall(r, true); })});
   g.push_back({task("passage_recall_no_passage", A::reading_comprehension, T::multiple_choice, 0, " ", "\n\n", mc), false,
                always([](Rng& r) { return passage_recall(r, false); })});
-  g.push_back({task("arithmetic", A::math, T::language_modeling, 1, "\n", "\n", 0), true, always(arithmetic)});
+  g.push_back({task("arithmetic", A::math, T::language_modeling, 1, "\n", "", 0), true, always(arithmetic)});
   g.push_back({task("word_problems", A::math, T::multiple_choice, 0, " ", "\n\n", mc), true, always(word_problem)});
   for (const int depth : {0, 1})
     for (const bool code : {false, true})
-      g.push_back({task(concat("var_assign_d", depth, code ? "_code" : "_math"), A::reasoning_primitives, T::language_modeling, 0, " ", "\n\n",
+      g.push_back({task(concat("var_assign_d", depth, code ? "_code" : "_math"), A::reasoning_primitives, T::language_modeling, 0, " ", "\n",
                         1.0 / var_count),
                    true, always([depth, code](Rng& r) { return var_assign(r, depth, code); })});
-  g.push_back({task("induction", A::reasoning_primitives, T::language_modeling, 0, " ", "\n\n", 1.0 / induction_pairs), true, always(induction)});
+  g.push_back({task("induction", A::reasoning_primitives, T::language_modeling, 0, " ", "\n", 1.0 / induction_pairs), true, always(induction)});
   for (const std::size_t p : {std::size_t{2}, std::size_t{3}})
-    g.push_back({task(concat("p_hop_", static_cast<std::int64_t>(p)), A::reasoning_primitives, T::language_modeling, 1, " ", "\n\n",
+    g.push_back({task(concat("p_hop_", static_cast<std::int64_t>(p)), A::reasoning_primitives, T::language_modeling, 1, " ", "\n",
                       1.0 / hop_nodes),
                  true, always([p](Rng& r) { return p_hop(r, p); })});
-  g.push_back({task("dyck", A::compositional_symbolic, T::language_modeling, 1, " ", "\n\n", 0), true, always(dyck)});
+  g.push_back({task("dyck", A::compositional_symbolic, T::language_modeling, 1, " ", "\n", 0), true, always(dyck)});
   for (const auto& [label, op] : {std::pair{"copy", StringOp::copy}, std::pair{"reverse", StringOp::reverse}, std::pair{"sort", StringOp::sort}})
-    g.push_back({task(label, A::compositional_symbolic, T::language_modeling, 1, " ", "\n\n", 0), true,
+    g.push_back({task(label, A::compositional_symbolic, T::language_modeling, 1, " ", "\n", 0), true,
                  always([op](Rng& r) { return string_task(r, op); })});
   return g;
 }
