@@ -44,9 +44,10 @@ struct FitOptions {
   // Why the scout: on both benchmark fits about half the starts end in the best optimum when run
   // to the tight rules (2,127 of Epoch's 4,500, 224 of bench_law's 500 iso-depth starts), but
   // SciPy's rules stop them at scattered points on the way; which start is furthest along says
-  // little about which basin it is in, and the polish of 8 reaches the best optimum from a scout
-  // at 1e-7 as from SciPy's screen, at 40% of the evaluations (docs/benchmarks.md). The screen of
-  // the best tenth keeps SciPy's rules for the starts the polish picks from.
+  // little about which basin it is in, and the polish of 8 reaches the same optimum from a scout
+  // at 1e-7 as from SciPy's screen, the fit taking about 40% of the evaluations (with the weak
+  // Wolfe search; docs/benchmarks.md). The screen of the best tenth keeps SciPy's rules for the
+  // starts the polish picks from.
   // polish = -1 runs every start to the tight rules in one phase; polish = 0 stops after the screen.
   double scout_ftol = 1e-7;
   double screen_share = 0.1;
