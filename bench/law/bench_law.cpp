@@ -35,13 +35,17 @@ void report(benchmark::State& state, const FitResult& r) {
   state.counters["failed"] = r.failed_starts;
 }
 
-// Second argument 0: loopscale's defaults (every start under SciPy's stopping rules with 5
-// corrections, then the 8 best polished under tight rules). 1: SciPy's L-BFGS-B alone (ftol
-// 2.22e-9, pgtol 1e-5, maxcor 10, no polish), step for step what bench/law/scipy_fit.py runs.
+// Second argument 0: loopscale's defaults (every start scouted under a loose ftol with 5
+// corrections and the weak Wolfe line search, the best tenth screened under SciPy's stopping
+// rules, then the 8 best polished under tight rules; huber_fit.hpp). 1: SciPy's L-BFGS-B alone
+// (ftol 2.22e-9, pgtol 1e-5, maxcor 10, More-Thuente's line search, no scout, no polish), step for
+// step what bench/law/scipy_fit.py runs.
 void scipy_rules(FitOptions& o, const benchmark::State& state) {
   if (state.range(1) == 0) return;
+  o.scout_ftol = o.screen_ftol;
   o.polish = 0;
   o.screen_corrections = 10;
+  o.line_search = FitOptions::LineSearch::more_thuente;
 }
 
 void epoch_grid(benchmark::State& state) {

@@ -35,7 +35,8 @@ print()
 print(f"{'SciPy fit':<28} {'seconds':>9} {'objective':>16}   ratios against loopscale on 2 threads")
 def ours_at(prefix):  # the 2-thread run, whatever timing suffixes Google Benchmark adds to its name
     return next(v for k, v in ours.items() if k.startswith(prefix))
-# Two comparisons: loopscale's defaults (SciPy's rules for every start, then the 8 best polished),
+# Two comparisons: loopscale's defaults (a loose scout of every start, SciPy's rules for the best
+# tenth, then the 8 best polished; huber_fit.hpp),
 # and step for step (SciPy's rules alone, 10 corrections; second benchmark argument 1).
 for law, key in (("chinchilla", "epoch_grid/2/"), ("isodepth", "isodepth_500/2/")):
     for grad in ("numeric", "analytic"):

@@ -49,9 +49,10 @@ TEST_CASE("phi is recovered within its block-bootstrap interval (sigma 0.01)", "
   CHECK(r.rmse_log < 0.012);
 }
 
-// The fitter's two phases (huber_fit.hpp): every start stops at SciPy's rules, then the 8 best go on
-// under tight rules. On bench_law's iso-depth data SciPy's rules alone stop short of the optimum; the
-// polish must reach what running every start to the tight rules reaches.
+// The fitter's phases (huber_fit.hpp): every start is scouted under a loose ftol, the best tenth goes
+// on under SciPy's rules, then the 8 best go on under tight rules. On bench_law's iso-depth data the
+// phases before the polish stop short of the optimum; the polish must reach what running every start
+// to the tight rules reaches.
 TEST_CASE("polishing the best screened starts reaches the tight rules' optimum", "[law][isodepth][fit]") {
   const AnyLaw law = IsoDepth{};
   const Runs runs = with_synthetic_loss(law, iso_depth_paper_grid().runs, published(law), 0.01, 1);

@@ -211,14 +211,21 @@ TEST_CASE("the small L-BFGS-B reaches LBFGSpp's optimum on a box-constrained pro
     Eigen::VectorXd a = s, b = s, c = s;
     double fa = 0, fb = 0, fc = 0;
     LBFGSpp::LBFGSBSolver<double> ref(param);
-    detail::SmallLBFGSB small(param), again(param);
+    detail::SmallLBFGSB small(param), again(param), weak(param, detail::SmallLBFGSB::Search::weak_wolfe);
     ref.minimize(convex, a, fa, lb, ub);
     small.minimize(convex, b, fb, lb, ub);
     again.minimize(convex, c, fc, lb, ub);
-    INFO("start " << s.transpose() << ": LBFGSpp " << fa << " at " << a.transpose() << ", small " << fb << " at " << b.transpose());
+    // The fitter's default line search (weak Wolfe): other iterates, the same optimum.
+    Eigen::VectorXd w = s;
+    double fw = 0;
+    weak.minimize(convex, w, fw, lb, ub);
+    INFO("start " << s.transpose() << ": LBFGSpp " << fa << " at " << a.transpose() << ", small " << fb << " at " << b.transpose()
+                  << ", weak Wolfe " << fw << " at " << w.transpose());
     CHECK(fb <= fa + 1e-12 * std::abs(fa));
     CHECK((a - b).cwiseAbs().maxCoeff() < 1e-6);
     CHECK((b.array() <= -2 + 1e-12).count() + (b.array() >= 2 - 1e-12).count() == 2);
     CHECK(fc == fb);  // deterministic
+    CHECK(fw <= fa + 1e-12 * std::abs(fa));
+    CHECK((a - w).cwiseAbs().maxCoeff() < 1e-6);
   }
 }
