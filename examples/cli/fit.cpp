@@ -1,4 +1,5 @@
 // `loopscale fit`: fit one law (or compare several) to runs read from CSV or JSONL.
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -16,6 +17,8 @@ struct FitArgs {
   double huber_delta = 1e-3;
   double ftol = law::FitOptions{}.ftol, gtol = law::FitOptions{}.gtol;
   int polish = law::FitOptions{}.polish;
+  double scout_ftol = law::FitOptions{}.scout_ftol, screen_share = law::FitOptions{}.screen_share;
+  std::string line_search = "weak-wolfe";
   int bootstrap = 0;
   double ci_level = 0.95;
   int threads = 0;
@@ -42,6 +45,13 @@ void run(const FitArgs& a) {
   opt.gtol = a.gtol;
   if (a.polish < -1) throw usage_error("--polish must be -1 (every start), 0 (none) or a count of starts");
   opt.polish = a.polish;
+  if (!(a.scout_ftol >= 0) || !std::isfinite(a.scout_ftol)) throw usage_error("--scout-ftol must be a finite number, not negative");
+  opt.scout_ftol = a.scout_ftol;
+  if (!(a.screen_share > 0 && a.screen_share <= 1)) throw usage_error("--screen-share must be a fraction in (0, 1]");
+  opt.screen_share = a.screen_share;
+  if (a.line_search == "weak-wolfe") opt.line_search = law::FitOptions::LineSearch::weak_wolfe;
+  else if (a.line_search == "more-thuente") opt.line_search = law::FitOptions::LineSearch::more_thuente;
+  else throw usage_error("--line-search must be weak-wolfe or more-thuente, not '" + a.line_search + "'");
   opt.threads = a.threads;
   opt.frozen = numeric_assignments(a.freeze, "--freeze");
   std::optional<law::StartPlan> plan;
@@ -180,7 +190,12 @@ const bool registered = add_command([](CLI::App& app) {
   sub->add_option("--start", a->start_points, "a start of your own, every parameter named: A=400,B=400,E=2,alpha=.3,beta=.3");
   sub->add_option("--seed", a->seed, "seed of random starts and bootstrap resamples")->capture_default_str();
   sub->add_option("--huber-delta", a->huber_delta, "Huber delta on log residuals")->capture_default_str();
-  sub->add_option("--polish", a->polish, "every start first stops at SciPy's rules; this many of the best then go on to --ftol/--gtol (-1: every start runs to them, 0: none)")->capture_default_str();
+  sub->add_option("--scout-ftol", a->scout_ftol,
+                  "scout: every start first runs until an iteration gains less than this share of the objective (at or below SciPy's 2.2e-9: every start under SciPy's rules)")
+      ->capture_default_str();
+  sub->add_option("--screen-share", a->screen_share, "screen: this share of the best scouted starts goes on under SciPy's rules")->capture_default_str();
+  sub->add_option("--polish", a->polish, "this many of the best screened starts then go on to --ftol/--gtol (-1: every start runs to them in one phase, 0: none)")->capture_default_str();
+  sub->add_option("--line-search", a->line_search, "weak-wolfe | more-thuente (SciPy's and LBFGSpp's)")->capture_default_str();
   sub->add_option("--ftol", a->ftol, "polish: stop when the objective falls by less than this (times max(1, |f|))")->capture_default_str();
   sub->add_option("--gtol", a->gtol, "polish: stop when the projected gradient is below this")->capture_default_str();
   sub->add_option("--freeze", a->freeze, "hold a parameter at a value: --freeze phi=0");

@@ -2,6 +2,7 @@
 // line for each kind of bad data.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -33,6 +34,21 @@ TEST_CASE("loopscale fit --json on Epoch's data", "[law][cli]") {
   CHECK(j["objective"].get<double>() <= 0.00101827402);
   CHECK(j["params"]["E"].get<double>() == Approx(1.8172).epsilon(0.005));
   CHECK(j["residuals"].size() == 240);
+}
+
+// The fitter before its scout (SciPy's rules and More-Thuente's search for every start, then the
+// polish) is one set of flags away, and reaches the default's optimum on Epoch's grid.
+TEST_CASE("loopscale fit: the scout's and the line search's flags", "[law][cli]") {
+  const std::string base = "fit --law chinchilla --data " + epoch + epoch_map + " --drop-highest 5 --starts grid --json";
+  const auto def = run_cli(base);
+  const auto old = run_cli(base + " --scout-ftol 2.220446049250313e-09 --line-search more-thuente");
+  REQUIRE(def.rc == 0);
+  REQUIRE(old.rc == 0);
+  const double f_def = nlohmann::json::parse(def.out)["objective"].get<double>();
+  const double f_old = nlohmann::json::parse(old.out)["objective"].get<double>();
+  CHECK(f_def <= 0.00101827402);
+  CHECK(f_old <= 0.00101827402);
+  CHECK(std::abs(f_def - f_old) <= 1e-12 * f_old);
 }
 
 TEST_CASE("loopscale fit with bootstrap, holdout, freeze and a comparison", "[law][cli]") {
@@ -92,6 +108,11 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
   expect_error(fit + epoch + epoch_map + " --freeze zeta=1", "no such parameter");
   expect_error("fit --law chinchilla --starts sometimes --data " + epoch + epoch_map, "--starts");
   expect_error(fit + epoch + epoch_map + " --polish -2", "--polish");
+  expect_error(fit + epoch + epoch_map + " --scout-ftol -1", "--scout-ftol");
+  expect_error(fit + epoch + epoch_map + " --scout-ftol inf", "--scout-ftol");
+  expect_error(fit + epoch + epoch_map + " --screen-share 0", "--screen-share");
+  expect_error(fit + epoch + epoch_map + " --screen-share 1.5", "--screen-share");
+  expect_error(fit + epoch + epoch_map + " --line-search armijo", "--line-search");
   expect_error("fit --law iso-depth --starts grid --data " + epoch + epoch_map, "");
   expect_error("law --law chinchilla --param E=1 --data " + epoch + epoch_map, "needs --param");
   expect_error("equivalent --law iso-depth --param phi=0.4 --n-once 1e8 --n-rec -1 --r 4", "--n-rec");
