@@ -1,13 +1,24 @@
 // `loopscale fit`: fit one law (or compare several) to runs read from CSV or JSONL.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "law_args.hpp"
 
 namespace loopscale::cli {
 namespace {
+
+// The line searches by their flag names (--line-search).
+constexpr std::pair<const char*, law::FitOptions::LineSearch> line_searches[] = {{"weak-wolfe", law::FitOptions::LineSearch::weak_wolfe},
+                                                                               {"more-thuente", law::FitOptions::LineSearch::more_thuente}};
+std::string line_search_name(law::FitOptions::LineSearch s) {
+  for (const auto& [name, v] : line_searches)
+    if (v == s) return name;
+  return "?";
+}
 
 struct FitArgs {
   std::string law, data, starts, holdout, block, injection;
@@ -18,7 +29,7 @@ struct FitArgs {
   double ftol = law::FitOptions{}.ftol, gtol = law::FitOptions{}.gtol;
   int polish = law::FitOptions{}.polish;
   double scout_ftol = law::FitOptions{}.scout_ftol, screen_share = law::FitOptions{}.screen_share;
-  std::string line_search = "weak-wolfe";
+  std::string line_search = line_search_name(law::FitOptions{}.line_search);
   int bootstrap = 0;
   double ci_level = 0.95;
   int threads = 0;
@@ -49,9 +60,9 @@ void run(const FitArgs& a) {
   opt.scout_ftol = a.scout_ftol;
   if (!(a.screen_share > 0 && a.screen_share <= 1)) throw usage_error("--screen-share must be a fraction in (0, 1]");
   opt.screen_share = a.screen_share;
-  if (a.line_search == "weak-wolfe") opt.line_search = law::FitOptions::LineSearch::weak_wolfe;
-  else if (a.line_search == "more-thuente") opt.line_search = law::FitOptions::LineSearch::more_thuente;
-  else throw usage_error("--line-search must be weak-wolfe or more-thuente, not '" + a.line_search + "'");
+  const auto* search = std::find_if(std::begin(line_searches), std::end(line_searches), [&](const auto& e) { return a.line_search == e.first; });
+  if (search == std::end(line_searches)) throw usage_error("--line-search must be weak-wolfe or more-thuente, not '" + a.line_search + "'");
+  opt.line_search = search->second;
   opt.threads = a.threads;
   opt.frozen = numeric_assignments(a.freeze, "--freeze");
   std::optional<law::StartPlan> plan;

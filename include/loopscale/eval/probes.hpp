@@ -56,9 +56,9 @@
 // item's continuation is its answer and the newline after it, so exact match needs the whole
 // answer (a model that would write `16` after a gold `1` is wrong) and the answer bits per byte
 // count that newline; the few-shot examples of those tasks are therefore separated by one more
-// newline (a blank line), the arithmetic sessions by none, as a Python session writes them. Every multiple-choice
-// item's choices begin with distinct bytes, so for a byte-level model they differ from their first
-// byte on and the choice is decided there as well as by the mean loss. A language-modelling task's
+// newline (a blank line), the arithmetic sessions by none, as a Python session writes them. Every
+// multiple-choice item's choices begin with distinct bytes, so for a byte-level model they differ
+// from their first byte on and the choice is decided there as well as by the mean loss. A language-modelling task's
 // chance is a uniform guess among the candidates its context shows (0 where it shows none).
 //
 // Determinism: every task draws from its own SplitMix64 stream, keyed by the seed, the task's label

@@ -73,7 +73,8 @@ struct FitOptions {
   // the strong ones, as SciPy's L-BFGS-B. With more_thuente, 27% of Epoch's grid starts ran out of
   // line-search trials under SciPy's rules and restarted; weak_wolfe took 18% fewer evaluations
   // there and 26% fewer on the iso-depth fit, to the same optimum (docs/benchmarks.md).
-  enum class LineSearch { weak_wolfe, more_thuente } line_search = LineSearch::weak_wolfe;
+  using LineSearch = detail::SmallLBFGSB::Search;
+  LineSearch line_search = LineSearch::weak_wolfe;
 };
 
 struct FitResult {
@@ -207,9 +208,7 @@ inline StartOutcome run_start(const AnyPreparedLaw& prepared, const Eigen::Array
           // SmallLBFGSB is LBFGSpp's algorithm on a dense n x n matrix (small_lbfgsb.hpp): the
           // same steps without the 2m x 2m factorisations and allocations of every iteration.
           if (nf <= detail::SmallLBFGSB::max_n && param.m <= detail::SmallLBFGSB::max_m) {
-            detail::SmallLBFGSB solver(param, opt.line_search == FitOptions::LineSearch::weak_wolfe
-                                                  ? detail::SmallLBFGSB::Search::weak_wolfe
-                                                  : detail::SmallLBFGSB::Search::more_thuente);
+            detail::SmallLBFGSB solver(param, opt.line_search);
             solver.minimize(f, x, fx, lb, ub);
           } else {
             LBFGSpp::LBFGSBSolver<double> solver(param);
