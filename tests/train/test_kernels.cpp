@@ -2,6 +2,12 @@
 // finite differences (backward, in double): L = sum(w * y) with random w, so dy = w.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
 #include "loopscale/train/kernels/attention.hpp"
 #include "loopscale/train/kernels/embedding.hpp"
 #include "loopscale/train/kernels/inject.hpp"
@@ -228,4 +234,56 @@ TEST_CASE("injection: linear [I|0] start and hyperconnection lane algebra", "[tr
   check_all(hyper_f, H, dH, "dH");
   check_all(hyper_f, p, dp, "d(M, alpha, beta)");
   check_all(hyper_f, y, ddelta, "dy");
+}
+
+TEST_CASE("HostBackend::gemm: every transposition, beta 0 over garbage and beta 1/2, against a double reference",
+          "[train][kernels]") {
+  // Shapes whose transposed operand has rows of 1,024 and 256 floats: an AVX2 build with oneDNN
+  // computes those A^T B products as (B^T A)^T (train/backend/host.hpp, swap_transposed_a), the
+  // rest directly; one thread and two (two panels per product) each.
+  struct Shape {
+    int64 M, N, K, lda, ldb;
+  };
+  const Shape shapes[] = {{1024, 256, 40, 1024, 256}, {512, 256, 24, 1024, 256}, {256, 256, 17, 256, 256},
+                          {96, 160, 33, 128, 160}, {64, 512, 9, 64, 512}};
+  const int saved = HB::threads();
+  for (const int threads : {1, 2}) {
+    HB::set_threads(threads);
+    for (const Shape& s : shapes)
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true})
+          for (const float beta : {0.0f, 0.5f}) {
+            // A holds op(A) (M x K) as K x lda (ta) or M x lda; B holds op(B) (K x N) as N x ldb or K x ldb.
+            const int64 lda = ta ? s.lda : s.K + 3, ldb = tb ? s.K + 5 : s.ldb, ldc = s.N + 7;
+            const int64 a_rows = ta ? s.K : s.M, b_rows = tb ? s.N : s.K;
+            std::vector<float> A(static_cast<std::size_t>(a_rows * lda)), B(static_cast<std::size_t>(b_rows * ldb));
+            std::vector<float> C(static_cast<std::size_t>(s.M * ldc));
+            const std::uint64_t seed = static_cast<std::uint64_t>(s.M * 8 + s.N + ta * 2 + tb);
+            A = cast<float>(randn(A.size(), seed));
+            B = cast<float>(randn(B.size(), seed + 1));
+            C = cast<float>(randn(C.size(), seed + 2));
+            if (beta == 0.0f) std::fill(C.begin(), C.end(), std::numeric_limits<float>::quiet_NaN());
+            const std::vector<float> C0 = C;
+            HB::gemm(ta, tb, s.M, s.N, s.K, 0.75f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+            INFO("M " << s.M << " N " << s.N << " K " << s.K << " ta " << ta << " tb " << tb << " beta " << beta
+                      << " threads " << threads);
+            int64 bad = 0;
+            for (int64 i = 0; i < s.M; ++i)
+              for (int64 j = 0; j < s.N; ++j) {
+                double ref = 0;
+                for (int64 k = 0; k < s.K; ++k)
+                  ref += static_cast<double>(ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
+                ref = 0.75 * ref + (beta == 0.0f ? 0.0 : beta * static_cast<double>(C0[i * ldc + j]));
+                bad += !close(C[i * ldc + j], ref, 1e-5, 1e-4);
+              }
+            CHECK(bad == 0);
+            // Columns past N in C are untouched.
+            int64 touched = 0;
+            for (int64 i = 0; i < s.M; ++i)
+              for (int64 j = s.N; j < ldc; ++j)
+                touched += std::memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(float)) != 0;
+            CHECK(touched == 0);
+          }
+  }
+  HB::set_threads(saved);
 }

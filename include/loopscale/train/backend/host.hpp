@@ -44,6 +44,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -95,6 +96,48 @@ class SignalsHeld {
   }
   sigset_t old_;
 };
+
+// Whether a transposed-A product A^T B (A is K x M, B is K x N) goes to oneDNN as its transpose,
+// C^T = B^T A, with C^T in a scratch. oneDNN 2.6's AVX2 sgemm packs the transposed operand slowly
+// when its rows are long: on Zen 4 held to AVX2, one thread, K 4096, A^T B ran at 40 GFLOP/s with
+// A's rows 1,024 floats long (the d 256 model's MLP up-projection weight gradient, 1024 x 256, or
+// a thread's 512 x 256 panel of it), 70 at 512, 75-87 at 256, 96 at 128; B^T A of the same
+// operands at 82, 95, 95 where B's rows were the shorter, and transposing the M x N result costs
+// little next to the 2MNK flops. Hence: swap when B's rows are no longer than A's and A's are at
+// least 256 floats. With AVX-512 kernels the transposed operand packs fast (92-106 GFLOP/s at the
+// same shapes, the swap 0-35% slower), so AVX-512 builds never swap.
+inline bool swap_transposed_a(bool ta, bool tb, int64_t lda, int64_t ldb) {
+#if defined(__AVX512F__)
+  (void)ta, (void)tb, (void)lda, (void)ldb;
+  return false;
+#else
+  return ta && !tb && ldb <= lda && lda >= 256;
+#endif
+}
+
+// C = alpha A^T B + beta C computed as C^T = alpha B^T A in a per-thread scratch (grown to the
+// largest product, then kept), then transposed into C in 32 x 32 tiles. beta 0 overwrites C
+// without reading it (it may hold garbage).
+inline dnnl_status_t transposed_a_by_swap(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                                          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  thread_local std::vector<float> ct;
+  if (ct.size() < static_cast<std::size_t>(M * N)) ct.resize(static_cast<std::size_t>(M * N));
+  const dnnl_status_t st = dnnl_sgemm('T', 'N', N, M, K, alpha, B, ldb, A, lda, 0.0f, ct.data(), M);
+  if (st != dnnl_success) return st;
+  constexpr int64_t tile = 32;
+  for (int64_t i0 = 0; i0 < M; i0 += tile)
+    for (int64_t j0 = 0; j0 < N; j0 += tile) {
+      const int64_t i1 = std::min(M, i0 + tile), j1 = std::min(N, j0 + tile);
+      for (int64_t i = i0; i < i1; ++i) {
+        float* c = C + i * ldc;
+        if (beta == 0.0f)
+          for (int64_t j = j0; j < j1; ++j) c[j] = ct[static_cast<std::size_t>(j * M + i)];
+        else
+          for (int64_t j = j0; j < j1; ++j) c[j] = beta * c[j] + ct[static_cast<std::size_t>(j * M + i)];
+      }
+    }
+  return dnnl_success;
+}
 }  // namespace host_detail
 #endif
 
@@ -294,7 +337,10 @@ struct HostBackend {
         // (util/interrupt.hpp) sometimes died instead of writing its checkpoint. The cost: two
         // sigprocmask calls per product, about 0.5 us.
         const host_detail::SignalsHeld held_off;
-        st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (host_detail::swap_transposed_a(ta, tb, lda, ldb))
+          st = host_detail::transposed_a_by_swap(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        else
+          st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
       }
       if (outside) omp_set_num_threads(team);
       if (st != dnnl_success)
@@ -356,6 +402,13 @@ inline constexpr PeakIsa peak_isa() {
 
 namespace detail {
 
+// CPU time of the calling thread so far, in seconds.
+inline double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 // `peak_chains` chains of a = a * mul + add on vectors V, with fma(a, mul, add) the vector FMA.
 template <class V, class Fma>
 inline void fma_loop(V (&a)[peak_chains], V mul, V add, std::int64_t iters, Fma fma) {
@@ -374,12 +427,16 @@ inline void fma_loop(V (&a)[peak_chains], V mul, V add, std::int64_t iters, Fma 
 // The peak fp32 FLOP/s microkernel: every thread runs `peak_chains` independent chains of fused
 // multiply-adds on vectors of the widest unit the build targets (peak_isa()), held in registers.
 // Explicit FMA intrinsics where the target has them: in ISO C++ mode GCC does not contract
-// a * b + c into an FMA. Returns the FLOPs executed (2 per lane per FMA).
-inline double fma_chains(int threads, int64 iters) {
+// a * b + c into an FMA. Returns the FLOPs executed (2 per lane per FMA); where slowest_cpu_s is
+// given, it receives the CPU time of the thread that used the most (its own compute time, without
+// the time it waited while descheduled).
+inline double fma_chains(int threads, int64 iters, double* slowest_cpu_s = nullptr) {
   constexpr PeakIsa isa = peak_isa();
   float sink = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
+  double slowest = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : sink) reduction(max : slowest)
   {
+    const double cpu0 = detail::thread_cpu_seconds();
     const float t = 1e-7f * static_cast<float>(omp_get_thread_num());
     alignas(64) float out[isa.lanes];
 #if defined(__AVX512F__)
@@ -409,22 +466,28 @@ inline double fma_chains(int threads, int64 iters) {
     for (int i = 0; i < 8; ++i) out[i] = s[i];
 #endif
     for (float v : out) sink += v;
+    slowest = detail::thread_cpu_seconds() - cpu0;
   }
   volatile float keep = sink;  // the result is used, so the loop cannot be removed
   (void)keep;
+  if (slowest_cpu_s) *slowest_cpu_s = slowest;
   return 2.0 * isa.chains * isa.lanes * static_cast<double>(iters) * threads;
 }
 
 // Measured peak fp32 FLOP/s of this machine over `threads` threads (0: all), timed over about
 // `seconds`: the iteration count grows until one run lasts a third of that, then the best of three.
-// The figure is only as good as the machine is idle: other processes lower it.
+// A run's time is the CPU time of its slowest thread, not the wall clock: on a busy 2-core machine
+// one thread of the two is often descheduled for part of a run, and the wall clock then gave half
+// the peak or less, so MFU read above 1 (Zen 4, AVX-512, 2 Dec 2026: a 2-thread peak of 117
+// GFLOP/s in one run of bench_train against 228 in the next; with `yes` running beside it, 67-107
+// by the wall clock and 193-231 by CPU time, 223-234 by either when idle). The CPU-time peak is
+// what the cores do while they run, whatever else runs.
 inline double measure_peak_flops(int threads = 0, double seconds = 0.25) {
   if (threads < 1) threads = omp_get_num_procs();
-  using clock = std::chrono::steady_clock;
   const auto run = [threads](int64 iters) {
-    const auto t0 = clock::now();
-    const double flops = fma_chains(threads, iters);
-    return std::pair{flops, std::chrono::duration<double>(clock::now() - t0).count()};
+    double cpu = 0;
+    const double flops = fma_chains(threads, iters, &cpu);
+    return std::pair{flops, cpu};
   };
   int64 iters = 1 << 14;
   while (run(iters).second < seconds / 3 && iters < (int64{1} << 40)) iters *= 2;

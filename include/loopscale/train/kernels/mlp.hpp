@@ -3,7 +3,10 @@
 // keeps the pre-activation and the activation; the backward needs both.
 #pragma once
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "loopscale/spec/spec.hpp"
 #include "loopscale/train/kernels/linear.hpp"
@@ -23,6 +26,24 @@ struct Gelu {  // tanh approximation
   }
 };
 
+// v where x > 0, else +0 (x NaN included), as relu^2 and its derivative need it. On the host it is
+// written without a branch, a quiet comparison turned into a bit mask, because that is the only
+// form GCC 12 vectorises for AVX2: `x > 0 ? v : 0` (and std::max, and a comparison cast to
+// float) leave a branch in the loop under the default -ftrapping-math (a signalling comparison is
+// not speculated; AVX-512 builds escape it through masked instructions). The scalar loops took 11%
+// of the acceptance model's step in an AVX2 build (perf, Zen 4 held to AVX2). Results are the
+// same bits as the branch's.
+template <class T>
+LOOPSCALE_HD inline T where_positive(T x, T v) {
+#if defined(__CUDA_ARCH__)
+  return x > T(0) ? v : T(0);
+#else
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  const U mask = U(0) - static_cast<U>(std::isgreater(x, T(0)));
+  return std::bit_cast<T>(std::bit_cast<U>(v) & mask);
+#endif
+}
+
 // hact (rows x H) = act(hpre), hpre (rows x H1).
 template <class B, class T>
 void activation_forward(Activation a, const T* hpre, T* hact, int64 rows, int64 H) {
@@ -37,7 +58,7 @@ void activation_forward(Activation a, const T* hpre, T* hact, int64 rows, int64 
       for (int64 j = 0; j < H; ++j) o[j] = Gelu<T>::f(h[j]);
     } else {
       const T* h = hpre + i * H;
-      for (int64 j = 0; j < H; ++j) o[j] = h[j] > T(0) ? h[j] * h[j] : T(0);
+      for (int64 j = 0; j < H; ++j) o[j] = where_positive(h[j], h[j] * h[j]);
     }
   });
 }
@@ -64,7 +85,7 @@ void activation_backward(Activation a, const T* hpre, const T* dhact, T* dhpre, 
     } else {
       const T* h = hpre + i * H;
       T* dh = dhpre + i * H;
-      for (int64 j = 0; j < H; ++j) dh[j] = h[j] > T(0) ? T(2) * h[j] * d[j] : T(0);
+      for (int64 j = 0; j < H; ++j) dh[j] = where_positive(h[j], T(2) * h[j] * d[j]);
     }
   });
 }
