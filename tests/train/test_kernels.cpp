@@ -143,6 +143,26 @@ TEST_CASE("attention: causal softmax attention with grouped KV heads", "[train][
   check_attention<DeviceFormHost>({3, 4, 4, 2, 2}, "4 heads, 2 KV heads, 3 sequences");
 }
 
+TEST_CASE("attention: the task form's causal tiling equals the untiled device form past one block", "[train][kernels]") {
+  // Three row blocks, the last one partial: the task form (the host's) skips the masked triangle
+  // block by block, the device form multiplies whole T x T matrices; in double they agree to
+  // rounding, and the forward matches the reference.
+  const AttentionShape sh{2, 2 * causal_block_rows + 37, 2, 1, 3};
+  const int64 N = sh.batch * sh.seq;
+  const vecd qkv = randn(N * sh.row(), 31), w = randn(N * sh.out_row(), 32);
+  vecd P1(sh.probs()), o1(N * sh.out_row()), d1(qkv.size()), P2(P1.size()), o2(o1.size()), d2(qkv.size());
+  vecd s1(sh.seq * sh.seq * attention_scratch_matrices<HB>(sh.batch, HB::threads()));
+  vecd s2(sh.seq * sh.seq * attention_scratch_matrices<DeviceFormHost>(sh.batch, DeviceFormHost::threads()));
+  attention_forward<HB>(qkv.data(), P1.data(), o1.data(), sh);
+  attention_forward<DeviceFormHost>(qkv.data(), P2.data(), o2.data(), sh);
+  CHECK(max_abs_diff(o1, ref_attention(qkv, sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim)) < 1e-12);
+  CHECK(max_abs_diff(P1, P2) < 1e-14);  // the masked triangle included: zeros in both
+  attention_backward<HB>(qkv.data(), P1.data(), w.data(), d1.data(), s1.data(), sh);
+  attention_backward<DeviceFormHost>(qkv.data(), P2.data(), w.data(), d2.data(), s2.data(), sh);
+  CHECK(max_abs_diff(d1, d2) < 1e-12);
+  CHECK(max_abs_diff(d1, vecd(d1.size(), 0.0)) > 1e-3);  // a real gradient
+}
+
 TEST_CASE("mlp: relu2, gelu and swiglu", "[train][kernels]") {
   for (Activation a : {Activation::relu2, Activation::gelu, Activation::swiglu}) {
     INFO(to_string(a));
