@@ -21,8 +21,10 @@ int main(int argc, char** argv) {
   // parameter model 1.85x slower than one thread, and with OMP_WAIT_POLICY=passive 4% slower,
   // while the acceptance model kept its idle speed (docs/benchmarks.md, "Threads against load").
   // libgomp reads the variable when it is loaded, before main, so a program started without it
-  // sets it and executes itself again, once (the variable is then set; a user's value is kept).
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
+  // sets it and executes itself again, once (the variable is then set; a user's value is kept, and
+  // so is a GOMP_SPINCOUNT, libgomp's own spin limit, which applies only while the policy is unset).
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr &&
+      setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
     execv("/proc/self/exe", argv);
     unsetenv("OMP_WAIT_POLICY");  // exec failed: carry on as started, with the default policy
   }
