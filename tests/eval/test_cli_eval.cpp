@@ -136,6 +136,10 @@ TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
   bad("sample " + run.string() + " --prompt x --max-new 1000", "context");
   bad("sample " + run.string() + " --prompt '' --max-new 10", "empty");
   bad("sample " + run.string() + " --prompt x --temperature -1", "temperature");
+  // A run folder's errors name the folder, not a subcommand (sample once printed "eval: ...").
+  const auto missing = run_cli("sample /nonexistent/run --prompt x");
+  CHECK(missing.rc == 2);
+  CHECK_THAT(missing.out, Catch::Contains("the run folder /nonexistent/run does not exist") && !Catch::Contains("eval:"));
 }
 
 TEST_CASE("train --mix-probes: the probes' training text is written beside the run and recorded in its config", "[eval][cli]") {

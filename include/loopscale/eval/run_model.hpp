@@ -86,7 +86,7 @@ struct RunModel {
   // The tokenizer, or a corpus_error when the run's corpus had none loopscale can read.
   const data::Tokenizer& text_tokenizer() const {
     if (!tokenizer)
-      throw data::corpus_error(concat("eval: the run ", folder.string(), " was trained on tokens without a tokenizer loopscale can read (",
+      throw data::corpus_error(concat("the run ", folder.string(), " was trained on tokens without a tokenizer loopscale can read (",
                                       tokenizer_record.dump(), "); score it on tokens"));
     return *tokenizer;
   }
@@ -106,13 +106,13 @@ inline std::vector<int64> moe_experts(const ModelSpec& s) {
 
 inline nlohmann::json read_json_file(const std::filesystem::path& p) {
   std::ifstream in(p);
-  if (!in) throw train::config_error(concat("eval: cannot read ", p.string()));
+  if (!in) throw train::config_error(concat("cannot read ", p.string()));
   std::stringstream text;
   text << in.rdbuf();
   try {
     return nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::exception& e) {
-    throw train::config_error(concat("eval: ", p.string(), " is not valid JSON (", e.what(), ")"));
+    throw train::config_error(concat(p.string(), " is not valid JSON (", e.what(), ")"));
   }
 }
 
@@ -122,14 +122,14 @@ inline train::Checkpoint<float> load_run_checkpoint(const train::detail::RunFile
   std::error_code ec;
   const bool current = fs::exists(f.checkpoint, ec), previous = fs::exists(f.prev, ec);
   if (!current && !previous)
-    throw train::checkpoint_error(concat("eval: ", f.out.string(), " holds no checkpoint (", f.checkpoint.filename().string(), " or ",
+    throw train::checkpoint_error(concat(f.out.string(), " holds no checkpoint (", f.checkpoint.filename().string(), " or ",
                                          f.prev.filename().string(), "); a run writes one at its end and every --checkpoint-every steps"));
   const auto from_previous = [&](const std::string& why) {
     train::Checkpoint<float> c;
     try {
       c = train::load_checkpoint<float>(f.prev);
     } catch (const train::checkpoint_error& e) {
-      throw train::checkpoint_error(concat("eval: no usable checkpoint in ", f.out.string(), ": ", why, "; and ", e.what()));
+      throw train::checkpoint_error(concat("no usable checkpoint in ", f.out.string(), ": ", why, "; and ", e.what()));
     }
     warning = concat("warning: ", why, "; evaluating ", f.prev.string(), " (step ", c.meta.value("step", int64{-1}), ")");
     return c;
@@ -148,7 +148,7 @@ inline std::optional<data::Tokenizer> recorded_tokenizer(const nlohmann::json& r
   const auto text = [&](const char* key) {
     const nlohmann::json& v = rec.is_object() && rec.contains(key) ? rec.at(key) : nlohmann::json();
     if (!v.is_null() && !v.is_string())
-      throw data::corpus_error(concat("eval: the tokenizer record in ", where, " has a '", key, "' that is not text: ", v.dump()));
+      throw data::corpus_error(concat("the tokenizer record in ", where, " has a '", key, "' that is not text: ", v.dump()));
     return v.is_string() ? v.get<std::string>() : std::string();
   };
   const std::string kind = text("kind");
@@ -159,11 +159,11 @@ inline std::optional<data::Tokenizer> recorded_tokenizer(const nlohmann::json& r
     const std::string path = text("path");
     std::error_code ec;
     if (path.empty() || !std::filesystem::is_regular_file(path, ec))
-      throw data::corpus_error(concat("eval: the SentencePiece tokenizer '", path, "' recorded in ", where, " cannot be opened"));
+      throw data::corpus_error(concat("the SentencePiece tokenizer '", path, "' recorded in ", where, " cannot be opened"));
     const std::string want = text("checksum");
     if (!want.empty())
       if (const std::string got = data::file_checksum(path); got != want)
-        throw data::corpus_error(concat("eval: the tokenizer ", path, " has checksum ", got, " but ", where, " recorded ", want,
+        throw data::corpus_error(concat("the tokenizer ", path, " has checksum ", got, " but ", where, " recorded ", want,
                                         ": it is not the tokenizer the run was trained with"));
     t = data::Tokenizer::load(path);
   } else {
@@ -171,7 +171,7 @@ inline std::optional<data::Tokenizer> recorded_tokenizer(const nlohmann::json& r
   }
   const nlohmann::json& vocab = rec.contains("vocab") ? rec.at("vocab") : nlohmann::json();
   if (vocab.is_number_unsigned() && vocab.get<std::uint64_t>() != t->vocab())
-    throw data::corpus_error(concat("eval: the tokenizer recorded in ", where, " has vocab ", vocab.dump(), ", the one loaded has ",
+    throw data::corpus_error(concat("the tokenizer recorded in ", where, " has vocab ", vocab.dump(), ", the one loaded has ",
                                     std::to_string(t->vocab())));
   return t;
 }
@@ -182,17 +182,17 @@ inline std::optional<data::Tokenizer> recorded_tokenizer(const nlohmann::json& r
 inline RunModel load_run(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw train::config_error(concat("eval: the run folder ", dir.string(), " does not exist"));
+  if (!fs::is_directory(dir, ec)) throw train::config_error(concat("the run folder ", dir.string(), " does not exist"));
   const train::detail::RunFiles files(dir);
   if (!fs::exists(files.config, ec))
-    throw train::config_error(concat("eval: ", files.config.string(), " is missing: ", dir.string(),
+    throw train::config_error(concat(files.config.string(), " is missing: ", dir.string(),
                                      " is not a run folder (loopscale train --out writes config.json)"));
   const nlohmann::json cj = detail::read_json_file(files.config);
   train::TrainConfig cfg;
   try {
     cfg = train::config_from_json(cj);
   } catch (const std::invalid_argument& e) {  // config_error, or spec_error from the spec's JSON
-    throw train::config_error(concat("eval: ", files.config.string(), ": ", e.what()));
+    throw train::config_error(concat(files.config.string(), ": ", e.what()));
   }
   RunModel m;
   m.folder = dir;
@@ -209,10 +209,10 @@ inline RunModel load_run(const std::filesystem::path& dir) {
     m.routing.capacity_factor = cfg.moe_capacity;
     train::validate(m.routing);
   } catch (const spec_error& e) {
-    throw spec_error(concat("eval: ", files.config.string(), ": ", e.what()));
+    throw spec_error(concat(files.config.string(), ": ", e.what()));
   }
   if (m.seq_len < 1 || !(m.softcap >= 0) || !std::isfinite(m.softcap))
-    throw train::config_error(concat("eval: ", files.config.string(), ": seq_len must be at least 1 and softcap a non-negative number"));
+    throw train::config_error(concat(files.config.string(), ": seq_len must be at least 1 and softcap a non-negative number"));
 
   train::Checkpoint<float> ck = detail::load_run_checkpoint(files, m.warning);
   m.checkpoint = ck.path;
@@ -233,10 +233,10 @@ inline RunModel load_run(const std::filesystem::path& dir) {
   };
   for (const char* k : {"spec", "seq_len", "softcap", "moe_router", "moe_renormalize", "moe_balance", "moe_z_loss", "moe_capacity"})
     if (was.is_object() && was.contains(k) && differs(k))
-      throw train::checkpoint_error(concat("eval: ", name, " is not the model of ", files.config.string(), ": its '", k, "' differs"));
+      throw train::checkpoint_error(concat(name, " is not the model of ", files.config.string(), ": its '", k, "' differs"));
   const int64 want = count_params(m.spec).total;
   if (static_cast<int64>(ck.params.size()) != want)
-    throw train::checkpoint_error(concat("eval: ", name, " holds ", static_cast<int64>(ck.params.size()), " parameters, the model of ",
+    throw train::checkpoint_error(concat(name, " holds ", static_cast<int64>(ck.params.size()), " parameters, the model of ",
                                          files.config.string(), " has ", want));
   const std::vector<int64> experts = detail::moe_experts(m.spec);
   if (!experts.empty()) {
@@ -248,7 +248,7 @@ inline RunModel load_run(const std::filesystem::path& dir) {
       if (ok) m.moe_bias.push_back(b[i].get<std::vector<float>>());
     }
     if (!ok)
-      throw train::checkpoint_error(concat("eval: ", name, " lacks one selection bias per expert of each of the model's ",
+      throw train::checkpoint_error(concat(name, " lacks one selection bias per expert of each of the model's ",
                                            static_cast<int64>(experts.size()), " MoE layers"));
   }
   const nlohmann::json& step = ck.meta.contains("step") ? ck.meta.at("step") : nlohmann::json();
@@ -288,13 +288,13 @@ std::unique_ptr<train::Transformer<float, B>> inference_model(const RunModel& m,
   auto t = std::make_unique<train::Transformer<float, B>>(train::forward_only, m.spec, batch, seq_len, m.softcap, m.inference_routing(),
                                                          std::span<const float>(m.params));
   if (static_cast<int64>(m.moe_bias.size()) != t->moe_layers())
-    throw std::invalid_argument(concat("eval: the model has ", t->moe_layers(), " MoE layers but ", static_cast<int64>(m.moe_bias.size()),
+    throw std::invalid_argument(concat("the model has ", t->moe_layers(), " MoE layers but ", static_cast<int64>(m.moe_bias.size()),
                                        " selection biases were given"));
   for (int64 i = 0; i < t->moe_layers(); ++i) {
     const std::vector<float>& b = m.moe_bias[static_cast<std::size_t>(i)];
     const int64 experts = t->moe_shape(i).experts;
     if (static_cast<int64>(b.size()) != experts)
-      throw std::invalid_argument(concat("eval: MoE layer ", t->moe_name(i), " has ", experts, " experts but ",
+      throw std::invalid_argument(concat("MoE layer ", t->moe_name(i), " has ", experts, " experts but ",
                                          static_cast<int64>(b.size()), " selection biases were given"));
     t->write_moe_bias(i, b);
   }

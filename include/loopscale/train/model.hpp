@@ -86,11 +86,11 @@ inline constexpr forward_only_t forward_only{};
 // recurrences followed by its lane pooling and coda (an early exit from the trained loop), which is
 // well defined and is what is chosen here. A model without a shared block has no loop: only r = 1.
 inline void check_recurrences(const ModelSpec& spec, int64 r) {
-  if (r < 1) throw spec_error(concat("eval: the number of recurrences must be at least 1, not ", r));
+  if (r < 1) throw spec_error(concat("the number of recurrences must be at least 1, not ", r));
   if (spec.recur.block.empty() && r != 1)
-    throw spec_error(concat("eval: the model has no shared block, so it runs r = 1 only, not ", r));
+    throw spec_error(concat("the model has no shared block, so it runs r = 1 only, not ", r));
   if (spec.recur.inject.kind == Inject::hyper && r > spec.recur.r)
-    throw spec_error(concat("eval: the model's hyperconnections (", inject_name(spec.recur.inject), ") hold one parameter set per ",
+    throw spec_error(concat("the model's hyperconnections (", inject_name(spec.recur.inject), ") hold one parameter set per ",
                             "recurrence, ", spec.recur.r, " of them; it cannot run ", r,
                             " recurrences (at most ", spec.recur.r, ")"));
 }
