@@ -26,6 +26,12 @@ namespace loopscale::train::kernels {
 // or faster (top of this file).
 inline constexpr int64 causal_block_rows = 128;
 
+// f(b0, b1) for each block [b0, b1) of causal_block_rows rows of a T-row matrix, in order.
+template <class F>
+inline void for_causal_blocks(int64 Tn, F f) {
+  for (int64 b0 = 0; b0 < Tn; b0 += causal_block_rows) f(b0, std::min(Tn, b0 + causal_block_rows));
+}
+
 struct AttentionShape {
   int64 batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
   constexpr int64 row() const { return (heads + 2 * kv_heads) * head_dim; }  // fused QKV row
@@ -81,15 +87,13 @@ void attention_forward(const T* qkv, T* P, T* out, const AttentionShape& s) {
       T* O = out + b * Tn * hq + h * q;
       // Row block [r0, r1) attends to positions < r1 only: the scores right of that are never
       // computed (the softmax writes their zeros), and P V stops at column r1.
-      for (int64 r0 = 0; r0 < Tn; r0 += causal_block_rows) {
-        const int64 r1 = std::min(Tn, r0 + causal_block_rows);
+      for_causal_blocks(Tn, [&](int64 r0, int64 r1) {
         B::gemm(false, true, r1 - r0, r1, q, scale, Q + r0 * C, C, K, C, T(0), S + r0 * Tn, Tn);
-      }
+      });
       for (int64 t = 0; t < Tn; ++t) causal_softmax_row(S + t * Tn, t, Tn);
-      for (int64 r0 = 0; r0 < Tn; r0 += causal_block_rows) {
-        const int64 r1 = std::min(Tn, r0 + causal_block_rows);
+      for_causal_blocks(Tn, [&](int64 r0, int64 r1) {
         B::gemm(false, false, r1 - r0, q, r1, T(1), S + r0 * Tn, Tn, V, C, T(0), O + r0 * hq, hq);
-      }
+      });
     });
   } else {
     const int64 seqC = Tn * C, seqP = s.heads * Tn * Tn;  // one sequence on, in qkv and in P
@@ -163,23 +167,19 @@ void attention_group_backward(const T* qkv, const T* P, const T* dout, T* dqkv, 
     const T* dO = dout + b * Tn * hq + h * q;
     // In blocks of causal_block_rows, skipping the masked triangle: rows [r0, r1) of dP and dQ
     // need positions < r1; rows [c0, c1) of dV and dK receive from positions >= c0 only.
-    for (int64 r0 = 0; r0 < Tn; r0 += causal_block_rows) {
-      const int64 r1 = std::min(Tn, r0 + causal_block_rows);
+    for_causal_blocks(Tn, [&](int64 r0, int64 r1) {
       B::gemm(false, true, r1 - r0, r1, q, T(1), dO + r0 * hq, hq, V, C, T(0), dP + r0 * Tn, Tn);
-    }
-    for (int64 c0 = 0; c0 < Tn; c0 += causal_block_rows) {
-      const int64 c1 = std::min(Tn, c0 + causal_block_rows);
+    });
+    for_causal_blocks(Tn, [&](int64 c0, int64 c1) {
       B::gemm(true, false, c1 - c0, q, Tn - c0, T(1), S + c0 * Tn + c0, Tn, dO + c0 * hq, hq, T(1), dV + c0 * C, C);
-    }
+    });
     for (int64 t = 0; t < Tn; ++t) causal_softmax_backward_row(S + t * Tn, dP + t * Tn, t, Tn, scale);
-    for (int64 r0 = 0; r0 < Tn; r0 += causal_block_rows) {
-      const int64 r1 = std::min(Tn, r0 + causal_block_rows);
+    for_causal_blocks(Tn, [&](int64 r0, int64 r1) {
       B::gemm(false, false, r1 - r0, q, r1, T(1), dP + r0 * Tn, Tn, K, C, T(0), dQ + r0 * C, C);
-    }
-    for (int64 c0 = 0; c0 < Tn; c0 += causal_block_rows) {
-      const int64 c1 = std::min(Tn, c0 + causal_block_rows);
+    });
+    for_causal_blocks(Tn, [&](int64 c0, int64 c1) {
       B::gemm(true, false, c1 - c0, q, Tn - c0, T(1), dP + c0 * Tn + c0, Tn, Q + c0 * C, C, T(1), dK + c0 * C, C);
-    }
+    });
   }
 }
 
