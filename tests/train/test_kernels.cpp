@@ -276,12 +276,10 @@ TEST_CASE("HostBackend::gemm: every transposition, beta 0 over garbage and beta 
             // A holds op(A) (M x K) as K x lda (ta) or M x lda; B holds op(B) (K x N) as N x ldb or K x ldb.
             const int64 lda = ta ? s.lda : s.K + 3, ldb = tb ? s.K + 5 : s.ldb, ldc = s.N + 7;
             const int64 a_rows = ta ? s.K : s.M, b_rows = tb ? s.N : s.K;
-            std::vector<float> A(static_cast<std::size_t>(a_rows * lda)), B(static_cast<std::size_t>(b_rows * ldb));
-            std::vector<float> C(static_cast<std::size_t>(s.M * ldc));
             const std::uint64_t seed = static_cast<std::uint64_t>(s.M * 8 + s.N + ta * 2 + tb);
-            A = cast<float>(randn(A.size(), seed));
-            B = cast<float>(randn(B.size(), seed + 1));
-            C = cast<float>(randn(C.size(), seed + 2));
+            const std::vector<float> A = cast<float>(randn(static_cast<std::size_t>(a_rows * lda), seed));
+            const std::vector<float> B = cast<float>(randn(static_cast<std::size_t>(b_rows * ldb), seed + 1));
+            std::vector<float> C = cast<float>(randn(static_cast<std::size_t>(s.M * ldc), seed + 2));
             if (beta == 0.0f) std::fill(C.begin(), C.end(), std::numeric_limits<float>::quiet_NaN());
             const std::vector<float> C0 = C;
             HB::gemm(ta, tb, s.M, s.N, s.K, 0.75f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);

@@ -3,6 +3,7 @@
 // fsync'd write), so the script can SIGKILL it at random moments and run it again; `verify`
 // checks the end state; `merge` joins shard folders.
 //   sweep_kill_driver run OUT [I/N]      sweep_kill_driver verify OUT      sweep_kill_driver merge OUT IN...
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>

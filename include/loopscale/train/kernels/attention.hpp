@@ -5,10 +5,11 @@
 //
 // The score and probability matrices are T x T with the upper triangle masked. The task form (the
 // host) computes them in blocks of causal_block_rows query rows, each against the key positions up
-// to its last row only, so the masked triangle costs little (with oneDNN GEMMs on Zen 4 the
-// acceptance model's step went from 2.76-2.97 s to 2.67-2.74 s with blocks of 128 rows, and
-// 2.68-2.80 s with 64). The device form multiplies whole T x T matrices. The FLOP convention
-// counts attention at full T either way. The forward keeps the probabilities P for the backward:
+// to its last row only, so the masked triangle costs little (oneDNN GEMMs on Zen 4, the acceptance
+// shape's attention forward and backward, 2 threads: 19.1-20.3 ms untiled, 15.9-17.2 ms in blocks of
+// 128 rows; about 2% of the training step). The device form multiplies whole T x T matrices. The
+// FLOP convention counts attention at full T either way. The forward keeps the probabilities P for
+// the backward:
 //   dP = dO V^T,  dV += P^T dO,  dS = P * (dP - rowsum(P * dP)) / sqrt(q),  dQ = dS K,  dK += dS^T Q.
 #pragma once
 
@@ -22,8 +23,8 @@ namespace loopscale::train::kernels {
 
 // Rows per block of the task form's causal tiling (the host): a block of query rows multiplies only
 // the key positions at or before its last row. At T = 256, 128-row blocks do 3/4 of the full
-// products' work in 2 GEMMs per product, 64-row blocks 5/8 in 4 smaller ones; 128 measured as fast
-// or faster (top of this file).
+// products' work in 2 GEMMs per product, 64-row blocks 5/8 in 4 smaller ones, which were no faster
+// in the training step.
 inline constexpr int64 causal_block_rows = 128;
 
 // f(b0, b1) for each block [b0, b1) of causal_block_rows rows of a T-row matrix, in order.
