@@ -1,7 +1,8 @@
 // Every kernel the CUDA backend runs, against its host twin on the same inputs (llm.c's dev/cuda
 // way): the same template instantiated with HostBackend over host vectors and with CudaBackend
-// over device buffers, results compared with |device - host| <= tol + eps |host|, and each device
-// result computed twice and compared bit for bit (run-to-run determinism on one GPU).
+// over device buffers, results compared with |device - host| <= tol + eps |host| (integer results,
+// such as the MoE grouping, exactly), and each device result computed twice and compared bit for
+// bit (run-to-run determinism on one GPU).
 //
 // Exit 77 (ctest: skipped) without a usable CUDA device, as on a build machine without a GPU.
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "loopscale/train/kernels/inject.hpp"
 #include "loopscale/train/kernels/loss.hpp"
 #include "loopscale/train/kernels/mlp.hpp"
+#include "loopscale/train/kernels/moe_router.hpp"
 #include "loopscale/train/kernels/rmsnorm.hpp"
 #include "loopscale/train/kernels/rope.hpp"
 #include "loopscale/train/optim.hpp"
@@ -263,6 +265,12 @@ int main() {
     const float* lo = LO.data();
     const double ds = CudaBackend::sum(rows, [=] LOOPSCALE_HD(int64 i) { return lo[i]; });
     compare("sum of the losses", {static_cast<float>(hs)}, {static_cast<float>(ds)}, 1e-6, 1e-6);
+    // The fused loss and gradient (vocabulary narrower than the block: most threads see no logit).
+    Dev F = up(logits0), FO(rows), FL(rows);
+    k::softcap_ce_forward_backward<CudaBackend>(F.data(), T.data(), FO.data(), FL.data(), 1.0f / rows, ls);
+    compare("softcap cross-entropy fused: losses", loss, down(FO));
+    compare("softcap cross-entropy fused: logsumexp", lse, down(FL));
+    compare("softcap cross-entropy fused: gradient", logits, down(F), 1e-7, 1e-4);
   }
   // CudaBackend's own kernels (one block per row) over a vocabulary wider than the block, padded
   // to a multiple of 128, with and without the softcap; each result twice, bit for bit.
@@ -294,6 +302,17 @@ int main() {
     compare("softcap cross-entropy: logsumexp" + w, lse, run(2));
     compare("softcap cross-entropy: gradient, padding zeroed" + w, logits, run(3), 1e-7, 1e-4);
     for (int what = 0; what < 4; ++what) deterministic("softcap cross-entropy, result " + std::to_string(what) + w, [&] { return run(what); });
+    const auto fused = [&](int what) {  // the training step's fused kernel: losses, logsumexp, gradient
+      DevI T = up(tgt);
+      Dev L = up(logits0), LO(rr), LSE(rr);
+      k::softcap_ce_forward_backward<CudaBackend>(L.data(), T.data(), LO.data(), LSE.data(), 1.0f / rr, ls);
+      return down(what == 0 ? LO : what == 1 ? LSE : L);
+    };
+    compare("softcap cross-entropy fused: losses" + w, loss, fused(0));
+    compare("softcap cross-entropy fused: logsumexp" + w, lse, fused(1));
+    compare("softcap cross-entropy fused: gradient, padding zeroed" + w, logits, fused(2), 1e-7, 1e-4);
+    for (int what = 0; what < 3; ++what)
+      deterministic("softcap cross-entropy fused, result " + std::to_string(what) + w, [&] { return fused(what); });
   }
 
   // ---- RoPE, forward and inverse ----
@@ -390,6 +409,48 @@ int main() {
     k::add_into<CudaBackend>(E.data(), DU.data(), n);
     k::add_scalar<CudaBackend>(E.data() + 5, 2.5f);
     compare("add_scaled, add_into, add_scalar", h, down(E));
+  }
+
+  // ---- MoE grouping: CUDA's radix-sort form against the host's counting sort (exact) ----
+  for (const int64 E : {int64{3}, int64{8}, int64{64}}) {
+    const int64 N = 5000, K = 2, S = N * K, cap = N * K / E;  // capacity: the skew below drops slots
+    std::vector<std::int32_t> expert(S);
+    std::uint64_t st = 77 + E;
+    for (int64 t = 0; t < N; ++t) {
+      st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+      const auto a = static_cast<std::int32_t>((st >> 33) % E / ((st >> 20) % 3 == 0 ? 1 : 2));  // low experts favoured
+      expert[t * K] = a;
+      expert[t * K + 1] = static_cast<std::int32_t>((a + 1 + (st >> 40) % (E - 1)) % E);  // distinct from the first
+    }
+    const std::size_t scratch = static_cast<std::size_t>(k::moe_group_scratch(E, S));
+    std::vector<std::int32_t> order(S), pos(S), offset(E + 1), kept(E), hist(scratch);
+    k::group_slots<HostBackend>(N, K, E, cap, expert.data(), order.data(), pos.data(), offset.data(), kept.data(), hist.data());
+    const auto run = [&] {
+      DevI X = up(expert), O(S), P(S), OF(E + 1), KE(E), H(scratch);
+      k::group_slots<CudaBackend>(N, K, E, cap, X.data(), O.data(), P.data(), OF.data(), KE.data(), H.data());
+      std::vector<std::int32_t> all;
+      const auto append = [&all](const DevI& b) {
+        std::vector<std::int32_t> h(b.size());
+        CudaBackend::download(h.data(), b.data(), static_cast<int64>(h.size()));
+        all.insert(all.end(), h.begin(), h.end());
+      };
+      append(O), append(P), append(OF), append(KE);
+      return all;
+    };
+    std::vector<std::int32_t> want = order;
+    want.insert(want.end(), pos.begin(), pos.end());
+    want.insert(want.end(), offset.begin(), offset.end());
+    want.insert(want.end(), kept.begin(), kept.end());
+    ++checks;
+    const auto got = run();
+    if (got != want || run() != got) {
+      std::printf("FAIL moe grouping, %lld experts: the device's order, positions, offsets or kept counts differ from the host's (or between two runs)\n",
+                  static_cast<long long>(E));
+      ++failures;
+    } else {
+      std::printf("ok   moe grouping, %lld experts (%lld slots, the same groups as the host, twice)\n", static_cast<long long>(E),
+                  static_cast<long long>(S));
+    }
   }
 
   // ---- AdamW over backend buffers, two steps, clipped ----

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "loopscale/account/params.hpp"
+#include "loopscale/train/backend/guard.hpp"
 #include "moe_reference.hpp"
 
 using namespace loopscale;
@@ -15,6 +16,13 @@ using namespace loopscale::train::kernels;
 using HB = loopscale::train::HostBackend;
 
 namespace {
+
+// The host backend with a sort of its own, as CUDA has: group_slots then runs its sort form.
+struct SortingHost : HB {
+  static void sort_pairs(const int32* keys_in, int32* keys_out, const int32* vals_in, int32* vals_out, int64 n, int key_bits) {
+    loopscale::train::stable_sort_pairs_host(keys_in, keys_out, vals_in, vals_out, n, key_bits);
+  }
+};
 
 // Buffers of one layer for R calls of N tokens, allocated once as a model would.
 template <class T>
@@ -300,29 +308,37 @@ TEST_CASE("moe: grouping is a stable sort of the slots by expert", "[moe]") {
     MoeShape s;
     s.experts = c.E, s.top_k = c.K, s.capacity_factor = c.cap;
     const int64 S = c.N * c.K, C = s.capacity(c.N);
-    std::vector<int32> order(S, -1), pos(S, -1), offset(c.E + 1), kept(c.E), hist(moe_group_scratch(c.E, S));
-    group_slots<HB>(c.N, c.K, c.E, C, expert.data(), order.data(), pos.data(), offset.data(), kept.data(), hist.data());
-    // Reference: priority positions j = k N + t, stably sorted by expert.
-    std::vector<int32> ref(S);
-    for (int64 j = 0; j < S; ++j) ref[j] = static_cast<int32>((j % c.N) * c.K + j / c.N);
-    std::stable_sort(ref.begin(), ref.end(), [&](int32 a, int32 b) { return expert[a] < expert[b]; });
-    REQUIRE(order == ref);
-    std::vector<int> seen(S, 0);
-    for (int32 v : order) ++seen[v];
-    REQUIRE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
-    for (int64 i = 0; i < S; ++i) REQUIRE(pos[order[i]] == i);
-    REQUIRE(offset[0] == 0);
-    REQUIRE(offset[c.E] == S);
-    for (int64 e = 0; e < c.E; ++e) {
-      const int64 n = std::count(expert.begin(), expert.end(), static_cast<int32>(e));
-      REQUIRE(offset[e + 1] - offset[e] == n);
-      REQUIRE(kept[e] == std::min(n, C));
-      for (int64 i = offset[e]; i < offset[e + 1]; ++i) REQUIRE(expert[order[i]] == e);
-    }
-    if (c.cap > 0 && c.cap < 1.5) {
-      int64 dropped = 0;
-      for (int64 e = 0; e < c.E; ++e) dropped += offset[e + 1] - offset[e] - kept[e];
-      REQUIRE(dropped > 0);  // the skew overloads the low experts
+    // The host's counting sort, and the sort form a GPU runs (SortingHost), must give the same.
+    for (const bool sorting : {false, true}) {
+      INFO((sorting ? "the backend's sort" : "the counting sort"));
+      std::vector<int32> order(S, -1), pos(S, -1), offset(c.E + 1), kept(c.E), hist(moe_group_scratch(c.E, S), -7);
+      const auto group = [&]<class Backend>() {
+        group_slots<Backend>(c.N, c.K, c.E, C, expert.data(), order.data(), pos.data(), offset.data(), kept.data(), hist.data());
+      };
+      if (sorting) group.template operator()<SortingHost>();
+      else group.template operator()<HB>();
+      // Reference: priority positions j = k N + t, stably sorted by expert.
+      std::vector<int32> ref(S);
+      for (int64 j = 0; j < S; ++j) ref[j] = static_cast<int32>((j % c.N) * c.K + j / c.N);
+      std::stable_sort(ref.begin(), ref.end(), [&](int32 a, int32 b) { return expert[a] < expert[b]; });
+      REQUIRE(order == ref);
+      std::vector<int> seen(S, 0);
+      for (int32 v : order) ++seen[v];
+      REQUIRE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+      for (int64 i = 0; i < S; ++i) REQUIRE(pos[order[i]] == i);
+      REQUIRE(offset[0] == 0);
+      REQUIRE(offset[c.E] == S);
+      for (int64 e = 0; e < c.E; ++e) {
+        const int64 n = std::count(expert.begin(), expert.end(), static_cast<int32>(e));
+        REQUIRE(offset[e + 1] - offset[e] == n);
+        REQUIRE(kept[e] == std::min(n, C));
+        for (int64 i = offset[e]; i < offset[e + 1]; ++i) REQUIRE(expert[order[i]] == e);
+      }
+      if (c.cap > 0 && c.cap < 1.5) {
+        int64 dropped = 0;
+        for (int64 e = 0; e < c.E; ++e) dropped += offset[e + 1] - offset[e] - kept[e];
+        REQUIRE(dropped > 0);  // the skew overloads the low experts
+      }
     }
   }
 }

@@ -180,7 +180,11 @@ TEST_CASE("guard backend: training steps never touch model memory from the host 
 // The device forms of attention and the MoE experts (B::nested_gemm false: every GEMM issued from
 // the host, the rest element-wise), which a GPU backend runs, on the CPU under the guard. Their
 // GEMMs are blocked differently (one per expert rather than per row chunk and weight panel), so
-// the comparison with the host forms has a tolerance.
+// the comparison with the host forms has a tolerance. The MoE grouping there is the backend's
+// sort, as on CUDA (the host forms keep the counting sort); it must give the same groups, so the
+// biases below come out identical.
+static_assert(train::kernels::SortsPairs<train::GuardDeviceBackend> && !train::kernels::SortsPairs<GuardBackend> &&
+              !train::kernels::SortsPairs<HostBackend>);
 TEST_CASE("guard backend: the device forms of attention and MoE train as the host forms do, without touching host memory",
           "[train][backend][guard]") {
   const train::kernels::MoeRouting aux = aux_routing(), bias = bias_routing();

@@ -49,6 +49,7 @@
 #include "loopscale/account/memory.hpp"
 #include "loopscale/account/params.hpp"
 #include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/backend/vector_ops.hpp"
 #include "loopscale/train/kernels/attention.hpp"
 #include "loopscale/train/kernels/embedding.hpp"
 #include "loopscale/train/kernels/inject.hpp"
@@ -363,15 +364,32 @@ class Transformer {
 
   // Mean cross-entropy (nats per token) of next-token prediction; tokens and targets hold
   // batch * seq_len ids each. Gradients are overwritten (not accumulated across calls).
+  // The loss's gradient comes out of the same kernel as the loss (kernels/loss.hpp: fused where the
+  // backend has such a kernel; the host's two kernels give the same bits as forward() + backward()).
   double forward_backward(const std::int32_t* tokens, const std::int32_t* targets) {
     if (!train_) throw std::logic_error("train: a forward-only model has no gradients");
-    const double loss = forward(tokens, targets);
-    backward(tokens, targets);
+    const double loss = forward_pass(tokens, targets, true);
+    backward_from_logits(B::host_memory ? tokens : tokens_.data());  // forward_pass uploaded the batch
     return loss;
   }
 
   // Mean cross-entropy without gradients (the activations are written all the same).
-  double forward(const std::int32_t* tokens, const std::int32_t* targets) {
+  double forward(const std::int32_t* tokens, const std::int32_t* targets) { return forward_pass(tokens, targets, false); }
+
+  // Gradients of the mean loss of the last forward() (which must have been on the same batch).
+  void backward(const std::int32_t* tokens, const std::int32_t* targets) {
+    if (!train_) throw std::logic_error("train: a forward-only model has no gradients");
+    if constexpr (!B::host_memory) {  // the same batch as the last forward(), which uploaded it
+      tokens = tokens_.data();
+      targets = targets_.data();
+    }
+    kernels::softcap_ce_backward<B>(logits_, targets, lse_, T(1) / T(n_), loss_shape());
+    backward_from_logits(tokens);
+  }
+
+ private:
+  // The forward pass; with_grad: the logits are left holding the loss's gradient (a training step).
+  double forward_pass(const std::int32_t* tokens, const std::int32_t* targets, bool with_grad) {
     ensure_tables();
     tokens = stage(tokens, tokens_);
     targets = stage(targets, targets_);
@@ -397,24 +415,18 @@ class Transformer {
     coda_out_ = x;
     kernels::rmsnorm_forward<B>(x, P + norm2_, xf_, rstd_f_, n_, d_);
     kernels::linear_forward<B>(xf_, P + head_, logits_, n_, d_, vp_);
-    kernels::softcap_ce_forward<B>(logits_, targets, losses_, lse_, loss_shape());
+    if (with_grad) kernels::softcap_ce_forward_backward<B>(logits_, targets, losses_, lse_, T(1) / T(n_), loss_shape());
+    else kernels::softcap_ce_forward<B>(logits_, targets, losses_, lse_, loss_shape());
     aux_ = 0;
     for (const MoeLayer& m : moe_) aux_ += m.stats.balance_loss(m.shape->ms) + m.stats.z_loss(m.shape->ms);
-    const T* l = losses_;
-    return B::sum(n_, [l] LOOPSCALE_HD(int64 i) { return l[i]; }) / static_cast<double>(n_);
+    return detail::sum_values<B>(static_cast<const T*>(losses_), n_) / static_cast<double>(n_);
   }
 
-  // Gradients of the mean loss of the last forward() (which must have been on the same batch).
-  void backward(const std::int32_t* tokens, const std::int32_t* targets) {
-    if (!train_) throw std::logic_error("train: a forward-only model has no gradients");
-    if constexpr (!B::host_memory) {  // the same batch as the last forward(), which uploaded it
-      tokens = tokens_.data();
-      targets = targets_.data();
-    }
+  // Everything of the backward pass after the loss: logits_ holds d loss / d logits.
+  void backward_from_logits(const std::int32_t* tokens) {
     T* G = grads_.data();
     const T* P = P_;
     kernels::fill<B>(G, T(0), n_params_);
-    kernels::softcap_ce_backward<B>(logits_, targets, lse_, T(1) / T(n_), loss_shape());
     kernels::linear_backward<B>(xf_, P + head_, logits_, dxn_, G + head_, n_, d_, vp_);
     kernels::rmsnorm_backward<B>(coda_out_, P + norm2_, rstd_f_, dxn_, g_, G + norm2_, n_, d_, false);
     for (int64 i = spec_.coda.size() - 1; i >= 0; --i)
@@ -431,7 +443,6 @@ class Transformer {
     kernels::embedding_backward<B>(tokens, dxn_, G + emb_, n_, d_);
   }
 
- private:
   Transformer(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap, const kernels::MoeRouting& routing, bool train,
               std::span<const T> params)
       : spec_(spec), batch_(batch), seq_(seq_len), n_(batch * seq_len), softcap_(softcap), routing_(routing), train_(train) {

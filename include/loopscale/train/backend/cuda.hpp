@@ -189,7 +189,8 @@ struct CudaBackend {
   }
 
   // Kernels of this backend's own (the hook of backend/host.hpp; cuda_kernels.hpp): the portable
-  // kernels of kernels/rmsnorm.hpp and kernels/loss.hpp call these instead of their bodies.
+  // kernels of kernels/rmsnorm.hpp and kernels/loss.hpp call these instead of their bodies
+  // (softcap_ce_fused: the training step's loss and gradient in one kernel).
   template <class T>
   static void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d, T eps) {
     cuda_kernels::rmsnorm_forward(x, g, y, rstd, rows, d, eps);
@@ -207,6 +208,18 @@ struct CudaBackend {
   static void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T scale, int64 rows, int64 padded_vocab,
                                   int64 vocab, T cap) {
     cuda_kernels::softcap_ce_backward(logits, targets, lse, scale, rows, padded_vocab, vocab, cap);
+  }
+
+  template <class T>
+  static void softcap_ce_fused(T* logits, const std::int32_t* targets, T* losses, T* lse, T scale, int64 rows, int64 padded_vocab,
+                               int64 vocab, T cap) {
+    cuda_kernels::softcap_ce_fused(logits, targets, losses, lse, scale, rows, padded_vocab, vocab, cap);
+  }
+
+  // The MoE grouping's stable sort of (expert, slot) pairs (kernels/moe_router.hpp).
+  static void sort_pairs(const std::int32_t* keys_in, std::int32_t* keys_out, const std::int32_t* vals_in, std::int32_t* vals_out, int64 n,
+                         int key_bits) {
+    cuda_kernels::sort_pairs(keys_in, keys_out, vals_in, vals_out, n, key_bits);
   }
 
   // Row-major C = alpha op(A) op(B) + beta C.

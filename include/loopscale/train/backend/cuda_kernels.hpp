@@ -10,6 +10,9 @@
 //     thread per column adds the chunks in order, so it is deterministic (no atomics).
 //   softcap_ce_forward, softcap_ce_backward (kernels/loss.hpp): one block per row of logits, the
 //     threads striding the vocabulary, max and sum reduced over the block in a fixed tree.
+//   softcap_ce_fused (kernels/loss.hpp, a training step's loss and gradient together): one block
+//     per row, an online (max, sum) per thread merged over the block, then the gradient written.
+//   sort_pairs (kernels/moe_router.hpp, the MoE grouping): CUB's radix sort.
 //
 // Every kernel is a template over the scalar type: float for training, double for the gradient
 // checks (tests/cuda/gradcheck_device.cu); shuffles, shared memory and the math functions all have
@@ -26,6 +29,8 @@
 #endif
 
 #include <cuda_runtime.h>
+
+#include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
 #include <cstddef>
@@ -155,10 +160,11 @@ __global__ void rmsnorm_dg_sum(const T* part, T* dg, int64 chunks, int64 d) {
   dg[j] += s;
 }
 
-// Device scratch for the dg partials, kept and grown as needed until exit (as the cuBLAS handle is).
+// Device scratch of one element type, kept and grown as needed until exit (as the cuBLAS handle
+// is): the dg partials (T) and the radix sort's temporary storage (bytes).
 // cudaFree waits for the device, so no kernel still reads the old block when it goes.
 template <class T>
-T* partials(std::size_t n) {
+T* device_scratch(std::size_t n) {
   static T* p = nullptr;
   static std::size_t capacity = 0;
   if (n > capacity) {
@@ -166,7 +172,7 @@ T* partials(std::size_t n) {
     p = nullptr;
     capacity = 0;
     cuda_detail::check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc",
-                       std::to_string(n * sizeof(T)) + " bytes for the RMSNorm scale gradient's partials");
+                       std::to_string(n * sizeof(T)) + " bytes of scratch (RMSNorm scale gradient partials, or the MoE sort's)");
     capacity = n;
   }
   return p;
@@ -194,7 +200,7 @@ void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx,
     const int64 chunks_max = chunks_wanted < 1024 ? chunks_wanted : 1024;
     const int64 chunk = (rows + chunks_max - 1) / chunks_max;
     const int64 chunks = (rows + chunk - 1) / chunk;
-    T* part = partials<T>(static_cast<std::size_t>(chunks * d));
+    T* part = device_scratch<T>(static_cast<std::size_t>(chunks * d));
     const dim3 grid(static_cast<unsigned>((d + dg_columns - 1) / dg_columns), static_cast<unsigned>(chunks));
     rmsnorm_dg_partials<T><<<grid, dim3(dg_columns, dg_lanes)>>>(x, rstd, dy, part, rows, d, chunk);
     launched("rmsnorm_dg_partials");
@@ -253,6 +259,90 @@ __global__ void softcap_ce_backward_rows(T* logits, const std::int32_t* targets,
   for (int64 j = vocab + threadIdx.x; j < padded_vocab; j += blockDim.x) z[j] = T(0);
 }
 
+// The fused form of a training step (llm.c's fused classifier): loss and gradient from one block
+// per row that reads the raw logits twice and writes the row once, where the two kernels above
+// read it three times and write it twice. Pass 1 keeps each thread's running (max, sum of exp)
+// over its capped logits, merged over the block; pass 2 recomputes each capped logit from the raw
+// one and writes its gradient. The capped logits are never stored.
+template <class T>
+struct MaxSum {  // sum of exp(z - m) over some z, m their max; -inf and 0 for none
+  T m, s;
+};
+struct MergeMaxSum {
+  // The larger max first, so that merge(a, b) and merge(b, a) are the same bits (the butterfly
+  // needs that): equal maxima add the sums, which commute.
+  template <class T>
+  __device__ MaxSum<T> operator()(MaxSum<T> a, MaxSum<T> b) const {
+    if (a.m < b.m) {
+      const MaxSum<T> t = a;
+      a = b;
+      b = t;
+    }
+    if (b.m == -std::numeric_limits<T>::infinity()) return a;  // b holds no logit (nor a, if both are -inf)
+    return {a.m, a.s + b.s * std::exp(b.m - a.m)};
+  }
+};
+
+template <class T>
+__device__ MaxSum<T> shuffle_xor(MaxSum<T> v, int o) {
+  return {__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)};
+}
+
+// block_reduce for the pair (one barrier-protected slot per warp, as above).
+template <class T>
+__device__ MaxSum<T> block_merge(MaxSum<T> v, MaxSum<T>* red) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warps = static_cast<int>(blockDim.x / 32);
+  const MergeMaxSum merge;
+  for (int o = 16; o > 0; o >>= 1) v = merge(v, shuffle_xor(v, o));
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < warps ? red[lane] : MaxSum<T>{-std::numeric_limits<T>::infinity(), T(0)};
+  for (int o = 16; o > 0; o >>= 1) v = merge(v, shuffle_xor(v, o));
+  return v;
+}
+
+template <class T>
+__device__ T capped(T v, T cap) {
+  return cap > T(0) ? cap * std::tanh(v / cap) : v;
+}
+
+template <class T>
+__global__ void softcap_ce_fused_rows(T* logits, const std::int32_t* targets, T* losses, T* lse, T scale, int64 padded_vocab, int64 vocab,
+                                      T cap) {
+  __shared__ MaxSum<T> red[32];
+  const int64 i = blockIdx.x;
+  T* z = logits + i * padded_vocab;
+  const int64 tgt = targets[i];
+  MaxSum<T> ms{-std::numeric_limits<T>::infinity(), T(0)};
+  for (int64 j = threadIdx.x; j < vocab; j += blockDim.x) {
+    const T c = capped(z[j], cap);
+    if (c > ms.m) {
+      ms.s = ms.s * std::exp(ms.m - c) + T(1);  // exp(-inf) = 0 for the first
+      ms.m = c;
+    } else {
+      ms.s += std::exp(c - ms.m);
+    }
+  }
+  // Read before block_merge's barriers: pass 2 overwrites z[tgt].
+  const T zt = threadIdx.x == 0 ? capped(z[tgt], cap) : T(0);
+  ms = block_merge(ms, red);
+  const T l = ms.m + std::log(ms.s);
+  if (threadIdx.x == 0) {
+    lse[i] = l;
+    losses[i] = l - zt;
+  }
+  for (int64 j = threadIdx.x; j < vocab; j += blockDim.x) {
+    const T c = capped(z[j], cap);
+    const T p = std::exp(c - l);
+    const T dz = (p - (j == tgt ? T(1) : T(0))) * scale;
+    const T u = cap > T(0) ? c / cap : T(0);
+    z[j] = dz * (T(1) - u * u);
+  }
+  for (int64 j = vocab + threadIdx.x; j < padded_vocab; j += blockDim.x) z[j] = T(0);
+}
+
 template <class T>
 void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* lse, int64 rows, int64 padded_vocab, int64 vocab, T cap) {
   if (rows <= 0) return;
@@ -266,6 +356,29 @@ void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T
   if (rows <= 0) return;
   softcap_ce_backward_rows<T><<<static_cast<unsigned>(rows), ce_threads>>>(logits, targets, lse, scale, padded_vocab, vocab, cap);
   launched("softcap_ce_backward_rows");
+}
+
+template <class T>
+void softcap_ce_fused(T* logits, const std::int32_t* targets, T* losses, T* lse, T scale, int64 rows, int64 padded_vocab, int64 vocab,
+                      T cap) {
+  if (rows <= 0) return;
+  softcap_ce_fused_rows<T><<<static_cast<unsigned>(rows), ce_threads>>>(logits, targets, losses, lse, scale, padded_vocab, vocab, cap);
+  launched("softcap_ce_fused_rows");
+}
+
+// ---- the MoE grouping's sort (kernels/moe_router.hpp, group_slots_sorted) -------------------------
+
+// A stable sort of n int32 (key, value) pairs by the keys' low key_bits bits: CUB's radix sort
+// (stable, and the same bits from run to run), its temporary storage kept and grown as needed.
+inline void sort_pairs(const std::int32_t* keys_in, std::int32_t* keys_out, const std::int32_t* vals_in, std::int32_t* vals_out, int64 n,
+                       int key_bits) {
+  if (n <= 0) return;
+  std::size_t bytes = 0;
+  cuda_detail::check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys_in, keys_out, vals_in, vals_out, n, 0, key_bits),
+                     "cub::DeviceRadixSort::SortPairs (temporary storage size)", std::to_string(n) + " pairs");
+  unsigned char* temp = device_scratch<unsigned char>(bytes > 0 ? bytes : 1);
+  cuda_detail::check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, vals_in, vals_out, n, 0, key_bits),
+                     "cub::DeviceRadixSort::SortPairs", std::to_string(n) + " pairs, " + std::to_string(key_bits) + " key bits");
 }
 
 }  // namespace loopscale::train::cuda_kernels

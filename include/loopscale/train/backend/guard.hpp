@@ -1,7 +1,7 @@
 // The guard backend: HostBackend's kernels over memory the host cannot touch. Every buffer it
 // allocates is mapped with no access (PROT_NONE) except while one of the backend's own calls runs
-// (gemm, gemm_batched, parallel_for, sum, single, upload, download), so host code that reads or
-// writes model memory outside the backend, which on a GPU would dereference a device pointer on
+// (gemm, gemm_batched, parallel_for, sum, single, sort_pairs, upload, download), so host code that
+// reads or writes model memory outside the backend, which on a GPU would dereference a device pointer on
 // the host, stops with SIGSEGV at the line that does it. A model whose training step runs under
 // this backend with the same results as under HostBackend has a seam a device backend can plug
 // into; tests do that (tests/train/test_guard_backend.cpp).
@@ -17,12 +17,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "loopscale/train/backend/buffer.hpp"
 #include "loopscale/train/backend/host.hpp"
@@ -98,6 +100,23 @@ struct GuardMemory {
 template <class T>
 using GuardBuffer = OwnedBuffer<T, GuardMemory>;
 
+// A stable sort of n (key, value) pairs by the low key_bits bits of the key, on the host: what a
+// device backend's sort_pairs does (CUDA: a CUB radix sort over those bits), for the guard's
+// device forms and for tests.
+inline void stable_sort_pairs_host(const std::int32_t* keys_in, std::int32_t* keys_out, const std::int32_t* vals_in, std::int32_t* vals_out,
+                                   std::int64_t n, int key_bits) {
+  const std::uint32_t mask = key_bits >= 32 ? ~0u : (1u << key_bits) - 1u;
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](std::int64_t a, std::int64_t b) {
+    return (static_cast<std::uint32_t>(keys_in[a]) & mask) < (static_cast<std::uint32_t>(keys_in[b]) & mask);
+  });
+  for (std::int64_t i = 0; i < n; ++i) {
+    keys_out[i] = keys_in[idx[static_cast<std::size_t>(i)]];
+    vals_out[i] = vals_in[idx[static_cast<std::size_t>(i)]];
+  }
+}
+
 // NestedGemm: true runs the host backend's forms of attention and the MoE experts (a GEMM inside
 // a parallel task), so results equal HostBackend's bit for bit; false runs the device forms, the
 // code path of a GPU backend, on the CPU (GuardDeviceBackend).
@@ -140,6 +159,15 @@ struct GuardBackendOf {
                            int64 ldb, int64 strideB, T beta, T* C, int64 ldc, int64 strideC, int64 count) {
     const guard_detail::Open open;
     HostBackend::gemm_batched(ta, tb, M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, count);
+  }
+  // The device forms sort (kernels/moe_router.hpp groups MoE slots by a sort where the backend
+  // has one); the host forms keep the host's counting sort.
+  static void sort_pairs(const std::int32_t* keys_in, std::int32_t* keys_out, const std::int32_t* vals_in, std::int32_t* vals_out,
+                         int64 n, int key_bits)
+    requires(!NestedGemm)
+  {
+    const guard_detail::Open open;
+    stable_sort_pairs_host(keys_in, keys_out, vals_in, vals_out, n, key_bits);
   }
   template <class T>
   static void upload(T* dst, const T* src, int64 n) {

@@ -21,8 +21,8 @@
 // so the model keeps one code path and a backend without the member runs the portable kernel. The
 // arguments are the kernel's own, with its constants (rms_eps) and shape structs (LossShape) passed
 // as plain values, so a backend need not include the kernels. Hooked now: rmsnorm_forward,
-// rmsnorm_backward (kernels/rmsnorm.hpp), softcap_ce_forward, softcap_ce_backward (kernels/loss.hpp);
-// CudaBackend supplies all four (backend/cuda_kernels.hpp), HostBackend none.
+// rmsnorm_backward (kernels/rmsnorm.hpp), softcap_ce_forward, softcap_ce_backward, softcap_ce_fused
+// (kernels/loss.hpp); CudaBackend supplies all five (backend/cuda_kernels.hpp), HostBackend none.
 //
 // Every buffer a kernel reads or writes is a backend buffer; host code touches one only through
 // upload/download or inside a backend call (guard.hpp's backend checks that, for tests). Here a

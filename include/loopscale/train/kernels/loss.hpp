@@ -64,4 +64,19 @@ void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T
   });
 }
 
+// A training step's loss and gradient together: what softcap_ce_forward then softcap_ce_backward
+// leave (losses, logsumexps, and the gradient in place of the logits). The host runs exactly
+// those two (the same bits); a backend with a fused kernel of its own (CUDA: one block per row,
+// two reads of the row and one write instead of three and two) runs that.
+template <class B, class T>
+void softcap_ce_forward_backward(T* logits, const std::int32_t* targets, T* losses, T* lse, T scale, const LossShape& s) {
+  const T cap = T(s.softcap);
+  if constexpr (requires { B::softcap_ce_fused(logits, targets, losses, lse, scale, s.rows, s.padded_vocab, s.vocab, cap); }) {
+    B::softcap_ce_fused(logits, targets, losses, lse, scale, s.rows, s.padded_vocab, s.vocab, cap);
+  } else {
+    softcap_ce_forward<B>(logits, targets, losses, lse, s);
+    softcap_ce_backward<B>(logits, targets, lse, scale, s);
+  }
+}
+
 }  // namespace loopscale::train::kernels
