@@ -136,10 +136,11 @@ int main() {
     }
   }
 
-  // ---- attention's device form (a gemm_batched per head) against the host's task form, grouped
-  // KV heads (four query heads over two) ----
-  {
-    const k::AttentionShape sh{3, seq, heads, 2, q};
+  // ---- attention's device form (a gemm_batched per head, the softmax a warp per row) against the
+  // host's task form, grouped KV heads (four query heads over two; two over one with rows longer
+  // than a warp) ----
+  for (const int64 shape : {0, 1}) {
+    const k::AttentionShape sh = shape == 0 ? k::AttentionShape{3, seq, heads, 2, q} : k::AttentionShape{2, 100, 2, 1, 16};
     const int64 N = sh.batch * sh.seq;
     const auto qkv = randn(static_cast<std::size_t>(N * sh.row()), 40), dout = randn(static_cast<std::size_t>(N * sh.out_row()), 41);
     std::vector<float> P(sh.probs()), out(N * sh.out_row()), dqkv(qkv.size()),
@@ -153,10 +154,11 @@ int main() {
       k::attention_backward<CudaBackend>(X.data(), PP.data(), DO.data(), DX.data(), S.data(), sh);
       return down(what == 0 ? PP : what == 1 ? O : DX);
     };
-    compare("attention probabilities", P, run(0));
-    compare("attention forward", out, run(1));
-    compare("attention backward dqkv", dqkv, run(2));
-    deterministic("attention backward dqkv", [&] { return run(2); });
+    const std::string w = " (T " + std::to_string(sh.seq) + ")";
+    compare("attention probabilities" + w, P, run(0));
+    compare("attention forward" + w, out, run(1));
+    compare("attention backward dqkv" + w, dqkv, run(2));
+    deterministic("attention backward dqkv" + w, [&] { return run(2); });
   }
 
   // ---- RMSNorm (CudaBackend's own kernels: one warp per row, dg from per-block partials) ----

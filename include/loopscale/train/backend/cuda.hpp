@@ -5,10 +5,12 @@
 // becomes an exception naming the call (and, for a GEMM, the shapes).
 //
 // Status (see docs/training.md, "Backends"): every kernel of the model has a form for this backend.
-// The element-wise kernels run their portable LOOPSCALE_HD lambdas through Thrust; attention and
-// the MoE experts run their device forms (nested_gemm false: GEMMs issued from the host, attention's
-// as one gemm_batched per head over the sequences); RMSNorm and the softcapped cross-entropy run
-// kernels of this backend's own (cuda_kernels.hpp, through the hook of backend/host.hpp). The
+// The element-wise kernels run their portable LOOPSCALE_HD lambdas through Thrust, one thread per
+// value (kernels/spans.hpp); attention and the MoE experts run their device forms (nested_gemm
+// false: GEMMs issued from the host, attention's as one gemm_batched per head over the sequences);
+// RMSNorm, the softcapped cross-entropy (fused in a training step), attention's causal softmax and
+// the MoE grouping's sort run kernels of this backend's own (cuda_kernels.hpp, through the hook of
+// backend/host.hpp). The
 // kernels are checked against their host twins by tests/cuda/kernels_device.cu, the whole model
 // against the host by tests/cuda/model_device.cu, and its gradients in double against finite
 // differences by tests/cuda/gradcheck_device.cu. Nothing in this file or cuda_kernels.hpp has yet
@@ -214,6 +216,15 @@ struct CudaBackend {
   static void softcap_ce_fused(T* logits, const std::int32_t* targets, T* losses, T* lse, T scale, int64 rows, int64 padded_vocab,
                                int64 vocab, T cap) {
     cuda_kernels::softcap_ce_fused(logits, targets, losses, lse, scale, rows, padded_vocab, vocab, cap);
+  }
+
+  template <class T>
+  static void causal_softmax(T* P, int64 rows, int64 Tn) {
+    cuda_kernels::causal_softmax(P, rows, Tn);
+  }
+  template <class T>
+  static void causal_softmax_backward(const T* P, int64 seq_stride, T* dP, int64 rows, int64 Tn, T scale) {
+    cuda_kernels::causal_softmax_backward(P, seq_stride, dP, rows, Tn, scale);
   }
 
   // The MoE grouping's stable sort of (expert, slot) pairs (kernels/moe_router.hpp).

@@ -12,6 +12,8 @@
 //     threads striding the vocabulary, max and sum reduced over the block in a fixed tree.
 //   softcap_ce_fused (kernels/loss.hpp, a training step's loss and gradient together): one block
 //     per row, an online (max, sum) per thread merged over the block, then the gradient written.
+//   causal_softmax, causal_softmax_backward (kernels/attention.hpp, the device form): one warp per
+//     row of the T x T matrices, as RMSNorm.
 //   sort_pairs (kernels/moe_router.hpp, the MoE grouping): CUB's radix sort.
 //
 // Every kernel is a template over the scalar type: float for training, double for the gradient
@@ -364,6 +366,65 @@ void softcap_ce_fused(T* logits, const std::int32_t* targets, T* losses, T* lse,
   if (rows <= 0) return;
   softcap_ce_fused_rows<T><<<static_cast<unsigned>(rows), ce_threads>>>(logits, targets, losses, lse, scale, padded_vocab, vocab, cap);
   launched("softcap_ce_fused_rows");
+}
+
+// ---- causal softmax (kernels/attention.hpp, the device form) -------------------------------------
+
+// One warp per row of a T x T probability matrix, the lanes striding the row (coalesced) where the
+// portable form gives a row to one thread. Row r sits at position t = r % T of its sequence; only
+// j <= t is live, the rest becomes 0.
+template <class T>
+__global__ void causal_softmax_rows(T* P, int64 rows, int64 Tn) {
+  const int64 r = static_cast<int64>(blockIdx.x) * rows_per_block + threadIdx.x / 32;
+  if (r >= rows) return;  // the whole warp
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  T* row = P + r * Tn;
+  const int64 t = r % Tn;
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64 j = lane; j <= t; j += 32) mx = row[j] > mx ? row[j] : mx;
+  mx = warp_reduce(mx, Max{});
+  T sum = 0;
+  for (int64 j = lane; j <= t; j += 32) {
+    row[j] = std::exp(row[j] - mx);
+    sum += row[j];
+  }
+  sum = warp_reduce(sum, Sum{});
+  const T inv = T(1) / sum;
+  for (int64 j = lane; j <= t; j += 32) row[j] *= inv;
+  for (int64 j = t + 1 + lane; j < Tn; j += 32) row[j] = T(0);
+}
+
+// One warp per row of dP (rows x T, row r at position t = r % T of sequence r / T, whose
+// probabilities start at P + (r / T) * seq_stride + t * T): dS = p * (dP - <p, dP>) * scale in
+// place, zeros after t.
+template <class T>
+__global__ void causal_softmax_backward_rows(const T* P, int64 seq_stride, T* dP, int64 rows, int64 Tn, T scale) {
+  const int64 r = static_cast<int64>(blockIdx.x) * rows_per_block + threadIdx.x / 32;
+  if (r >= rows) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64 t = r % Tn;
+  const T* p = P + (r / Tn) * seq_stride + t * Tn;
+  T* d = dP + r * Tn;
+  T dot = 0;
+  for (int64 j = lane; j <= t; j += 32) dot += p[j] * d[j];
+  dot = warp_reduce(dot, Sum{});
+  for (int64 j = lane; j <= t; j += 32) d[j] = p[j] * (d[j] - dot) * scale;
+  for (int64 j = t + 1 + lane; j < Tn; j += 32) d[j] = T(0);
+}
+
+template <class T>
+void causal_softmax(T* P, int64 rows, int64 Tn) {
+  if (rows <= 0 || Tn <= 0) return;
+  causal_softmax_rows<T><<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), 32 * rows_per_block>>>(P, rows, Tn);
+  launched("causal_softmax_rows");
+}
+
+template <class T>
+void causal_softmax_backward(const T* P, int64 seq_stride, T* dP, int64 rows, int64 Tn, T scale) {
+  if (rows <= 0 || Tn <= 0) return;
+  causal_softmax_backward_rows<T><<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), 32 * rows_per_block>>>(
+      P, seq_stride, dP, rows, Tn, scale);
+  launched("causal_softmax_backward_rows");
 }
 
 // ---- the MoE grouping's sort (kernels/moe_router.hpp, group_slots_sorted) -------------------------

@@ -18,6 +18,7 @@
 #include <limits>
 
 #include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/kernels/spans.hpp"
 
 namespace loopscale::train::kernels {
 
@@ -69,7 +70,8 @@ LOOPSCALE_HD inline void causal_softmax_backward_row(const T* p, T* d, int64 t, 
 // threads); the device form issues every GEMM from the host, one strided-batched GEMM per head over
 // all sequences (a sequence's rows are T * row() values after the previous one's, its probabilities
 // heads * T * T after), and runs the softmax as one element-wise pass over all rows (a GPU, or
-// GuardDeviceBackend in the tests). Batching over the heads too would need one stride for two
+// GuardDeviceBackend in the tests), or as the backend's own kernel where it has one (CUDA: a warp
+// per row; the hook of backend/host.hpp). Batching over the heads too would need one stride for two
 // steps (a head is head_dim values into the row, a sequence T rows on), so the heads stay a loop:
 // `heads` launches per product rather than batch * heads.
 
@@ -103,7 +105,8 @@ void attention_forward(const T* qkv, T* P, T* out, const AttentionShape& s) {
       B::gemm_batched(false, true, Tn, Tn, q, scale, qkv + h * q, C, seqC, qkv + (s.heads + g) * q, C, seqC, T(0), P + h * Tn * Tn, Tn, seqP,
                       s.batch);
     }
-    B::parallel_for(s.batch * s.heads * Tn, [=] LOOPSCALE_HD(int64 r) { causal_softmax_row(P + r * Tn, r % Tn, Tn); });
+    if constexpr (requires { B::causal_softmax(P, s.batch, Tn); }) B::causal_softmax(P, s.batch * s.heads * Tn, Tn);
+    else B::parallel_for(s.batch * s.heads * Tn, [=] LOOPSCALE_HD(int64 r) { causal_softmax_row(P + r * Tn, r % Tn, Tn); });
     for (int64 h = 0; h < s.heads; ++h) {
       const int64 g = h / group;
       B::gemm_batched(false, false, Tn, q, Tn, T(1), P + h * Tn * Tn, Tn, seqP, qkv + (s.heads + s.kv_heads + g) * q, C, seqC, T(0),
@@ -215,8 +218,8 @@ void attention_backward(const T* qkv, const T* P, const T* dout, T* dqkv, T* scr
     // The heads of a group add into its dK and dV in head order, as in the task form.
     const int64 first = s.heads * q, hq = s.out_row(), group = s.heads / s.kv_heads;
     const int64 seqC = Tn * C, seqO = Tn * hq, seqP = s.heads * Tn * Tn, TT = Tn * Tn;
-    B::parallel_for(s.batch * Tn, [=] LOOPSCALE_HD(int64 r) {
-      for (int64 j = first; j < C; ++j) dqkv[r * C + j] = T(0);
+    for_row_spans<B>(s.batch * Tn, C - first, [=] LOOPSCALE_HD(int64 r, int64 lo, int64 hi) {
+      for (int64 j = first + lo; j < first + hi; ++j) dqkv[r * C + j] = T(0);
     });
     T* dP = scratch;
     for (int64 h = 0; h < s.heads; ++h) {
@@ -232,10 +235,14 @@ void attention_backward(const T* qkv, const T* P, const T* dout, T* dqkv, T* scr
       B::gemm_batched(false, true, Tn, Tn, q, T(1), dO, hq, seqO, V, C, seqC, T(0), dP, Tn, TT, s.batch);
       B::gemm_batched(true, false, Tn, q, Tn, T(1), S, Tn, seqP, dO, hq, seqO, T(1), dV, C, seqC, s.batch);
       // Row r of the batch's dP: sequence r / T, position r % T.
-      B::parallel_for(s.batch * Tn, [=] LOOPSCALE_HD(int64 r) {
-        const int64 b = r / Tn, t = r % Tn;
-        causal_softmax_backward_row(S + b * seqP + t * Tn, dP + r * Tn, t, Tn, scale);
-      });
+      if constexpr (requires { B::causal_softmax_backward(S, seqP, dP, s.batch, Tn, scale); }) {
+        B::causal_softmax_backward(S, seqP, dP, s.batch * Tn, Tn, scale);
+      } else {
+        B::parallel_for(s.batch * Tn, [=] LOOPSCALE_HD(int64 r) {
+          const int64 b = r / Tn, t = r % Tn;
+          causal_softmax_backward_row(S + b * seqP + t * Tn, dP + r * Tn, t, Tn, scale);
+        });
+      }
       B::gemm_batched(false, false, Tn, q, Tn, T(1), dP, Tn, TT, K, C, seqC, T(0), dQ, C, seqC, s.batch);
       B::gemm_batched(true, false, Tn, q, Tn, T(1), dP, Tn, TT, Q, C, seqC, T(1), dK, C, seqC, s.batch);
     }

@@ -6,16 +6,17 @@
 #include <cstdint>
 
 #include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/kernels/spans.hpp"
 
 namespace loopscale::train::kernels {
 
 // out (n x d) = E[tok[i]] for each of the n tokens.
 template <class B, class T>
 void embedding_forward(const std::int32_t* tok, const T* E, T* out, int64 n, int64 d) {
-  B::parallel_for(n, [=] LOOPSCALE_HD(int64 i) {
+  for_row_spans<B>(n, d, [=] LOOPSCALE_HD(int64 i, int64 lo, int64 hi) {
     const T* src = E + static_cast<int64>(tok[i]) * d;
     T* dst = out + i * d;
-    for (int64 j = 0; j < d; ++j) dst[j] = src[j];
+    for (int64 j = lo; j < hi; ++j) dst[j] = src[j];
   });
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "loopscale/train/kernels/linear.hpp"
+#include "loopscale/train/kernels/spans.hpp"
 
 namespace loopscale::train::kernels {
 
@@ -47,37 +48,32 @@ void inject_linear_init(T* W, int64 d) {
 // ---- element-wise helpers (additive, passthrough, lane pooling) ------------------------------
 template <class B, class T>
 void add_into(T* y, const T* x, int64 n) {  // y += x
-  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
-    const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
-    for (int64 i = c * 1024; i < hi; ++i) y[i] += x[i];
+  for_spans<B>(n, [=] LOOPSCALE_HD(int64 lo, int64 hi) {
+    for (int64 i = lo; i < hi; ++i) y[i] += x[i];
   });
 }
 template <class B, class T>
 void copy(T* y, const T* x, int64 n) {
-  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
-    const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
-    for (int64 i = c * 1024; i < hi; ++i) y[i] = x[i];
+  for_spans<B>(n, [=] LOOPSCALE_HD(int64 lo, int64 hi) {
+    for (int64 i = lo; i < hi; ++i) y[i] = x[i];
   });
 }
 template <class B, class T>
 void fill(T* y, T v, int64 n) {
-  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
-    const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
-    for (int64 i = c * 1024; i < hi; ++i) y[i] = v;
+  for_spans<B>(n, [=] LOOPSCALE_HD(int64 lo, int64 hi) {
+    for (int64 i = lo; i < hi; ++i) y[i] = v;
   });
 }
 template <class B, class T>
 void add_scaled(T* y, const T* x, T a, int64 n) {  // y += a x
-  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
-    const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
-    for (int64 i = c * 1024; i < hi; ++i) y[i] += a * x[i];
+  for_spans<B>(n, [=] LOOPSCALE_HD(int64 lo, int64 hi) {
+    for (int64 i = lo; i < hi; ++i) y[i] += a * x[i];
   });
 }
 template <class B, class T>
 void sum2(T* u, const T* a, const T* b, int64 n) {  // u = a + b
-  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
-    const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
-    for (int64 i = c * 1024; i < hi; ++i) u[i] = a[i] + b[i];
+  for_spans<B>(n, [=] LOOPSCALE_HD(int64 lo, int64 hi) {
+    for (int64 i = lo; i < hi; ++i) u[i] = a[i] + b[i];
   });
 }
 
@@ -113,9 +109,8 @@ void hyper_init(T* p, int64 K, int64 sets = 1) {
 // x = sum_k alpha_k H_k.
 template <class B, class T>
 void hyper_aggregate(const T* H, const T* alpha, T* x, int64 K, int64 n) {
-  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
-    const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
-    for (int64 i = c * 1024; i < hi; ++i) {
+  for_spans<B>(n, [=] LOOPSCALE_HD(int64 lo, int64 hi) {
+    for (int64 i = lo; i < hi; ++i) {
       T v = 0;
       for (int64 k = 0; k < K; ++k) v += alpha[k] * H[k * n + i];
       x[i] = v;
@@ -130,20 +125,18 @@ void hyper_aggregate_backward(const T* H, const T* alpha, const T* dx, T* dH, T*
     const T* h = H + k * n;
     add_scalar<B>(dalpha + k, static_cast<T>(B::sum(n, [=] LOOPSCALE_HD(int64 i) { return dx[i] * h[i]; })));
   }
-  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
-    const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
+  for_spans<B>(n, [=] LOOPSCALE_HD(int64 lo, int64 hi) {
     for (int64 k = 0; k < K; ++k)
-      for (int64 i = c * 1024; i < hi; ++i) dH[k * n + i] += alpha[k] * dx[i];
+      for (int64 i = lo; i < hi; ++i) dH[k * n + i] += alpha[k] * dx[i];
   });
 }
 
 // Hout_k = sum_j M_kj H_j + beta_k (y - x); without x (null, the paper's form) beta_k y.
 template <class B, class T>
 void hyper_update(const T* H, const T* M, const T* beta, const T* x, const T* y, T* Hout, int64 K, int64 n) {
-  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
-    const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
+  for_spans<B>(n, [=] LOOPSCALE_HD(int64 lo, int64 hi) {
     for (int64 k = 0; k < K; ++k)
-      for (int64 i = c * 1024; i < hi; ++i) {
+      for (int64 i = lo; i < hi; ++i) {
         T v = beta[k] * (x ? y[i] - x[i] : y[i]);
         for (int64 j = 0; j < K; ++j) v += M[k * K + j] * H[j * n + i];
         Hout[k * n + i] = v;
@@ -165,9 +158,8 @@ void hyper_update_backward(const T* H, const T* M, const T* beta, const T* x, co
       add_scalar<B>(dM + k * K + j, static_cast<T>(B::sum(n, [=] LOOPSCALE_HD(int64 i) { return g[i] * h[i]; })));
     }
   }
-  B::parallel_for((n + 1023) / 1024, [=] LOOPSCALE_HD(int64 c) {
-    const int64 hi = (c + 1) * 1024 < n ? (c + 1) * 1024 : n;
-    for (int64 i = c * 1024; i < hi; ++i) {
+  for_spans<B>(n, [=] LOOPSCALE_HD(int64 lo, int64 hi) {
+    for (int64 i = lo; i < hi; ++i) {
       T dd = 0;
       for (int64 k = 0; k < K; ++k) dd += beta[k] * dHout[k * n + i];
       ddelta[i] = dd;

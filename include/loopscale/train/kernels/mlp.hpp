@@ -10,6 +10,7 @@
 
 #include "loopscale/spec/spec.hpp"
 #include "loopscale/train/kernels/linear.hpp"
+#include "loopscale/train/kernels/spans.hpp"
 
 namespace loopscale::train::kernels {
 
@@ -44,21 +45,21 @@ LOOPSCALE_HD inline T where_positive(T x, T v) {
 #endif
 }
 
-// hact (rows x H) = act(hpre), hpre (rows x H1).
+// hact (rows x H) = act(hpre), hpre (rows x H1). Element-wise along the rows (spans.hpp).
 template <class B, class T>
 void activation_forward(Activation a, const T* hpre, T* hact, int64 rows, int64 H) {
-  B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
+  for_row_spans<B>(rows, H, [=] LOOPSCALE_HD(int64 i, int64 lo, int64 hi) {
     T* o = hact + i * H;
     if (a == Activation::swiglu) {
       const T* g = hpre + i * 2 * H;
       const T* u = g + H;
-      for (int64 j = 0; j < H; ++j) o[j] = g[j] / (T(1) + std::exp(-g[j])) * u[j];
+      for (int64 j = lo; j < hi; ++j) o[j] = g[j] / (T(1) + std::exp(-g[j])) * u[j];
     } else if (a == Activation::gelu) {
       const T* h = hpre + i * H;
-      for (int64 j = 0; j < H; ++j) o[j] = Gelu<T>::f(h[j]);
+      for (int64 j = lo; j < hi; ++j) o[j] = Gelu<T>::f(h[j]);
     } else {
       const T* h = hpre + i * H;
-      for (int64 j = 0; j < H; ++j) o[j] = where_positive(h[j], h[j] * h[j]);
+      for (int64 j = lo; j < hi; ++j) o[j] = where_positive(h[j], h[j] * h[j]);
     }
   });
 }
@@ -66,14 +67,14 @@ void activation_forward(Activation a, const T* hpre, T* hact, int64 rows, int64 
 // dhpre (rows x H1) from dhact (rows x H).
 template <class B, class T>
 void activation_backward(Activation a, const T* hpre, const T* dhact, T* dhpre, int64 rows, int64 H) {
-  B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
+  for_row_spans<B>(rows, H, [=] LOOPSCALE_HD(int64 i, int64 lo, int64 hi) {
     const T* d = dhact + i * H;
     if (a == Activation::swiglu) {
       const T* g = hpre + i * 2 * H;
       const T* u = g + H;
       T* dg = dhpre + i * 2 * H;
       T* du = dg + H;
-      for (int64 j = 0; j < H; ++j) {
+      for (int64 j = lo; j < hi; ++j) {
         const T sg = T(1) / (T(1) + std::exp(-g[j]));
         du[j] = d[j] * g[j] * sg;
         dg[j] = d[j] * u[j] * sg * (T(1) + g[j] * (T(1) - sg));
@@ -81,11 +82,11 @@ void activation_backward(Activation a, const T* hpre, const T* dhact, T* dhpre, 
     } else if (a == Activation::gelu) {
       const T* h = hpre + i * H;
       T* dh = dhpre + i * H;
-      for (int64 j = 0; j < H; ++j) dh[j] = d[j] * Gelu<T>::df(h[j]);
+      for (int64 j = lo; j < hi; ++j) dh[j] = d[j] * Gelu<T>::df(h[j]);
     } else {
       const T* h = hpre + i * H;
       T* dh = dhpre + i * H;
-      for (int64 j = 0; j < H; ++j) dh[j] = where_positive(h[j], T(2) * h[j] * d[j]);
+      for (int64 j = lo; j < hi; ++j) dh[j] = where_positive(h[j], T(2) * h[j] * d[j]);
     }
   });
 }

@@ -24,6 +24,7 @@
 
 #include "loopscale/train/kernels/mlp.hpp"
 #include "loopscale/train/kernels/moe_router.hpp"
+#include "loopscale/train/kernels/spans.hpp"
 
 namespace loopscale::train::kernels {
 
@@ -181,10 +182,10 @@ void gather_rows(const T* src, T* dst, const int32* order, int64 b, int64 e, int
 // The same on the backend: one element-wise pass over the rows (the device form).
 template <class B, class T>
 void gather_rows_on(const T* src, T* dst, const int32* order, int64 b, int64 e, int64 K, int64 d) {
-  B::parallel_for(e - b, [=] LOOPSCALE_HD(int64 r) {
+  for_row_spans<B>(e - b, d, [=] LOOPSCALE_HD(int64 r, int64 lo, int64 hi) {
     const int64 i = b + r;
     const T* s = src + static_cast<int64>(order[i]) / K * d;
-    for (int64 j = 0; j < d; ++j) dst[i * d + j] = s[j];
+    for (int64 j = lo; j < hi; ++j) dst[i * d + j] = s[j];
   });
 }
 
@@ -210,16 +211,16 @@ LOOPSCALE_HD inline void expert_row_backward(int64 i, const int32* order, const 
 template <class B, class T, class Scale>
 void combine_rows(int64 N, int64 K, int64 d, const int32* expert, const int32* pos, const int32* offset, const int32* kept,
                   const T* rows, T* y, bool overwrite, Scale scale) {
-  B::parallel_for(N, [=] LOOPSCALE_HD(int64 t) {
+  for_row_spans<B>(N, d, [=] LOOPSCALE_HD(int64 t, int64 lo, int64 hi) {
     T* yt = y + t * d;
     if (overwrite)
-      for (int64 j = 0; j < d; ++j) yt[j] = T(0);
+      for (int64 j = lo; j < hi; ++j) yt[j] = T(0);
     for (int64 k = 0; k < K; ++k) {
       const int64 slot = t * K + k, e = expert[slot], r = pos[slot];
       if (r - offset[e] >= kept[e]) continue;  // dropped by the capacity
       const T g = scale(slot);
       const T* src = rows + r * d;
-      for (int64 j = 0; j < d; ++j) yt[j] += g * src[j];
+      for (int64 j = lo; j < hi; ++j) yt[j] += g * src[j];
     }
   });
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/kernels/spans.hpp"
 
 namespace loopscale::train::kernels {
 
@@ -28,13 +29,16 @@ template <class B, class T>
 void rope_apply(T* x, const T* cos_t, const T* sin_t, int64 rows, int64 seq_len, int64 heads, int64 q, int64 stride,
                 bool inverse) {
   const int64 half = q / 2;
-  B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
+  // A row's work is heads x half rotations, column k = h half + j (spans.hpp); each span walks
+  // the heads it covers.
+  for_row_spans<B>(rows, heads * half, [=] LOOPSCALE_HD(int64 i, int64 lo, int64 hi) {
     const int64 t = i % seq_len;
     const T* c = cos_t + t * half;
     const T* s = sin_t + t * half;
-    for (int64 h = 0; h < heads; ++h) {
+    for (int64 h = lo / half; h * half < hi; ++h) {
       T* v = x + i * stride + h * q;
-      for (int64 j = 0; j < half; ++j) {
+      const int64 j0 = h * half < lo ? lo - h * half : 0, j1 = (h + 1) * half > hi ? hi - h * half : half;
+      for (int64 j = j0; j < j1; ++j) {
         const T a = v[j], b = v[j + half];
         const T sn = inverse ? -s[j] : s[j];
         v[j] = a * c[j] - b * sn;
