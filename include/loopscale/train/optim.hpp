@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/backend/spans.hpp"
 #include "loopscale/train/muon.hpp"
 #include "loopscale/train/param_tensor.hpp"
 #include "loopscale/util/names.hpp"
@@ -76,9 +77,8 @@ void adamw_update(T* p, const T* gr, T* m, T* v, int64 n, double lr, double lr_m
   const T decay = static_cast<T>(1 - lr * lr_mult * wd);
   const T c = static_cast<T>(clip), tb1 = static_cast<T>(b1), tb2 = static_cast<T>(b2);
   const T rbc2 = static_cast<T>(1 / std::sqrt(bc2)), eps = static_cast<T>(eps_);
-  B::parallel_for((n + 4095) / 4096, [=] LOOPSCALE_HD(int64 chunk) {
-    const int64 hi = std::min(n, (chunk + 1) * 4096);
-    for (int64 i = chunk * 4096; i < hi; ++i) {
+  for_spans<B, 4096>(n, [=] LOOPSCALE_HD(int64 lo, int64 hi) {
+    for (int64 i = lo; i < hi; ++i) {
       const T gi = gr[i] * c;
       m[i] = tb1 * m[i] + (T(1) - tb1) * gi;
       v[i] = tb2 * v[i] + (T(1) - tb2) * gi * gi;

@@ -6,7 +6,7 @@
 //
 // Status (see docs/training.md, "Backends"): every kernel of the model has a form for this backend.
 // The element-wise kernels run their portable LOOPSCALE_HD lambdas through Thrust, one thread per
-// value (kernels/spans.hpp); attention and the MoE experts run their device forms (nested_gemm
+// value (backend/spans.hpp); attention and the MoE experts run their device forms (nested_gemm
 // false: GEMMs issued from the host, attention's as one gemm_batched per head over the sequences);
 // RMSNorm, the softcapped cross-entropy (fused in a training step), attention's causal softmax and
 // the MoE grouping's sort run kernels of this backend's own (cuda_kernels.hpp, through the hook of

@@ -8,15 +8,15 @@
 #include <cstdint>
 
 #include "loopscale/train/backend/portable.hpp"
+#include "loopscale/train/backend/spans.hpp"
 
 namespace loopscale::train::detail {
 
-// y = f x over n values (y may be x), in chunks of 4096 values a task.
+// y = f x over n values (y may be x), in chunks of 4096 values a host task.
 template <class B, class T>
 void scale_into(const T* x, T* y, T f, std::int64_t n) {
-  B::parallel_for((n + 4095) / 4096, [=] LOOPSCALE_HD(std::int64_t ch) {
-    const std::int64_t hi = (ch + 1) * 4096 < n ? (ch + 1) * 4096 : n;
-    for (std::int64_t i = ch * 4096; i < hi; ++i) y[i] = f * x[i];
+  for_spans<B, 4096>(n, [=] LOOPSCALE_HD(std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) y[i] = f * x[i];
   });
 }
 

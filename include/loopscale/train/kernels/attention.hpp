@@ -18,7 +18,7 @@
 #include <limits>
 
 #include "loopscale/train/backend/host.hpp"
-#include "loopscale/train/kernels/spans.hpp"
+#include "loopscale/train/backend/spans.hpp"
 
 namespace loopscale::train::kernels {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "loopscale/train/backend/host.hpp"
-#include "loopscale/train/kernels/spans.hpp"
+#include "loopscale/train/backend/spans.hpp"
 
 namespace loopscale::train::kernels {
 

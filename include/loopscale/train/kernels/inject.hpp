@@ -18,7 +18,7 @@
 #pragma once
 
 #include "loopscale/train/kernels/linear.hpp"
-#include "loopscale/train/kernels/spans.hpp"
+#include "loopscale/train/backend/spans.hpp"
 
 namespace loopscale::train::kernels {
 

@@ -10,7 +10,7 @@
 
 #include "loopscale/spec/spec.hpp"
 #include "loopscale/train/kernels/linear.hpp"
-#include "loopscale/train/kernels/spans.hpp"
+#include "loopscale/train/backend/spans.hpp"
 
 namespace loopscale::train::kernels {
 

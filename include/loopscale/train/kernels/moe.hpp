@@ -24,7 +24,7 @@
 
 #include "loopscale/train/kernels/mlp.hpp"
 #include "loopscale/train/kernels/moe_router.hpp"
-#include "loopscale/train/kernels/spans.hpp"
+#include "loopscale/train/backend/spans.hpp"
 
 namespace loopscale::train::kernels {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "loopscale/train/backend/host.hpp"
-#include "loopscale/train/kernels/spans.hpp"
+#include "loopscale/train/backend/spans.hpp"
 
 namespace loopscale::train::kernels {
 

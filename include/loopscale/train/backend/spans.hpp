@@ -17,18 +17,18 @@
 
 #include "loopscale/train/backend/portable.hpp"
 
-namespace loopscale::train::kernels {
+namespace loopscale::train {
 
 inline constexpr std::int64_t span_chunk = 1024;  // values per host task of a flat range
 
-namespace detail {
+namespace span_detail {
 
 // Thrust functors that call a span body (structs, so an nvcc extended lambda can be their member).
 template <class F>
 struct EachChunk {
   F f;
-  std::int64_t n;
-  LOOPSCALE_HD void operator()(std::int64_t c) const { f(c * span_chunk, (c + 1) * span_chunk < n ? (c + 1) * span_chunk : n); }
+  std::int64_t n, chunk;
+  LOOPSCALE_HD void operator()(std::int64_t c) const { f(c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n); }
 };
 template <class F>
 struct EachValue {
@@ -51,14 +51,15 @@ struct EachRowValue {
   }
 };
 
-}  // namespace detail
+}  // namespace span_detail
 
-// f(lo, hi) over [0, n): host tasks of span_chunk values, device threads of one.
-template <class B, class F>
+// f(lo, hi) over [0, n): host tasks of Chunk values, device threads of one.
+template <class B, std::int64_t Chunk = span_chunk, class F>
 void for_spans(std::int64_t n, F f) {
+  static_assert(Chunk > 0, "for_spans: a host task needs at least one value");
   if (n <= 0) return;
-  if constexpr (B::nested_gemm) B::parallel_for((n + span_chunk - 1) / span_chunk, detail::EachChunk<F>{f, n});
-  else B::parallel_for(n, detail::EachValue<F>{f});
+  if constexpr (B::nested_gemm) B::parallel_for((n + Chunk - 1) / Chunk, span_detail::EachChunk<F>{f, n, Chunk});
+  else B::parallel_for(n, span_detail::EachValue<F>{f});
 }
 
 // f(row, lo, hi) over the columns [0, cols) of rows [0, rows): host tasks of one row, device
@@ -66,8 +67,8 @@ void for_spans(std::int64_t n, F f) {
 template <class B, class F>
 void for_row_spans(std::int64_t rows, std::int64_t cols, F f) {
   if (rows <= 0 || cols <= 0) return;
-  if constexpr (B::nested_gemm) B::parallel_for(rows, detail::EachRow<F>{f, cols});
-  else B::parallel_for(rows * cols, detail::EachRowValue<F>{f, cols});
+  if constexpr (B::nested_gemm) B::parallel_for(rows, span_detail::EachRow<F>{f, cols});
+  else B::parallel_for(rows * cols, span_detail::EachRowValue<F>{f, cols});
 }
 
-}  // namespace loopscale::train::kernels
+}  // namespace loopscale::train
