@@ -290,7 +290,7 @@ TEST_CASE("moe: grouping is a stable sort of the slots by expert", "[moe]") {
     int64 N, K, E;
     double cap;
   };
-  for (const Case c : {Case{7, 1, 3, 0.0}, Case{1000, 2, 8, 0.0}, Case{3001, 3, 7, 0.0}, Case{2500, 2, 8, 1.0},
+  for (const Case c : {Case{50, 1, 1, 0.0}, Case{7, 1, 3, 0.0}, Case{1000, 2, 8, 0.0}, Case{3001, 3, 7, 0.0}, Case{2500, 2, 8, 1.0},
                        Case{4096, 2, 8, 1.25}, Case{513, 4, 4, 0.5}}) {
     INFO("N " << c.N << " K " << c.K << " E " << c.E << " capacity " << c.cap);
     std::mt19937_64 g(c.N * 31 + c.K);

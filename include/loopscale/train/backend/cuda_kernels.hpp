@@ -323,7 +323,7 @@ __global__ void softcap_ce_fused_rows(T* logits, const std::int32_t* targets, T*
     if (c > ms.m) {
       ms.s = ms.s * std::exp(ms.m - c) + T(1);  // exp(-inf) = 0 for the first
       ms.m = c;
-    } else {
+    } else if (c != -std::numeric_limits<T>::infinity()) {  // adds exp(-inf) = 0, as the host does (not exp(-inf + inf), NaN)
       ms.s += std::exp(c - ms.m);
     }
   }

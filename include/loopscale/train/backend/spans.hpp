@@ -8,9 +8,11 @@
 //   one thread per value, so neighbouring threads touch neighbouring addresses (coalesced loads)
 //   and there are enough threads to fill the GPU. One thread walking a whole row of H values would
 //   read with a row's stride between neighbouring threads, 32 cache lines per warp load.
-// Each value gets the same operations in the same order either way, so the results are the same
-// bits on both; what changes is only which thread computes which value. (embedding_backward makes
-// the same choice for its column slices.)
+// Each value gets the same operations in the same order either way; what changes is only which
+// thread computes which value. So the host forms and the device forms run on the CPU
+// (GuardDeviceBackend) give the same bits; on a GPU nvcc may contract a * b + c into one FMA, so
+// there results agree to rounding. (embedding_backward makes the same choice for its column
+// slices.)
 #pragma once
 
 #include <cstdint>
