@@ -128,6 +128,11 @@ void BM_TrainStep(benchmark::State& state) {
   state.counters["FLOP/s"] = benchmark::Counter(tokens * per_token, benchmark::Counter::kIsRate);
   state.counters["MFU"] = benchmark::Counter(tokens * per_token / pk, benchmark::Counter::kIsRate);
   state.counters["peak_GFLOP/s"] = pk / 1e9;
+  // Both, so a run that spans a change of the machine's speed shows it (docs/benchmarks.md,
+  // "Half-speed periods": the two differ by about 2x then, and the MFU is only as good as the
+  // steps' share of each period).
+  state.counters["peak_start_GFLOP/s"] = pk_before / 1e9;
+  state.counters["peak_end_GFLOP/s"] = pk_after / 1e9;
   state.counters["mem_est_MiB"] = static_cast<double>(count_memory(spec, B, T, 2).total) / (1 << 20);
   state.counters["peak_RSS_MiB"] = static_cast<double>(rss()) / (1 << 20);
 }
