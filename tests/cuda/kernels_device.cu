@@ -460,6 +460,28 @@ int main() {
     }
   }
 
+  // ---- dots of row pairs written through an index (the MoE experts' gate gradients) ----
+  {
+    const int64 R = 77, C = 200;  // rows longer than a warp's stride, not a multiple of it
+    const auto x = randn(static_cast<std::size_t>(R * C), 50), y = randn(static_cast<std::size_t>(R * C), 51);
+    std::vector<std::int32_t> idx(R);
+    for (int64 r = 0; r < R; ++r) idx[r] = static_cast<std::int32_t>((r * 31) % R);  // a permutation: 31 and 77 are coprime
+    std::vector<float> want(R);
+    for (int64 r = 0; r < R; ++r) {
+      float dot = 0;
+      for (int64 c = 0; c < C; ++c) dot += x[r * C + c] * y[r * C + c];
+      want[idx[r]] = dot;
+    }
+    const auto run = [&] {
+      Dev X = up(x), Y = up(y), O(R);
+      DevI I = up(idx);
+      CudaBackend::row_dots(X.data(), Y.data(), C, I.data(), O.data(), R);
+      return down(O);
+    };
+    compare("row dots through an index", want, run(), 1e-5, 1e-4);
+    deterministic("row dots", run);
+  }
+
   // ---- AdamW over backend buffers, two steps, clipped ----
   {
     const int64 n = 5000;

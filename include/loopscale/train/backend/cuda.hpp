@@ -227,6 +227,12 @@ struct CudaBackend {
     cuda_kernels::causal_softmax_backward(P, seq_stride, dP, rows, Tn, scale);
   }
 
+  // out[index[r]] = <x_r, y_r> over rows of `cols` values (the MoE experts' gate gradients).
+  template <class T>
+  static void row_dots(const T* x, const T* y, int64 cols, const std::int32_t* index, T* out, int64 rows) {
+    cuda_kernels::row_dots(x, y, cols, index, out, rows);
+  }
+
   // The MoE grouping's stable sort of (expert, slot) pairs (kernels/moe_router.hpp).
   static void sort_pairs(const std::int32_t* keys_in, std::int32_t* keys_out, const std::int32_t* vals_in, std::int32_t* vals_out, int64 n,
                          int key_bits) {

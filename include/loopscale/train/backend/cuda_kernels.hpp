@@ -14,6 +14,7 @@
 //     per row, an online (max, sum) per thread merged over the block, then the gradient written.
 //   causal_softmax, causal_softmax_backward (kernels/attention.hpp, the device form): one warp per
 //     row of the T x T matrices, as RMSNorm.
+//   row_dots (kernels/moe.hpp, the experts' gate gradients): one warp per row.
 //   sort_pairs (kernels/moe_router.hpp, the MoE grouping): CUB's radix sort.
 //
 // Every kernel is a template over the scalar type: float for training, double for the gradient
@@ -425,6 +426,28 @@ void causal_softmax_backward(const T* P, int64 seq_stride, T* dP, int64 rows, in
   causal_softmax_backward_rows<T><<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), 32 * rows_per_block>>>(
       P, seq_stride, dP, rows, Tn, scale);
   launched("causal_softmax_backward_rows");
+}
+
+// ---- dot products of row pairs (kernels/moe.hpp: the experts' gate gradients) --------------------
+
+// out[index[r]] = <x_r, y_r> over `cols` values, one warp per row.
+template <class T>
+__global__ void row_dots_rows(const T* x, const T* y, int64 cols, const std::int32_t* index, T* out, int64 rows) {
+  const int64 r = static_cast<int64>(blockIdx.x) * rows_per_block + threadIdx.x / 32;
+  if (r >= rows) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  T dot = 0;
+  for (int64 c = lane; c < cols; c += 32) dot += x[r * cols + c] * y[r * cols + c];
+  dot = warp_reduce(dot, Sum{});
+  if (lane == 0) out[index[r]] = dot;
+}
+
+template <class T>
+void row_dots(const T* x, const T* y, int64 cols, const std::int32_t* index, T* out, int64 rows) {
+  if (rows <= 0) return;
+  row_dots_rows<T><<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), 32 * rows_per_block>>>(x, y, cols, index, out,
+                                                                                                               rows);
+  launched("row_dots_rows");
 }
 
 // ---- the MoE grouping's sort (kernels/moe_router.hpp, group_slots_sorted) -------------------------

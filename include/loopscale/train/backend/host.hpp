@@ -23,8 +23,9 @@
 // as plain values, so a backend need not include the kernels. Hooked now: rmsnorm_forward,
 // rmsnorm_backward (kernels/rmsnorm.hpp), softcap_ce_forward, softcap_ce_backward, softcap_ce_fused
 // (kernels/loss.hpp), causal_softmax, causal_softmax_backward (kernels/attention.hpp, device form),
-// sort_pairs (kernels/moe_router.hpp: the MoE grouping as a sort); CudaBackend supplies all of
-// them (backend/cuda_kernels.hpp), GuardDeviceBackend sort_pairs, HostBackend none.
+// row_dots (kernels/moe.hpp, device form), sort_pairs (kernels/moe_router.hpp: the MoE grouping as
+// a sort); CudaBackend supplies all of them (backend/cuda_kernels.hpp), GuardDeviceBackend
+// sort_pairs, HostBackend none.
 //
 // Every buffer a kernel reads or writes is a backend buffer; host code touches one only through
 // upload/download or inside a backend call (guard.hpp's backend checks that, for tests). Here a

@@ -207,6 +207,36 @@ LOOPSCALE_HD inline void expert_row_backward(int64 i, const int32* order, const 
   for (int64 c = 0; c < d; ++c) dr[c] *= g;
 }
 
+// The same for the grouped rows [b, b + rows) on the backend (the device form): the gates'
+// gradients first (a dot over H per row: the backend's row_dots where it has one, CUDA's a warp
+// per row, else a task per row), then the scaling one thread per value (spans.hpp). Each value
+// gets expert_row_backward's arithmetic in its order.
+template <class B, class T>
+void expert_rows_backward_on(int64 b, int64 rows, const int32* order, const T* gates, const T* hact, T* dh, T* dyg, T* dgate, int64 H,
+                             int64 d) {
+  if constexpr (requires { B::row_dots(dh, hact, H, order, dgate, rows); }) {
+    B::row_dots(dh + b * H, hact + b * H, H, order + b, dgate, rows);
+  } else {
+    B::parallel_for(rows, [=] LOOPSCALE_HD(int64 r) {
+      const T* u = dh + (b + r) * H;
+      const T* h = hact + (b + r) * H;
+      T dot = 0;
+      for (int64 c = 0; c < H; ++c) dot += u[c] * h[c];
+      dgate[order[b + r]] = dot;
+    });
+  }
+  for_row_spans<B>(rows, H, [=] LOOPSCALE_HD(int64 r, int64 lo, int64 hi) {
+    const T g = gates[order[b + r]];
+    T* u = dh + (b + r) * H;
+    for (int64 c = lo; c < hi; ++c) u[c] *= g;
+  });
+  for_row_spans<B>(rows, d, [=] LOOPSCALE_HD(int64 r, int64 lo, int64 hi) {
+    const T g = gates[order[b + r]];
+    T* y = dyg + (b + r) * d;
+    for (int64 c = lo; c < hi; ++c) y[c] *= g;
+  });
+}
+
 // y[t] (+)= sum over t's kept slots, in k order, of scale(slot) * rows[pos[slot]].
 template <class B, class T, class Scale>
 void combine_rows(int64 N, int64 K, int64 d, const int32* expert, const int32* pos, const int32* offset, const int32* kept,
@@ -329,7 +359,7 @@ void moe_backward(const MoeShape& s, int64 N, const T* x, const T* P, const MoeA
       if (rows == 0) continue;
       detail::gather_rows_on<B>(dy, dyg, order, b, en, K, d);
       B::gemm(false, false, rows, H, d, T(1), dyg + b * d, d, P + L.expert_w2(e), H, T(0), dh + b * H, H);
-      B::parallel_for(rows, [=] LOOPSCALE_HD(int64 r) { detail::expert_row_backward(b + r, order, gates, hact, dh, dyg, dgate, H, d); });
+      detail::expert_rows_backward_on<B>(b, rows, order, gates, hact, dh, dyg, dgate, H, d);
       activation_backward<B>(act, hpre + b * H1, dh + b * H, dhp + b * H1, rows, H);
       B::gemm(false, false, rows, d, H1, T(1), dhp + b * H1, H1, P + L.expert_w1(e), d, T(0), dxg + b * d, d);
       detail::gather_rows_on<B>(x, xg, order, b, en, K, d);
