@@ -128,9 +128,8 @@ void BM_TrainStep(benchmark::State& state) {
   state.counters["FLOP/s"] = benchmark::Counter(tokens * per_token, benchmark::Counter::kIsRate);
   state.counters["MFU"] = benchmark::Counter(tokens * per_token / pk, benchmark::Counter::kIsRate);
   state.counters["peak_GFLOP/s"] = pk / 1e9;
-  // Both, so a run that spans a change of the machine's speed shows it (docs/benchmarks.md,
-  // "Half-speed periods": the two differ by about 2x then, and the MFU is only as good as the
-  // steps' share of each period).
+  // Both, so a run in which the FMA peak changed shows it (docs/benchmarks.md, "The peak by CPU
+  // time": at the start of a few processes it read about half).
   state.counters["peak_start_GFLOP/s"] = pk_before / 1e9;
   state.counters["peak_end_GFLOP/s"] = pk_after / 1e9;
   state.counters["mem_est_MiB"] = static_cast<double>(count_memory(spec, B, T, 2).total) / (1 << 20);

@@ -1162,12 +1162,12 @@ class Trainer {
     res_.message = message;
     res_.seconds = elapsed();
     res_.tokens_per_s = step_seconds_ > 0 ? static_cast<double>(res_.tokens) / step_seconds_ : 0;
-    // A CPU peak measured at the start can read half the machine's: on a VM whose cores a neighbour
-    // shares at times, the same GEMM ran at 136-146 and then 74 GFLOP/s in consecutive processes
-    // with both threads on the CPU throughout (docs/benchmarks.md, "Half-speed periods"), and the
-    // MFU of a run that sped up afterwards would read high, even above 1. A single process
-    // measures the peak again now (about 0.15 s) and keeps the higher; ranks would have to agree
-    // on it collectively, and not every way to finish passes through all of them.
+    // A CPU peak measured at the start can read half the machine's: on a shared VM the FMA
+    // microkernel read about 116 instead of 230 GFLOP/s at the start of a few processes whose
+    // steps then ran at full speed (docs/benchmarks.md, "The peak by CPU time"), and the MFU read
+    // 1.45. A single process measures the peak again now (about 0.15 s) and keeps the higher;
+    // ranks would have to agree on it collectively, and not every way to finish passes through
+    // all of them.
     if (peak_measured_ && comm_.size() == 1) {
       const double again = measure_peak_flops(B::threads(), 0.1);
       if (again > res_.peak_flops) {
