@@ -91,6 +91,9 @@ __device__ T block_reduce(T v, Op op, T identity, T* red) {
 
 inline constexpr int rows_per_block = 8;  // warps per block of the row kernels: 256 threads
 
+// Blocks of the warp-per-row kernels for `rows` rows.
+inline unsigned row_blocks(int64 rows) { return static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block); }
+
 // One warp per row: y = x * r (* g), r = 1 / sqrt(mean(x^2) + eps), kept in rstd.
 template <class T>
 __global__ void rmsnorm_forward_rows(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d, T eps) {
@@ -184,7 +187,7 @@ T* device_scratch(std::size_t n) {
 template <class T>
 void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d, T eps) {
   if (rows <= 0 || d <= 0) return;
-  const auto blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+  const unsigned blocks = row_blocks(rows);
   rmsnorm_forward_rows<T><<<blocks, 32 * rows_per_block>>>(x, g, y, rstd, rows, d, eps);
   launched("rmsnorm_forward_rows");
 }
@@ -192,7 +195,7 @@ void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d,
 template <class T>
 void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx, T* dg, int64 rows, int64 d, bool accumulate) {
   if (rows <= 0 || d <= 0) return;
-  const auto blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+  const unsigned blocks = row_blocks(rows);
   rmsnorm_backward_rows<T><<<blocks, 32 * rows_per_block>>>(x, g, rstd, dy, dx, rows, d, accumulate);
   launched("rmsnorm_backward_rows");
   // dg after dx, as the host twin does (dx may alias dy only where no dg is asked for).
@@ -416,15 +419,14 @@ __global__ void causal_softmax_backward_rows(const T* P, int64 seq_stride, T* dP
 template <class T>
 void causal_softmax(T* P, int64 rows, int64 Tn) {
   if (rows <= 0 || Tn <= 0) return;
-  causal_softmax_rows<T><<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), 32 * rows_per_block>>>(P, rows, Tn);
+  causal_softmax_rows<T><<<row_blocks(rows), 32 * rows_per_block>>>(P, rows, Tn);
   launched("causal_softmax_rows");
 }
 
 template <class T>
 void causal_softmax_backward(const T* P, int64 seq_stride, T* dP, int64 rows, int64 Tn, T scale) {
   if (rows <= 0 || Tn <= 0) return;
-  causal_softmax_backward_rows<T><<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), 32 * rows_per_block>>>(
-      P, seq_stride, dP, rows, Tn, scale);
+  causal_softmax_backward_rows<T><<<row_blocks(rows), 32 * rows_per_block>>>(P, seq_stride, dP, rows, Tn, scale);
   launched("causal_softmax_backward_rows");
 }
 
@@ -445,8 +447,7 @@ __global__ void row_dots_rows(const T* x, const T* y, int64 cols, const std::int
 template <class T>
 void row_dots(const T* x, const T* y, int64 cols, const std::int32_t* index, T* out, int64 rows) {
   if (rows <= 0) return;
-  row_dots_rows<T><<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), 32 * rows_per_block>>>(x, y, cols, index, out,
-                                                                                                               rows);
+  row_dots_rows<T><<<row_blocks(rows), 32 * rows_per_block>>>(x, y, cols, index, out, rows);
   launched("row_dots_rows");
 }
 

@@ -1,8 +1,8 @@
 // The guard backend: HostBackend's kernels over memory the host cannot touch. Every buffer it
 // allocates is mapped with no access (PROT_NONE) except while one of the backend's own calls runs
 // (gemm, gemm_batched, parallel_for, sum, single, sort_pairs, upload, download), so host code that
-// reads or writes model memory outside the backend, which on a GPU would dereference a device pointer on
-// the host, stops with SIGSEGV at the line that does it. A model whose training step runs under
+// reads or writes model memory outside the backend, which on a GPU would dereference a device
+// pointer on the host, stops with SIGSEGV at the line that does it. A model whose training step runs under
 // this backend with the same results as under HostBackend has a seam a device backend can plug
 // into; tests do that (tests/train/test_guard_backend.cpp).
 //

@@ -207,6 +207,15 @@ LOOPSCALE_HD inline void expert_row_backward(int64 i, const int32* order, const 
   for (int64 c = 0; c < d; ++c) dr[c] *= g;
 }
 
+// Row r of X (rows x width) *= the gate of its slot, order[r]; one thread per value on a device.
+template <class B, class T>
+void scale_rows_by_gate(T* X, int64 width, const int32* order, const T* gates, int64 rows) {
+  for_row_spans<B>(rows, width, [=] LOOPSCALE_HD(int64 r, int64 lo, int64 hi) {
+    const T g = gates[order[r]];
+    for (int64 c = lo; c < hi; ++c) X[r * width + c] *= g;
+  });
+}
+
 // The same for the grouped rows [b, b + rows) on the backend (the device form): the gates'
 // gradients first (a dot over H per row: the backend's row_dots where it has one, CUDA's a warp
 // per row, else a task per row), then the scaling one thread per value (spans.hpp). Each value
@@ -225,16 +234,8 @@ void expert_rows_backward_on(int64 b, int64 rows, const int32* order, const T* g
       dgate[order[b + r]] = dot;
     });
   }
-  for_row_spans<B>(rows, H, [=] LOOPSCALE_HD(int64 r, int64 lo, int64 hi) {
-    const T g = gates[order[b + r]];
-    T* u = dh + (b + r) * H;
-    for (int64 c = lo; c < hi; ++c) u[c] *= g;
-  });
-  for_row_spans<B>(rows, d, [=] LOOPSCALE_HD(int64 r, int64 lo, int64 hi) {
-    const T g = gates[order[b + r]];
-    T* y = dyg + (b + r) * d;
-    for (int64 c = lo; c < hi; ++c) y[c] *= g;
-  });
+  scale_rows_by_gate<B>(dh + b * H, H, order + b, gates, rows);
+  scale_rows_by_gate<B>(dyg + b * d, d, order + b, gates, rows);
 }
 
 // y[t] (+)= sum over t's kept slots, in k order, of scale(slot) * rows[pos[slot]].

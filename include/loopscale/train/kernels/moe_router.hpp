@@ -234,6 +234,43 @@ void route_forward(const MoeShape& s, int64 N, const T* x, const T* Wr, const T*
 // Priority position j -> slot id (j = k N + t: every token's first choice before any second).
 LOOPSCALE_HD inline int64 group_slot_of(int64 j, int64 N, int64 K) { return (j % N) * K + j / N; }
 
+// The first index of the ascending sorted[0, n) whose value is at least v (n if none).
+LOOPSCALE_HD inline int64 first_at_least(const int32* sorted, int64 n, int64 v) {
+  int64 lo = 0, hi = n;
+  while (lo < hi) {
+    const int64 mid = lo + (hi - lo) / 2;
+    if (sorted[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// The grouping of group_slots (below) by a stable sort of the slots, in the counting sort's
+// priority order, by expert: both sorts are stable over the same sequence, so order, pos, offset
+// and kept are the same. Each expert's first row is then a binary search in the sorted keys, and
+// pos the inverse of order. scratch: 3 N K ints.
+template <class B>
+void group_slots_sorted(int64 N, int64 K, int64 E, int64 capacity, const int32* expert, int32* order, int32* pos, int32* offset,
+                        int32* kept, int32* scratch) {
+  const int64 S = N * K;
+  int32 *keys = scratch, *sorted = scratch + S, *slots = scratch + 2 * S;
+  B::parallel_for(S, [=] LOOPSCALE_HD(int64 j) {
+    const int64 slot = group_slot_of(j, N, K);
+    keys[j] = expert[slot];
+    slots[j] = static_cast<int32>(slot);
+  });
+  int bits = 1;  // expert ids are below E: only their low bits need sorting
+  while ((int64{1} << bits) < E) ++bits;
+  B::sort_pairs(keys, sorted, slots, order, S, bits);
+  B::parallel_for(E, [=] LOOPSCALE_HD(int64 e) {
+    const int64 b = first_at_least(sorted, S, e), en = first_at_least(sorted, S, e + 1);
+    offset[e] = static_cast<int32>(b);
+    kept[e] = static_cast<int32>(en - b < capacity ? en - b : capacity);
+    if (e == E - 1) offset[E] = static_cast<int32>(S);
+  });
+  B::parallel_for(S, [=] LOOPSCALE_HD(int64 row) { pos[order[row]] = static_cast<int32>(row); });
+}
+
 // Stable counting sort of the N K slots by expert. order (N K) receives slot ids t * K + k, expert
 // by expert, each expert's slots in priority order (k, t); offset (E + 1) the start of each
 // expert's group; kept (E) how many of its slots run (capacity); pos (N K) the inverse of order,
@@ -244,10 +281,6 @@ LOOPSCALE_HD inline int64 group_slot_of(int64 j, int64 N, int64 K) { return (j %
 // per chunk of 1,024 slots, which a GPU would run on a few dozen threads.
 template <class B>
 concept SortsPairs = requires(const int32* keys, int32* out) { B::sort_pairs(keys, out, keys, out, int64{1}, 1); };
-
-template <class B>
-void group_slots_sorted(int64 N, int64 K, int64 E, int64 capacity, const int32* expert, int32* order, int32* pos, int32* offset,
-                        int32* kept, int32* scratch);
 
 template <class B>
 void group_slots(int64 N, int64 K, int64 E, int64 capacity, const int32* expert, int32* order, int32* pos, int32* offset,
@@ -282,43 +315,6 @@ void group_slots(int64 N, int64 K, int64 E, int64 capacity, const int32* expert,
       pos[slot] = row;
     }
   });
-}
-
-// The first index of the ascending sorted[0, n) whose value is at least v (n if none).
-LOOPSCALE_HD inline int64 first_at_least(const int32* sorted, int64 n, int64 v) {
-  int64 lo = 0, hi = n;
-  while (lo < hi) {
-    const int64 mid = lo + (hi - lo) / 2;
-    if (sorted[mid] < v) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-// The same grouping by a stable sort of the slots, in the counting sort's priority order, by
-// expert: both sorts are stable over the same sequence, so order, pos, offset and kept are the
-// same. Each expert's first row is then a binary search in the sorted keys, and pos the inverse
-// of order. scratch: 3 N K ints.
-template <class B>
-void group_slots_sorted(int64 N, int64 K, int64 E, int64 capacity, const int32* expert, int32* order, int32* pos, int32* offset,
-                        int32* kept, int32* scratch) {
-  const int64 S = N * K;
-  int32 *keys = scratch, *sorted = scratch + S, *slots = scratch + 2 * S;
-  B::parallel_for(S, [=] LOOPSCALE_HD(int64 j) {
-    const int64 slot = group_slot_of(j, N, K);
-    keys[j] = expert[slot];
-    slots[j] = static_cast<int32>(slot);
-  });
-  int bits = 1;  // expert ids are below E: only their low bits need sorting
-  while ((int64{1} << bits) < E) ++bits;
-  B::sort_pairs(keys, sorted, slots, order, S, bits);
-  B::parallel_for(E, [=] LOOPSCALE_HD(int64 e) {
-    const int64 b = first_at_least(sorted, S, e), en = first_at_least(sorted, S, e + 1);
-    offset[e] = static_cast<int32>(b);
-    kept[e] = static_cast<int32>(en - b < capacity ? en - b : capacity);
-    if (e == E - 1) offset[E] = static_cast<int32>(S);
-  });
-  B::parallel_for(S, [=] LOOPSCALE_HD(int64 row) { pos[order[row]] = static_cast<int32>(row); });
 }
 
 // Adds one call's routing to the step statistics and returns its own figures. pbuf: the balancing
