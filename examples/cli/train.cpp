@@ -182,14 +182,16 @@ const bool registered = add_command([](CLI::App& app) {
       if (!(a->mix_probes > 0 && a->mix_probes < 1)) throw usage_error("--mix-probes must be a fraction in (0, 1)");
       cfg.mix_frac = a->mix_probes;
       cfg.mix_data = (std::filesystem::path(cfg.out) / "probes.bin").string();
+      cfg.mix_stride = cfg.seq_len + 1;  // windows start where probes.bin's windows do, each at a whole item
       train::detail::check_config(cfg);
       if (data::open_corpus(cfg.data, data::Split::train, data::Verify::headers).vocab() != 256)
         throw usage_error(fmt::format("--mix-probes: the probes are byte text, and {} is not a byte-level corpus (vocab 256)", cfg.data));
       // The text of the probes `loopscale eval` scores this run on (same seed, items and prompt
-      // bytes), minus those evaluation items; deterministic, so a resumed run writes nothing new.
+      // bytes), minus those evaluation items, in windows of seq_len + 1 bytes that each begin with
+      // an item; deterministic, so a resumed run writes nothing new.
       if (!a->dry_run && comm.root() && !std::filesystem::exists(cfg.mix_data)) {
-        const std::string text = eval::probe_training_text(
-            {a->mix_probes_seed, 200, std::min<int64>(256, cfg.seq_len), {}}, std::size_t{2} << 20);
+        const std::string text = eval::probe_training_text({a->mix_probes_seed, 200, std::min<int64>(256, cfg.seq_len), {}}, std::size_t{2} << 20,
+                                                           static_cast<std::size_t>(cfg.seq_len + 1));
         std::vector<std::int32_t> tokens(text.begin(), text.end());
         for (std::int32_t& t : tokens) t &= 0xFF;  // char may be signed
         std::filesystem::create_directories(cfg.out);

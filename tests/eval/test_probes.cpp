@@ -447,6 +447,41 @@ TEST_CASE("probes: the cloze lines come from their splits, the validation starts
   }
 }
 
+// --mix-probes lays the text out in windows of seq_len + 1 bytes, and the trainer starts its windows
+// only at their multiples: every window must begin with a document, hold the documents that fit
+// whole and in order, and end with the start of the next, which begins the next window.
+TEST_CASE("probes: the training text in windows: each begins with a document, whole documents in order, then the next one's start", "[eval]") {
+  for (const std::int64_t max_bytes : {std::int64_t{128}, std::int64_t{256}}) {
+    ProbeOptions o = options(7, false);
+    o.max_bytes = max_bytes;
+    std::vector<std::string> docs;
+    probe_training_documents(o, [&](const std::string& d) {
+      REQUIRE(d.size() <= static_cast<std::size_t>(max_bytes) + 1);
+      docs.push_back(d);
+      return docs.size() < 3000;
+    });
+    std::string plain;
+    for (const std::string& d : docs) plain += d;
+    REQUIRE(probe_training_text(o, plain.size()) == plain);  // without windows: the documents back to back
+
+    const std::size_t window = static_cast<std::size_t>(max_bytes) + 1, size = 100 * window;
+    const std::string text = probe_training_text(o, size, window);
+    REQUIRE(text.size() == size);
+    std::size_t i = 0, tails = 0;
+    for (std::size_t at = 0; at < size; at += window) {
+      INFO("window at " << at);
+      std::size_t used = 0;
+      for (; i < docs.size() && used + docs[i].size() <= window; used += docs[i++].size()) REQUIRE(text.compare(at + used, docs[i].size(), docs[i]) == 0);
+      REQUIRE(used > 0);  // it began with a whole document
+      REQUIRE(i < docs.size());
+      REQUIRE(text.compare(at + used, window - used, docs[i], 0, window - used) == 0);
+      tails += used < window;
+    }
+    CHECK(tails > 50);  // most windows end with a cut document, so the cut ones are checked
+  }
+  CHECK_THROWS_WITH(probe_training_text(options(7, false), 1000, 256), Catch::Contains("cannot hold a document of up to 257"));
+}
+
 TEST_CASE("probes: the training text is the items rendered as few-shot examples, by seed, without any evaluation item", "[eval]") {
   const ProbeOptions o = options(7, false);
   const std::size_t size = std::size_t{2} << 20;

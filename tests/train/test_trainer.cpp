@@ -8,6 +8,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include <sys/wait.h>
@@ -182,6 +183,47 @@ TEST_CASE("data: a mix corpus replaces a fraction of the windows, the others sta
   CHECK_THROWS_WITH(train::detail::check_config(c), Catch::Contains("mix_data is given but mix_frac is 0"));
   c.mix_frac = 1;
   CHECK_THROWS_WITH(train::detail::check_config(c), Catch::Contains("mix_frac must be in [0, 1)"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("data: with a mix stride, a window from the mix starts only at its multiples, every one of them reached", "[train][data]") {
+  const fs::path dir = temp_dir("sampler_stride");
+  std::vector<std::int32_t> seq(3000, 7), mixed_tokens(1000);
+  for (std::size_t i = 0; i < mixed_tokens.size(); ++i) mixed_tokens[i] = static_cast<std::int32_t>(i % 251);
+  write_token_file((dir / "seq.bin").string(), seq, 256);
+  write_token_file((dir / "mix.bin").string(), mixed_tokens, 256);
+  const Corpus sq(read_token_file((dir / "seq.bin").string())), mix(read_token_file((dir / "mix.bin").string()));
+  // seq_len 32: windows of 33 tokens; stride 40 gives starts 0, 40, ..., 960 (960 + 33 <= 1000).
+  const TrainSampler s(sq, 5, 32, mix, 0.5, 40);
+  std::set<std::uint64_t> starts;
+  std::vector<std::int32_t> in(32), tg(32);
+  for (int64 step = 0; step < 400; ++step) {
+    if (!s.from_mix(step, 0)) continue;
+    const std::uint64_t at = s.start(step, 0);
+    REQUIRE(at % 40 == 0);
+    REQUIRE(at + 33 <= 1000);
+    s.batch(step, 1, in.data(), tg.data());
+    REQUIRE(in[0] == mixed_tokens[at]);
+    REQUIRE(tg[31] == mixed_tokens[at + 32]);
+    starts.insert(at);
+  }
+  CHECK(starts.size() == 25);
+  // A stride shorter than a window, or one without a mix, is refused.
+  TrainConfig c;
+  c.spec = tiny_spec();
+  c.tokens = 1000;
+  c.data = "d";
+  c.out = "o";
+  c.seq_len = 32;
+  c.mix_frac = 0.1;
+  c.mix_data = "m.bin";
+  c.mix_stride = 32;
+  CHECK_THROWS_WITH(train::detail::check_config(c), Catch::Contains("mix_stride must be 0, or at least seq_len + 1"));
+  c.mix_stride = 33;
+  CHECK_NOTHROW(train::detail::check_config(c));
+  c.mix_frac = 0;
+  c.mix_data.clear();
+  CHECK_THROWS_WITH(train::detail::check_config(c), Catch::Contains("mix_stride must be 0"));
   fs::remove_all(dir);
 }
 

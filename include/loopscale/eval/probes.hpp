@@ -89,6 +89,7 @@
 #include <string_view>
 #include <tuple>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "loopscale/data/corpus.hpp"
@@ -642,14 +643,15 @@ inline Probes builtin_probes(const ProbeOptions& o) {
   return p;
 }
 
-// The first `bytes` bytes of the probes' training text for the options (the corpus is not read):
-// documents separated by one newline (as a corpus separates its documents), each num_fewshot + 1
-// items of one task, rendered with their gold answers (render_gold) and joined by the task's
-// example delimiter, exactly as a scored prompt shows its few-shot examples before the item. Each
+// The probes' training documents for the options (the corpus is not read), in order, until `more`
+// returns false: each document num_fewshot + 1 items of one task, rendered with their gold answers
+// (render_gold) and joined by the task's example delimiter, exactly as a scored prompt shows its
+// few-shot examples before the item, then a newline (as a corpus separates its documents). Each
 // document's task is drawn uniformly from the tasks in the training text (see the top of this
 // file) that the options allow. Give the options evaluation uses: their evaluation items are left
 // out.
-inline std::string probe_training_text(const ProbeOptions& o, std::size_t bytes) {
+template <class More>
+void probe_training_documents(const ProbeOptions& o, More more) {
   namespace d = probes_detail;
   ProbeOptions without_corpus = o;
   without_corpus.corpus.clear();
@@ -668,19 +670,47 @@ inline std::string probe_training_text(const ProbeOptions& o, std::size_t bytes)
     sources.push_back(std::move(s));
   }
   d::Rng which = d::rng_for(o.seed, "probe training text", d::Stream::training);
-  std::string out;
-  while (out.size() < bytes && !sources.empty()) {
+  std::string doc;
+  while (!sources.empty()) {
     Source& s = sources[which.below(sources.size())];
     const Task& t = s.g.task;
+    doc.clear();
     for (std::int64_t k = 0; k <= t.num_fewshot; ++k) {
       const std::optional<Item> it = d::draw_fitting(s.g, s.r, d::item_budget(t, o.max_bytes), s.eval_items);
       if (!it)
         throw std::invalid_argument(concat("eval: probe task ", t.label, " has almost no items that are not evaluation items (", o.items_per_task,
                                            " per task); ask for fewer"));
-      out += concat(k > 0 ? std::string_view(t.example_delimiter) : std::string_view(), render_gold(t, *it));
+      doc += concat(k > 0 ? std::string_view(t.example_delimiter) : std::string_view(), render_gold(t, *it));
     }
-    out += '\n';
+    doc += '\n';
+    if (!more(std::as_const(doc))) return;
   }
+}
+
+// The first `bytes` bytes of the probes' training text: its documents (above) one after another.
+// With window > 0, laid out in windows of `window` bytes that each begin with a document: documents
+// are placed whole while they fit, the rest of a window holds the start of the next document, and
+// that document then begins the next window whole. A trainer that starts its windows only at
+// multiples of `window` (TrainConfig::mix_stride; --mix-probes) sees every complete item with its
+// whole context, as a scored prompt shows it; one drawn anywhere would mostly see an answer whose
+// context (a lookup's key, the variables) was cut off. A document is at most max_bytes + 1 bytes,
+// so the window must hold that.
+inline std::string probe_training_text(const ProbeOptions& o, std::size_t bytes, std::size_t window = 0) {
+  if (window > 0 && window < static_cast<std::size_t>(o.max_bytes) + 1)
+    throw std::invalid_argument(concat("eval: probe training windows of ", window, " bytes cannot hold a document of up to ", o.max_bytes + 1,
+                                       " (max_bytes + 1)"));
+  std::string out;
+  std::size_t used = 0;  // bytes of the current window
+  probe_training_documents(o, [&](const std::string& doc) {
+    if (window > 0 && used + doc.size() > window) {
+      if (doc.size() > window) throw std::logic_error(concat("eval: a probe training document of ", doc.size(), " bytes exceeds its window of ", window));
+      out.append(doc, 0, window - used);
+      used = 0;
+    }
+    out += doc;
+    used += doc.size();
+    return out.size() < bytes;
+  });
   out.resize(std::min(out.size(), bytes));
   return out;
 }

@@ -52,12 +52,14 @@ inline void check_fits(const TokenFile& f, int64 vocab, int64 seq_len) {
 // Deterministic (T+1)-token windows of the training split: inputs are the first T, targets the last T.
 // With a mix corpus, the window of (step, b) comes from it with probability mix_frac, decided by a
 // third draw of the same key: the windows that stay in the corpus are exactly those a run without
-// the mix reads at the same (step, b), and a resumed run draws the same sources.
+// the mix reads at the same (step, b), and a resumed run draws the same sources. With mix_stride
+// S > 0 a window from the mix starts only at a multiple of S (TrainConfig::mix_stride).
 class TrainSampler {
  public:
-  TrainSampler(Corpus train, std::uint64_t seed, int64 seq_len, std::optional<Corpus> mix = std::nullopt, double mix_frac = 0)
-      : c_(std::move(train)), mix_(std::move(mix)), mix_frac_(mix_ ? mix_frac : 0), seed_(seed), T_(seq_len),
-        window_(static_cast<std::size_t>(seq_len + 1)) {}
+  TrainSampler(Corpus train, std::uint64_t seed, int64 seq_len, std::optional<Corpus> mix = std::nullopt, double mix_frac = 0,
+               int64 mix_stride = 0)
+      : c_(std::move(train)), mix_(std::move(mix)), mix_frac_(mix_ ? mix_frac : 0), mix_stride_(mix_ ? mix_stride : 0), seed_(seed),
+        T_(seq_len), window_(static_cast<std::size_t>(seq_len + 1)) {}
   TrainSampler(const TokenFile& train, std::uint64_t seed, int64 seq_len) : TrainSampler(Corpus(train), seed, seq_len) {}
 
   // Whether the window of sequence b at step `step` comes from the mix corpus.
@@ -71,10 +73,15 @@ class TrainSampler {
 
   // The first position of the window of sequence b at step `step`, in the corpus it comes from.
   std::uint64_t start(int64 step, int64 b) const {
-    const Corpus& c = from_mix(step, b) ? *mix_ : c_;
+    const bool mixed = from_mix(step, b);
+    const Corpus& c = mixed ? *mix_ : c_;
     const std::uint64_t span = c.tokens() - static_cast<std::uint64_t>(T_);  // starts in [0, tokens - T - 1]
     SplitMix64 r = key(step, b);
     r.next();
+    if (mixed && mix_stride_ > 0) {  // starts 0, S, 2S, ... up to tokens - T - 1 (check_fits: tokens >= T + 2)
+      const auto stride = static_cast<std::uint64_t>(mix_stride_);
+      return r.next() % ((span - 1) / stride + 1) * stride;
+    }
     return r.next() % span;
   }
 
@@ -104,6 +111,7 @@ class TrainSampler {
   Corpus c_;
   std::optional<Corpus> mix_;
   double mix_frac_ = 0;
+  int64 mix_stride_ = 0;
   std::uint64_t seed_;
   int64 T_;
   mutable std::vector<std::int32_t> window_;  // one (T+1)-token window, allocated once

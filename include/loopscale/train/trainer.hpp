@@ -146,6 +146,11 @@ struct TrainConfig {
   // probes' training text there (docs/eval.md).
   double mix_frac = 0;
   std::string mix_data;
+  // 0: a window from mix_data starts at any token. S > 0: only at multiples of S, for a file laid
+  // out in windows of S tokens that each begin with a whole item (--mix-probes writes its text so,
+  // with S = seq_len + 1): a window drawn anywhere would mostly cut an item's context from its
+  // answer, and a lookup whose key was cut off teaches nothing.
+  int64 mix_stride = 0;
   // Data parallelism (train/dist/): each optimiser step's batch is cut into ranks x accum chunks of
   // batch / (ranks x accum) sequences; rank k computes chunks k*accum .. k*accum + accum - 1 one
   // after the other (gradient accumulation), and the chunks' gradients are summed over the ranks
@@ -160,7 +165,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, recipe, init, spec,
                                                 beta1, beta2, eps, muon_momentum, grad_clip, warmup, decay, final_lr_frac,
                                                 softcap, data, out, seed, threads, device, precision, eval_every, eval_tokens,
                                                 checkpoint_every, resume, peak_flops, moe_router, moe_renormalize,
-                                                moe_balance, moe_z_loss, moe_capacity, mix_frac, mix_data, accum,
+                                                moe_balance, moe_z_loss, moe_capacity, mix_frac, mix_data, mix_stride, accum,
                                                 reduction)
 
 inline Recipe parse_recipe(const std::string& s) {
@@ -386,6 +391,8 @@ inline void check_config(const TrainConfig& c) {
   check(c.mix_frac >= 0 && c.mix_frac < 1, "mix_frac must be in [0, 1)");
   check(c.mix_frac == 0 || !c.mix_data.empty(), "mix_frac needs mix_data, the token file to mix in");
   check(c.mix_data.empty() || c.mix_frac > 0, "mix_data is given but mix_frac is 0");
+  check(c.mix_stride == 0 || (c.mix_frac > 0 && c.mix_stride >= c.seq_len + 1),
+        "mix_stride must be 0, or at least seq_len + 1 (a whole window) with mix_frac > 0");
   parse_decay(c.decay);
   check(c.accum >= 1, "accum (micro-batches per rank and step) must be at least 1");
   check(parse_name<Reduction>(c.reduction).has_value(), "reduction must be " + std::string(names_of(Reduction{}).choices()) + ", not '" + c.reduction + "'");
@@ -741,7 +748,7 @@ class Trainer {
         model_(cfg.spec, micro_, cfg.seq_len, cfg.softcap, routing_of(cfg)),
         opt_(optimizer_of<float, B>(cfg, model_.tensors(), model_.num_params())),
         sched_(schedule_of(cfg, length_)),
-        sampler_(in.train, cfg.seed, cfg.seq_len, in.mix, cfg.mix_frac),
+        sampler_(in.train, cfg.seed, cfg.seq_len, in.mix, cfg.mix_frac, cfg.mix_stride),
         valset_(in.val, cfg.seq_len, eval_batches_ * cfg.batch),
         inputs_(static_cast<std::size_t>(micro_ * cfg.seq_len)),
         targets_(inputs_.size()),
