@@ -152,7 +152,7 @@ void compare(const AccountArgs& args) {
         }
 }
 
-const bool registered = add_command([](CLI::App& app) {
+const bool registered_account = add_command([](CLI::App& app) {
   auto args = std::make_shared<AccountArgs>();
   CLI::App* sub = app.add_subcommand("account", "print the parameter and FLOP accounting of a model spec, or compare two");
   args->spec.add_to(*sub);

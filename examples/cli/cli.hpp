@@ -23,7 +23,8 @@ inline std::vector<Register>& registry() {
   return r;
 }
 
-// Each subcommand's file holds `static const bool registered = cli::add_command(...)`.
+// Each subcommand's file holds `const bool registered_<file> = cli::add_command(...)` in an
+// anonymous namespace: a name of its own, so the files can be compiled as one unit (LOOPSCALE_UNITY_BUILD).
 inline bool add_command(Register r) {
   registry().push_back(std::move(r));
   return true;

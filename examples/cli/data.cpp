@@ -175,7 +175,7 @@ void add_verify(CLI::App& data) {
   });
 }
 
-const bool registered = add_command([](CLI::App& app) {
+const bool registered_data = add_command([](CLI::App& app) {
   CLI::App* data = app.add_subcommand("data", "tokenizers and corpus folders: tokenizer train, prepare, import, export, verify");
   data->require_subcommand(1);
   add_tokenizer(*data);

@@ -108,7 +108,7 @@ void run(const DesignArgs& a) {
              d.chosen.R, d.chosen.E, d.chosen.loss, d.chosen.loss - d.optimum.loss, d.optimum.R, d.optimum.E, d.near.size());
 }
 
-const bool registered = add_command([](CLI::App& app) {
+const bool registered_design = add_command([](CLI::App& app) {
   auto a = std::make_shared<DesignArgs>();
   CLI::App* sub = app.add_subcommand(
       "design", "looped-MoE design rule: the smallest (R, E) within epsilon of the best predicted loss under compute and memory limits");

@@ -61,7 +61,7 @@ void run(const EquivalentArgs& a) {
   fmt::print("  same training cost as a dense model of    {:.4g} params (unrolled, N_once + r N_rec)\n", e.unrolled_params);
 }
 
-const bool registered = add_command([](CLI::App& app) {
+const bool registered_equivalent = add_command([](CLI::App& app) {
   auto a = std::make_shared<EquivalentArgs>();
   CLI::App* sub = app.add_subcommand("equivalent", "dense sizes equivalent to a looped model in loss and in training cost");
   sub->add_option("--law", a->law, "the law (iso-depth)")->capture_default_str();

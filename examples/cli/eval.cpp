@@ -182,7 +182,7 @@ void run_sample(const SampleArgs& a) {
   }
 }
 
-const bool registered = add_command([](CLI::App& app) {
+const bool registered_eval = add_command([](CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand("eval", "score a trained run on downstream tasks and its validation windows, at any number of recurrences");
   sub->add_option("run", a->run, "the run folder (loopscale train --out)");

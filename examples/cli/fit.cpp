@@ -190,7 +190,7 @@ void run(const FitArgs& a) {
                held->test_points, held->rmse, held->rmse_log, held->train_points);
 }
 
-const bool registered = add_command([](CLI::App& app) {
+const bool registered_fit = add_command([](CLI::App& app) {
   auto a = std::make_shared<FitArgs>();
   CLI::App* sub = app.add_subcommand("fit", "fit a scaling law to runs (CSV or JSONL): summed Huber on log loss, L-BFGS-B, many starts");
   sub->add_option("--law", a->law, "law to fit, or several separated by commas to compare them: " + law::law_names())->required();

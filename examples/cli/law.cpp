@@ -57,7 +57,7 @@ void run(const LawArgs& a) {
   if (law::reads_looped_counts(l) && !runs.injection.empty()) fmt::print("injection counted in: {}\n", runs.injection);
 }
 
-const bool registered = add_command([](CLI::App& app) {
+const bool registered_law = add_command([](CLI::App& app) {
   auto a = std::make_shared<LawArgs>();
   CLI::App* sub = app.add_subcommand("law", "evaluate a law with given constants on the points of a file");
   sub->add_option("--law", a->law, "the law: " + law::law_names())->required();

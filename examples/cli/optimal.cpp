@@ -55,7 +55,7 @@ void run(const OptimalArgs& a) {
   if (a.json) std::cout << j.dump(2) << "\n";
 }
 
-const bool registered = add_command([](CLI::App& app) {
+const bool registered_optimal = add_command([](CLI::App& app) {
   auto a = std::make_shared<OptimalArgs>();
   CLI::App* sub = app.add_subcommand("optimal", "compute-optimal allocation per r at given budgets (FLOPs per token from the accounting)");
   sub->add_option("--law", a->law, "iso-depth, parcae or chinchilla")->capture_default_str();

@@ -135,7 +135,7 @@ void add_analyse_options(CLI::App& sub, AnalyseOptions& o) {
   sub.add_option("--seed", o.seed, "seed of starts and resamples")->capture_default_str();
 }
 
-const bool registered = add_command([](CLI::App& app) {
+const bool registered_sweep = add_command([](CLI::App& app) {
   CLI::App* sweep = app.add_subcommand("sweep", "plan, run, merge, analyse and report iso-depth sweeps");
   sweep->require_subcommand(1);
 

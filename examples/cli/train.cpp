@@ -49,7 +49,7 @@ std::string duration(double s) {
   return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t % 3600 / 60) : fmt::format("{}m{:02}s", t / 60, t % 60);
 }
 
-const bool registered = add_command([](CLI::App& app) {
+const bool registered_train = add_command([](CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   CLI::App* sub = app.add_subcommand("train", "train a looped transformer on a token corpus (CPU or CUDA device)");
   a->spec.add_to(*sub);

@@ -1,4 +1,5 @@
-// Shared by the data layer's tests: temporary folders, synthetic documents, reading a split back.
+// Shared by the data layer's tests: synthetic documents, reading a split back (temporary folders
+// and whole-file reads: tests/test_files.hpp).
 #pragma once
 
 #include <cstdint>
@@ -11,27 +12,11 @@
 
 #include "loopscale/data/corpus.hpp"
 #include "loopscale/util/random.hpp"
+#include "test_files.hpp"
 
 namespace loopscale::test {
 
 namespace fs = std::filesystem;
-
-inline fs::path temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("loopscale_corpus_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-inline void write_text(const fs::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::binary);
-  f << s;
-}
-
-inline std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
 
 // Document i: a sentence or several with a unique marker "<doc i>", some numbers, punctuation and
 // (every 7th) non-ASCII text.

@@ -60,7 +60,7 @@ TEST_CASE("data CLI: every bad input is one line naming the file, exit code 2", 
   REQUIRE(run_cli("data prepare --quiet --input " + d + "/docs.txt --documents paragraph --val-fraction 0.2 --shard-tokens 4000 --out " + d + "/c").rc == 0);
 
   SECTION("wrong magic") {
-    std::string s = read_text(dir / "c" / "train_00001.bin");
+    std::string s = slurp(dir / "c" / "train_00001.bin");
     s[0] = 'X';
     write_text(dir / "c" / "train_00001.bin", s);
     expect_bad("data verify " + d + "/c", {"train_00001.bin", "bad magic"});

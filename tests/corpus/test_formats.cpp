@@ -44,7 +44,7 @@ TEST_CASE("token files: bad magic, truncation, padding, version and width are er
   const fs::path dir = temp_dir("badfiles");
   const std::string p = (dir / "a.bin").string();
   write_token_file(p, std::vector<std::int32_t>{1, 2, 3, 4}, 256);
-  std::string bytes = read_text(p);
+  std::string bytes = slurp(p);
   const auto expect_error = [&](const std::string& content, const std::string& what) {
     write_text(dir / "x.bin", content);
     REQUIRE_THROWS_WITH(read_token_file((dir / "x.bin").string()), Catch::Contains(what) && Catch::Contains((dir / "x.bin").string()));
@@ -148,9 +148,9 @@ TEST_CASE("import: llm.c fixtures become a corpus with the same tokens, export w
   e.shard_tokens = 3000;
   const auto files = export_corpus(e);
   REQUIRE(files.size() == 3);  // train_000000 (3000), train_000001 (1234), val_000000
-  REQUIRE(read_text(dir / "exported" / "train_000000.bin") == read_text(dir / "fineweb_train_000001.bin"));
-  REQUIRE(read_text(dir / "exported" / "train_000001.bin") == read_text(dir / "fineweb_train_000002.bin"));
-  REQUIRE(read_text(dir / "exported" / "val_000000.bin") == read_text(dir / "fineweb_val_000000.bin"));
+  REQUIRE(slurp(dir / "exported" / "train_000000.bin") == slurp(dir / "fineweb_train_000001.bin"));
+  REQUIRE(slurp(dir / "exported" / "train_000001.bin") == slurp(dir / "fineweb_train_000002.bin"));
+  REQUIRE(slurp(dir / "exported" / "val_000000.bin") == slurp(dir / "fineweb_val_000000.bin"));
   fs::remove_all(dir);
 }
 
@@ -189,8 +189,8 @@ TEST_CASE("import and export: raw uint16 and uint32 arrays round-trip", "[corpus
     e.out = dir / "exported";
     e.shard_tokens = 0;
     export_corpus(e);
-    REQUIRE(read_text(dir / "exported" / "train.bin") == read_text(dir / "train.raw"));
-    REQUIRE(read_text(dir / "exported" / "val.bin") == read_text(dir / "val.raw"));
+    REQUIRE(slurp(dir / "exported" / "train.bin") == slurp(dir / "train.raw"));
+    REQUIRE(slurp(dir / "exported" / "val.bin") == slurp(dir / "val.raw"));
     fs::remove_all(dir / "exported");
   }
   // A token at or above the vocabulary given is a vocab mismatch; an odd size is a truncation.
@@ -218,7 +218,7 @@ TEST_CASE("verify: a flipped byte fails the shard's checksum, a missing shard is
   o.shard_tokens = 2000;
   import_tokens(o);
   REQUIRE(verify_corpus(o.out).tokens == 5000);
-  std::string s = read_text(o.out / "train_00001.bin");
+  std::string s = slurp(o.out / "train_00001.bin");
   s[100] ^= 1;
   write_text(o.out / "train_00001.bin", s);
   // Its own header's checksum speaks first (token_file.hpp, version 2); the manifest's is the same check.

@@ -48,7 +48,7 @@ TEST_CASE("token file integrity: the header records the tokens' XXH3-64 and a ch
   const std::string p = (dir / "a.bin").string();
   const auto t = tokens_of(1000, 300);
   write_token_file(p, t, 300, 2, 2500);
-  const std::string bytes = read_text(p);
+  const std::string bytes = slurp(p);
   REQUIRE(bytes.size() == 48 + 2 * t.size());
   const TokenFile f = read_token_file(p);
   REQUIRE(f.version == 2);
@@ -69,7 +69,7 @@ TEST_CASE("token file integrity: every flipped byte and every truncation is refu
   const fs::path dir = temp_dir("integrity_flip");
   write_token_file((dir / "train.bin").string(), tokens_of(200, 300), 300, 2, 600);
   write_token_file((dir / "val.bin").string(), tokens_of(50, 300), 300, 2, 150);
-  const std::string good = read_text(dir / "train.bin");
+  const std::string good = slurp(dir / "train.bin");
   REQUIRE(open_corpus(dir, Split::train).tokens() == 200);
   for (std::size_t at = 0; at < good.size(); ++at)
     for (const unsigned char mask : {0x01, 0x80}) {
@@ -121,7 +121,7 @@ TEST_CASE("token file integrity: shards of a manifest corpus are verified on ope
   o.shard_tokens = 2000;
   import_tokens(o);
   const fs::path shard = o.out / "train_00001.bin";
-  const std::string good = read_text(shard);
+  const std::string good = slurp(shard);
   REQUIRE(open_corpus(o.out, Split::train).tokens() == 5000);
   std::string b = good;
   b[200] ^= 4;
@@ -150,7 +150,7 @@ TEST_CASE("token file integrity: version 1 files without a manifest still open, 
   const fs::path dir = temp_dir("integrity_v1");
   write_token_file((dir / "train.bin").string(), tokens_of(3000, 256), 256);
   write_token_file((dir / "val.bin").string(), tokens_of(500, 256), 256);
-  write_text(dir / "train.bin", as_version_1(read_text(dir / "train.bin")));
+  write_text(dir / "train.bin", as_version_1(slurp(dir / "train.bin")));
   const TokenFile f = read_token_file((dir / "train.bin").string());
   REQUIRE(f.version == 1);
   REQUIRE_FALSE(verify_tokens(f));
@@ -169,7 +169,7 @@ TEST_CASE("token file integrity: a corrupt corpus is one line and exit 2 for tra
   const fs::path dir = temp_dir("integrity_cli");
   write_token_file((dir / "train.bin").string(), tokens_of(20000, 256), 256);
   write_token_file((dir / "val.bin").string(), tokens_of(4000, 256), 256);
-  std::string b = read_text(dir / "val.bin");
+  std::string b = slurp(dir / "val.bin");
   b[1000] ^= 0x20;
   write_text(dir / "val.bin", b);
   for (const std::string& args : {"data verify " + dir.string(),
@@ -188,7 +188,7 @@ TEST_CASE("token file integrity: a full disk while writing leaves the old file a
   const fs::path dir = temp_dir("integrity_full");
   const fs::path p = dir / "train.bin";
   write_token_file(p.string(), tokens_of(1000, 256), 256);
-  const std::string old = read_text(p);
+  const std::string old = slurp(p);
   // A file size limit in a child (SIGXFSZ ignored): write() fails with EFBIG as a full disk fails
   // with ENOSPC.
   int fds[2];
@@ -222,7 +222,7 @@ TEST_CASE("token file integrity: a full disk while writing leaves the old file a
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   REQUIRE(msg == "data: cannot write " + p.string() + ": " + std::strerror(EFBIG));
-  REQUIRE(read_text(p) == old);
+  REQUIRE(slurp(p) == old);
   for (const auto& e : fs::directory_iterator(dir)) REQUIRE(e.path().filename().string().find(".tmp.") == std::string::npos);
   fs::remove_all(dir);
 }

@@ -81,7 +81,7 @@ TEST_CASE("training: a sharded SentencePiece corpus trains like the same corpus 
     REQUIRE(r.val_bpb > 0);
     logs.push_back(log_lines(out / "log.jsonl"));
     // config.json and the checkpoint name the tokenizer by path and checksum.
-    const auto cfg = nlohmann::json::parse(read_text(out / "config.json"));
+    const auto cfg = nlohmann::json::parse(slurp(out / "config.json"));
     REQUIRE(cfg.at("tokenizer").at("kind") == "sentencepiece");
     REQUIRE(cfg.at("tokenizer").at("checksum") == m.tokenizer.checksum);
     REQUIRE(cfg.at("tokenizer").at("vocab") == 450);

@@ -24,9 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using test::lm_item;
-using test::mc_item;
-using test::schema_item;
+using loopscale::eval::test::lm_item;
+using loopscale::eval::test::mc_item;
+using loopscale::eval::test::schema_item;
 
 fs::path temp_dir(const std::string& name) {
   const fs::path p = fs::temp_directory_path() / concat("loopscale_eval_bundle_", name, "_", ::getpid());

@@ -16,6 +16,7 @@
 #include "loopscale/eval/generate.hpp"
 #include "loopscale/eval/model_scorer.hpp"
 #include "loopscale/eval/run_model.hpp"
+#include "small_model.hpp"
 
 using namespace loopscale;
 using loopscale::eval::Decoding;
@@ -23,28 +24,11 @@ using loopscale::eval::Generation;
 using loopscale::eval::Generator;
 using loopscale::eval::Sampling;
 using loopscale::train::Transformer;
+using loopscale::eval::test::looped;
+using loopscale::eval::test::random_tokens;
+using loopscale::eval::test::vocab;
 
 namespace {
-
-constexpr int64 vocab = 37;
-
-// Prelude 1, a shared block of 2 layers run r times, coda 1; d 16, 2 heads; seq_len `seq`.
-ModelSpec looped(int64 r, Inject inj, int64 lanes = 0, StateNorm norm = StateNorm::per_recurrence) {
-  ModelSpec m;
-  m.d_model = 16;
-  m.vocab = vocab;
-  m.vocab_multiple = 8;
-  LayerSpec l;
-  l.attn.heads = 2;
-  l.ffn.mult_num = 2;
-  m.prelude = {1, l};
-  m.coda = {1, l};
-  m.recur.block = {2, l};
-  m.recur.r = r;
-  m.recur.inject = {inj, lanes};
-  m.recur.state_norm = norm;
-  return m;
-}
 
 // Every FFN of the shared block an MoE (4 experts, top 2, hidden 12), and the coda's.
 ModelSpec looped_moe(int64 r, Inject inj, int64 lanes = 0, bool shared = false) {
@@ -71,14 +55,7 @@ eval::RunModel make_run(const ModelSpec& spec, int64 seq, const train::MoeRoutin
   return eval::run_model_of(m);
 }
 
-std::vector<std::int32_t> random_tokens(int64 n, std::uint64_t seed) {
-  SplitMix64 r{seed};
-  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
-  for (auto& v : t) v = static_cast<std::int32_t>(r.next() % vocab);
-  return t;
-}
-
-struct Case {
+struct GenerationCase {
   std::string name;
   ModelSpec spec;
   train::MoeRouting routing{};
@@ -92,7 +69,7 @@ TEST_CASE("generate: the KV cache gives the tokens of full recomputation, greedy
   sig_bias.balance = train::Balance::bias;
   train::MoeRouting capacity;  // trained with a capacity; generation (and scoring) route dropless
   capacity.capacity_factor = 0.5;
-  const std::vector<Case> cases = {
+  const std::vector<GenerationCase> cases = {
       {"looped dense, linear", looped(2, Inject::linear)},
       {"looped dense, additive, norm after the loop", looped(2, Inject::additive, 0, StateNorm::after_loop)},
       {"looped dense, hyper:2", looped(2, Inject::hyper, 2)},
@@ -105,7 +82,7 @@ TEST_CASE("generate: the KV cache gives the tokens of full recomputation, greedy
   const std::vector<std::int32_t> prompt = random_tokens(5, 8);
   const int64 max_new = seq + 1 - 5;  // up to the context
   const Sampling samplings[] = {{0.0, 0, 0}, {1.0, 0, 7}, {0.7, 5, 3}};
-  for (const Case& c : cases) {
+  for (const GenerationCase& c : cases) {
     const eval::RunModel run = make_run(c.spec, seq, c.routing);
     // The trained r, and one more (fewer for the paper's hyperconnections, which have no more sets).
     for (const int64 r : {int64{2}, c.spec.recur.inject.kind == Inject::hyper ? int64{1} : int64{3}}) {

@@ -20,34 +20,18 @@
 #include "loopscale/eval/run_model.hpp"
 #include "loopscale/eval/validation.hpp"
 #include "loopscale/train/trainer.hpp"
+#include "small_model.hpp"
 
 using namespace loopscale;
 using loopscale::eval::ModelScorer;
 using loopscale::eval::SequenceScores;
 using loopscale::train::Transformer;
+using loopscale::eval::test::looped;
+using loopscale::eval::test::random_tokens;
+using loopscale::eval::test::vocab;
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr int64 vocab = 37;  // padded to 40: the padding columns must stay out of every score
-
-// Prelude 1, a shared block of 2 layers run r times, coda 1; d 16, 2 heads.
-ModelSpec looped(int64 r, Inject inj, int64 lanes = 0, StateNorm norm = StateNorm::per_recurrence) {
-  ModelSpec m;
-  m.d_model = 16;
-  m.vocab = vocab;
-  m.vocab_multiple = 8;
-  LayerSpec l;
-  l.attn.heads = 2;
-  l.ffn.mult_num = 2;
-  m.prelude = {1, l};
-  m.coda = {1, l};
-  m.recur.block = {2, l};
-  m.recur.r = r;
-  m.recur.inject = {inj, lanes};
-  m.recur.state_norm = norm;
-  return m;
-}
 
 // The second layer of the block and the coda as MoE layers (4 experts, top 2, hidden 12).
 ModelSpec with_moe(ModelSpec m, bool shared = false, Activation act = Activation::relu2) {
@@ -66,13 +50,6 @@ train::MoeRouting sigmoid_bias() {
   r.router = train::RouterKind::sigmoid;
   r.balance = train::Balance::bias;
   return r;
-}
-
-std::vector<std::int32_t> random_tokens(int64 n, std::uint64_t seed) {
-  SplitMix64 r{seed};
-  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
-  for (auto& v : t) v = static_cast<std::int32_t>(r.next() % vocab);
-  return t;
 }
 
 // Initialised, then moved off the structured start (identity injection, cyclic lanes: with W =

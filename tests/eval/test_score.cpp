@@ -22,9 +22,9 @@ using namespace loopscale::eval;
 
 namespace {
 
-using test::lm_item;
-using test::mc_item;
-using test::schema_item;
+using loopscale::eval::test::lm_item;
+using loopscale::eval::test::mc_item;
+using loopscale::eval::test::schema_item;
 
 // p(next | prev) over bytes: a bigram entry if there is one, else a unigram entry, else
 // `fallback`. The argmax after a byte is the next byte of highest probability (the lowest byte of

@@ -14,7 +14,7 @@ using loopscale::test::count_lines;
 using loopscale::test::run_cli;
 
 namespace {
-const std::string epoch = std::string(LOOPSCALE_TEST_DATA) + "/chinchilla_epoch_svg_extracted.csv";
+const std::string epoch_csv = std::string(LOOPSCALE_TEST_DATA) + "/chinchilla_epoch_svg_extracted.csv";
 const std::string epoch_map = " --map N=\"Model Size\" --map C=\"Training FLOP\"";
 
 std::string temp_file(const std::string& name, const std::string& text) {
@@ -25,7 +25,7 @@ std::string temp_file(const std::string& name, const std::string& text) {
 }  // namespace
 
 TEST_CASE("loopscale fit --json on Epoch's data", "[law][cli]") {
-  const auto r = run_cli("fit --law chinchilla --data " + epoch + epoch_map + " --drop-highest 5 --starts grid --json");
+  const auto r = run_cli("fit --law chinchilla --data " + epoch_csv + epoch_map + " --drop-highest 5 --starts grid --json");
   REQUIRE(r.rc == 0);
   const auto j = nlohmann::json::parse(r.out);
   for (const char* k : {"params", "objective", "r2", "rmse", "starts", "failed_starts", "polished", "seconds", "residuals"}) CHECK(j.contains(k));
@@ -39,7 +39,7 @@ TEST_CASE("loopscale fit --json on Epoch's data", "[law][cli]") {
 // The fitter before its scout (SciPy's rules and More-Thuente's search for every start, then the
 // polish) is one set of flags away, and reaches the default's optimum on Epoch's grid.
 TEST_CASE("loopscale fit: the scout's and the line search's flags", "[law][cli]") {
-  const std::string base = "fit --law chinchilla --data " + epoch + epoch_map + " --drop-highest 5 --starts grid --json";
+  const std::string base = "fit --law chinchilla --data " + epoch_csv + epoch_map + " --drop-highest 5 --starts grid --json";
   const auto def = run_cli(base);
   const auto old = run_cli(base + " --scout-ftol 2.220446049250313e-09 --line-search more-thuente");
   REQUIRE(def.rc == 0);
@@ -52,7 +52,7 @@ TEST_CASE("loopscale fit: the scout's and the line search's flags", "[law][cli]"
 }
 
 TEST_CASE("loopscale fit with bootstrap, holdout, freeze and a comparison", "[law][cli]") {
-  auto r = run_cli("fit --law chinchilla --data " + epoch + epoch_map +
+  auto r = run_cli("fit --law chinchilla --data " + epoch_csv + epoch_map +
                    " --drop-highest 5 --starts random:20 --seed 3 --bootstrap 20 --freeze E=1.8 --holdout \"Model Size=max\" --json");
   REQUIRE(r.rc == 0);
   auto j = nlohmann::json::parse(r.out);
@@ -61,14 +61,14 @@ TEST_CASE("loopscale fit with bootstrap, holdout, freeze and a comparison", "[la
   CHECK(j["ci"]["alpha"][0].get<double>() <= j["params"]["alpha"].get<double>());
   CHECK(j["params"]["E"].get<double>() == Approx(1.8));
   CHECK(j["holdout"]["points"].get<int>() >= 1);
-  r = run_cli("fit --law chinchilla,parcae --data " + epoch + epoch_map + " --starts random:10 --json");
+  r = run_cli("fit --law chinchilla,parcae --data " + epoch_csv + epoch_map + " --starts random:10 --json");
   CHECK(r.rc == 2);  // parcae needs N_once, N_rec, r
   CHECK(count_lines(r.out) == 1);
 }
 
 TEST_CASE("loopscale law, equivalent and optimal", "[law][cli]") {
   auto r = run_cli("law --law chinchilla --param E=1.8172 --param A=477.8 --param B=2143.4 --param alpha=0.34731 --param beta=0.36717 --data " +
-                   epoch + epoch_map + " --json");
+                   epoch_csv + epoch_map + " --json");
   REQUIRE(r.rc == 0);
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["predictions"].size() == 245);
@@ -97,24 +97,24 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
     CHECK(r.out.find(text) != std::string::npos);
   };
   const std::string fit = "fit --law chinchilla --starts random:4 --data ";
-  expect_error(fit + epoch, "no column 'N'");
+  expect_error(fit + epoch_csv, "no column 'N'");
   expect_error(fit + temp_file("nonnum.csv", "N,D,loss\n1e8,1e10,3\n2e8,x,3\n"), "not a number");
   expect_error(fit + temp_file("inf.csv", "N,D,loss\n1e8,1e10,3\n2e8,inf,3\n"), "not finite");
   expect_error(fit + temp_file("loss0.csv", "N,D,loss\n1e8,1e10,3\n2e8,1e10,0\n"), "must be > 0");
   expect_error(fit + temp_file("nneg.csv", "N,D,loss\n-1e8,1e10,3\n"), "must be > 0");
   expect_error(fit + temp_file("few.csv", "N,D,loss\n1e8,1e10,3\n2e8,2e10,2.9\n3e8,3e10,2.8\n"), "free parameters");
-  expect_error(fit + epoch + " --map N=\"Nope\"", "no column 'Nope'");
-  expect_error("fit --law nope --data " + epoch, "no law 'nope'");
-  expect_error(fit + epoch + epoch_map + " --freeze zeta=1", "no such parameter");
-  expect_error("fit --law chinchilla --starts sometimes --data " + epoch + epoch_map, "--starts");
-  expect_error(fit + epoch + epoch_map + " --polish -2", "--polish");
-  expect_error(fit + epoch + epoch_map + " --scout-ftol -1", "--scout-ftol");
-  expect_error(fit + epoch + epoch_map + " --scout-ftol inf", "--scout-ftol");
-  expect_error(fit + epoch + epoch_map + " --screen-share 0", "--screen-share");
-  expect_error(fit + epoch + epoch_map + " --screen-share 1.5", "--screen-share");
-  expect_error(fit + epoch + epoch_map + " --line-search armijo", "--line-search");
-  expect_error("fit --law iso-depth --starts grid --data " + epoch + epoch_map, "");
-  expect_error("law --law chinchilla --param E=1 --data " + epoch + epoch_map, "needs --param");
+  expect_error(fit + epoch_csv + " --map N=\"Nope\"", "no column 'Nope'");
+  expect_error("fit --law nope --data " + epoch_csv, "no law 'nope'");
+  expect_error(fit + epoch_csv + epoch_map + " --freeze zeta=1", "no such parameter");
+  expect_error("fit --law chinchilla --starts sometimes --data " + epoch_csv + epoch_map, "--starts");
+  expect_error(fit + epoch_csv + epoch_map + " --polish -2", "--polish");
+  expect_error(fit + epoch_csv + epoch_map + " --scout-ftol -1", "--scout-ftol");
+  expect_error(fit + epoch_csv + epoch_map + " --scout-ftol inf", "--scout-ftol");
+  expect_error(fit + epoch_csv + epoch_map + " --screen-share 0", "--screen-share");
+  expect_error(fit + epoch_csv + epoch_map + " --screen-share 1.5", "--screen-share");
+  expect_error(fit + epoch_csv + epoch_map + " --line-search armijo", "--line-search");
+  expect_error("fit --law iso-depth --starts grid --data " + epoch_csv + epoch_map, "");
+  expect_error("law --law chinchilla --param E=1 --data " + epoch_csv + epoch_map, "needs --param");
   expect_error("equivalent --law iso-depth --param phi=0.4 --n-once 1e8 --n-rec -1 --r 4", "--n-rec");
   expect_error("optimal --law iso-depth --param phi=0.4 --budget 1e18", "needs --param");
 }
@@ -160,7 +160,7 @@ TEST_CASE("the --injection option: where the injection counts, on equivalent, op
   CHECK(r.rc == 2);
   CHECK(count_lines(r.out) == 1);
   CHECK(r.out.find("rec, once or excluded") != std::string::npos);
-  r = run_cli("fit --law chinchilla --data " + epoch + epoch_map + " --injection excluded --starts random:4");
+  r = run_cli("fit --law chinchilla --data " + epoch_csv + epoch_map + " --injection excluded --starts random:4");
   CHECK(r.rc == 2);
   CHECK(count_lines(r.out) == 1);
   CHECK(r.out.find("'injection' column") != std::string::npos);

@@ -24,14 +24,14 @@ TEST_CASE("the Huber sum is the piecewise definition, and its slope the clipped 
 }
 
 TEST_CASE("analytic Jacobians match central differences", "[law][gradient]") {
-  const Runs runs = test::variable_grid();
+  const Runs runs = loopscale::law::test::variable_grid();
   for (const AnyLaw& law : all_laws()) {
     DYNAMIC_SECTION(law.name()) {
       const auto model = law.prepare(runs);
       const Parameters ps = law.parameters();
       const auto p = static_cast<Eigen::Index>(ps.size());
       // At the test constants and at two random points of the box.
-      std::vector<Eigen::VectorXd> points{theta_of(law, test::test_constants(law.name()))};
+      std::vector<Eigen::VectorXd> points{theta_of(law, loopscale::law::test::test_constants(law.name()))};
       for (auto& s : random_starts(ps, 2, 11)) points.push_back(s);
       for (const auto& th : points) {
         Eigen::ArrayXd out(runs.size()), up(runs.size()), down(runs.size());
@@ -57,10 +57,10 @@ TEST_CASE("analytic Jacobians match central differences", "[law][gradient]") {
 }
 
 TEST_CASE("each law recovers its constants from noise-free data", "[law][recovery]") {
-  const Runs grid = test::variable_grid();
+  const Runs grid = loopscale::law::test::variable_grid();
   for (const AnyLaw& law : all_laws()) {
     DYNAMIC_SECTION(law.name()) {
-      const Constants truth = test::test_constants(law.name());
+      const Constants truth = loopscale::law::test::test_constants(law.name());
       const Eigen::VectorXd th = theta_of(law, truth);
       const Runs runs = with_synthetic_loss(law, grid, th, 0.0, 1);
       // The default polish runs to the floor of each law's valley (projected gradient 1e-10, or no
@@ -97,11 +97,11 @@ TEST_CASE("each law recovers its constants from noise-free data", "[law][recover
 }
 
 TEST_CASE("with noise the fit is at least as good as the truth", "[law][recovery]") {
-  const Runs grid = test::variable_grid();
+  const Runs grid = loopscale::law::test::variable_grid();
   for (const std::string name : {"chinchilla", "iso-depth", "looped-moe", "krajewski", "abnar"}) {
     DYNAMIC_SECTION(name) {
       const AnyLaw law = law_by_name(name);
-      const Eigen::VectorXd th = theta_of(law, test::test_constants(name));
+      const Eigen::VectorXd th = theta_of(law, loopscale::law::test::test_constants(name));
       const Runs runs = with_synthetic_loss(law, grid, th, 0.005, 2);
       const auto model = law.prepare(runs);
       Eigen::ArrayXd logp(runs.size());
@@ -124,9 +124,9 @@ TEST_CASE("the vector exp and log are within an ulp of std::exp and std::log", "
     return std::abs(got - want) / (std::nextafter(std::abs(want), INFINITY) - std::abs(want));
   };
   for (int i = 0; i < 20000; ++i) {
-    const double u = detail::unit_uniform(3, static_cast<std::uint64_t>(i));
+    const double u = loopscale::law::detail::unit_uniform(3, static_cast<std::uint64_t>(i));
     const double x = i % 2 ? -708 + 1416 * u : -4 + 8 * u;
-    const double y = std::exp(-700 + 1400 * detail::unit_uniform(4, static_cast<std::uint64_t>(i)));
+    const double y = std::exp(-700 + 1400 * loopscale::law::detail::unit_uniform(4, static_cast<std::uint64_t>(i)));
     worst_exp = std::max({worst_exp, ulps(simd::exp(simd::splat(x))[0], std::exp(x)), ulps(simd::exp_in_range(simd::splat(x))[1], std::exp(x))});
     if (std::log(y) != 0) worst_log = std::max(worst_log, ulps(simd::log(simd::splat(y))[2], std::log(y)));
   }
@@ -140,7 +140,7 @@ TEST_CASE("the vector exp and log are within an ulp of std::exp and std::log", "
 TEST_CASE("the fused Huber pass equals log_predict with the Jacobian", "[law][huber][simd]") {
   // AnyPreparedLaw::huber (chinchilla.hpp) against the general route the fitter falls back to,
   // on a grid whose size is not a multiple of the vector width (the padded last step).
-  const Runs runs = test::variable_grid();
+  const Runs runs = loopscale::law::test::variable_grid();
   const double delta = 1e-3;
   for (const AnyLaw& law : all_laws()) {
     DYNAMIC_SECTION(law.name()) {
@@ -149,13 +149,13 @@ TEST_CASE("the fused Huber pass equals log_predict with the Jacobian", "[law][hu
       const auto p = static_cast<Eigen::Index>(ps.size());
       const Eigen::ArrayXd truth_log = [&] {
         Eigen::ArrayXd o(runs.size());
-        model->log_predict(theta_of(law, test::test_constants(law.name())), o, nullptr);
+        model->log_predict(theta_of(law, loopscale::law::test::test_constants(law.name())), o, nullptr);
         return o;
       }();
       // Observed losses a little off the law, so residuals fall on both sides of delta.
       Eigen::ArrayXd log_loss(runs.size());
       for (Eigen::Index i = 0; i < runs.size(); ++i) log_loss[i] = truth_log[i] + 3e-3 * std::sin(1.7 * static_cast<double>(i));
-      std::vector<Eigen::VectorXd> points{theta_of(law, test::test_constants(law.name()))};
+      std::vector<Eigen::VectorXd> points{theta_of(law, loopscale::law::test::test_constants(law.name()))};
       for (auto& s : random_starts(ps, 3, 5)) points.push_back(s);
       for (const auto& th : points) {
         double f = 0;
@@ -177,7 +177,7 @@ TEST_CASE("the fused Huber pass equals log_predict with the Jacobian", "[law][hu
 
 TEST_CASE("the fused Huber pass declines far outside the box", "[law][huber][simd]") {
   // An exponential beyond its bounds: the fitter then takes log_predict's log-sum-exp.
-  const Runs runs = test::variable_grid();
+  const Runs runs = loopscale::law::test::variable_grid();
   const auto model = AnyLaw(Chinchilla{}).prepare(runs);
   Eigen::VectorXd th(5), g(5);
   th << 0, 900, 0, 0, 0;
@@ -211,7 +211,7 @@ TEST_CASE("the small L-BFGS-B reaches LBFGSpp's optimum on a box-constrained pro
     Eigen::VectorXd a = s, b = s, c = s;
     double fa = 0, fb = 0, fc = 0;
     LBFGSpp::LBFGSBSolver<double> ref(param);
-    detail::SmallLBFGSB small(param), again(param), weak(param, detail::SmallLBFGSB::Search::weak_wolfe);
+    loopscale::law::detail::SmallLBFGSB small(param), again(param), weak(param, loopscale::law::detail::SmallLBFGSB::Search::weak_wolfe);
     ref.minimize(convex, a, fa, lb, ub);
     small.minimize(convex, b, fb, lb, ub);
     again.minimize(convex, c, fc, lb, ub);

@@ -6,9 +6,9 @@
 using namespace loopscale::law;
 
 TEST_CASE("held-out R slice: the bounded law extrapolates better than linear", "[law][moe][holdout]") {
-  const Runs grid = test::variable_grid();
+  const Runs grid = loopscale::law::test::variable_grid();
   const AnyLaw truth_law = LoopedMoE{};
-  const Runs runs = with_synthetic_loss(truth_law, grid, theta_of(truth_law, test::test_constants("looped-moe")), 0.003, 4);
+  const Runs runs = with_synthetic_loss(truth_law, grid, theta_of(truth_law, loopscale::law::test::test_constants("looped-moe")), 0.003, 4);
   std::vector<std::string> labels;
   for (Eigen::Index i = 0; i < runs.size(); ++i) labels.push_back(std::to_string(static_cast<int>(runs["R"][i])));
   FitOptions o;
@@ -30,7 +30,7 @@ TEST_CASE("design: the smallest (R, E) within epsilon of the best feasible desig
   const AnyLaw law = LoopedMoE{};
   // Constants under which experts pay (omega < 0: more experts also lower the data term); at this
   // budget the predicted loss falls from E = 1 to 16 by about 0.3 while looping does not pay.
-  Constants c = test::test_constants("looped-moe");
+  Constants c = loopscale::law::test::test_constants("looped-moe");
   c["omega"] = -0.05;
   c["zeta"] = 0.0;
   const Eigen::VectorXd th = theta_of(law, c);
@@ -87,8 +87,8 @@ TEST_CASE("design: the smallest (R, E) within epsilon of the best feasible desig
 
 TEST_CASE("design from a fit: epsilon defaults to its RMSE", "[law][moe][design]") {
   const AnyLaw law = LoopedMoE{};
-  const Runs grid = test::variable_grid();
-  const Runs runs = with_synthetic_loss(law, grid, theta_of(law, test::test_constants("looped-moe")), 0.01, 2);
+  const Runs grid = loopscale::law::test::variable_grid();
+  const Runs runs = with_synthetic_loss(law, grid, theta_of(law, loopscale::law::test::test_constants("looped-moe")), 0.01, 2);
   FitOptions o;
   o.frozen = {{"E_start", 2}, {"E_max", 300}};
   o.starts = random_starts(law.parameters(), 16, 3);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/run_cli.hpp"
+#include "test_files.hpp"
 #include "loopscale/law/laws.hpp"
 #include "loopscale/sweep/plan.hpp"
 #include "loopscale/sweep/presets.hpp"
@@ -21,15 +22,9 @@
 
 using namespace loopscale;
 using namespace loopscale::sweep;
+using loopscale::test::slurp;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 const PlannedRun& find_run(const Plan& plan, const std::string& id) {
   for (const auto& r : plan.runs)

@@ -16,8 +16,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../cli/run_cli.hpp"
+#include "cli/run_cli.hpp"
 #include "fake_engine.hpp"
+#include "fixtures.hpp"
+#include "test_files.hpp"
 #include "loopscale/sweep/merge.hpp"
 #include "loopscale/sweep/presets.hpp"
 #include "loopscale/sweep/report.hpp"
@@ -27,28 +29,11 @@
 
 using namespace loopscale;
 using namespace loopscale::sweep;
+using loopscale::test::fresh;
+using loopscale::test::slurp;
+using loopscale::test::small_plan;
 
 namespace {
-
-fs::path fresh(const std::string& name) {
-  const fs::path p = fs::path(LOOPSCALE_TEST_TMP) / ("rel_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-Plan small_plan() {
-  SweepSpec s = preset("smoke");
-  s.budgets = {{1.5e8, {1, 4}}, {6e9, {1, 4}}};
-  return make_plan(s);
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void spit(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
@@ -94,7 +79,7 @@ int in_child(F body) {
 TEST_CASE("reliability: a torn last results line is set aside with a warning and its run recorded again, a bad middle line is an error",
           "[sweep][reliability]") {
   const Plan plan = small_plan();
-  const fs::path out = fresh("torn");
+  const fs::path out = fresh("rel_torn");
   run_fake(plan, out);
   const fs::path file = out / "results.jsonl";
   const std::string whole = slurp(file);
@@ -118,7 +103,7 @@ TEST_CASE("reliability: a torn last results line is set aside with a warning and
     CHECK(read.size() == 5);  // never analysed
     CHECK(warn.str().find("results.jsonl:6: the last line is torn") != std::string::npos);
     // merge and the report read the same way: the torn run is missing, not merged.
-    const fs::path merged = fresh("torn_merged");
+    const fs::path merged = fresh("rel_torn_merged");
     const MergeSummary m = merge_results(plan, {file}, merged);
     CHECK(m.runs == 5);
     CHECK(m.missing.size() == 1);
@@ -157,7 +142,7 @@ TEST_CASE("reliability: a torn last results line is set aside with a warning and
 TEST_CASE("reliability: two processes on one shard: the second is refused naming the first, other shards run beside it",
           "[sweep][reliability]") {
   const Plan plan = small_plan();
-  const fs::path out = fresh("shards");
+  const fs::path out = fresh("rel_shards");
   // The first process: shard 0/2, slowed down so that it is still running when the others start.
   std::fflush(nullptr);
   const pid_t first = fork();
@@ -203,7 +188,7 @@ TEST_CASE("reliability: two processes on one shard: the second is refused naming
 TEST_CASE("reliability: a results line or a report that cannot be written is one clear error and loses no finished result",
           "[sweep][reliability]") {
   const Plan plan = small_plan();
-  const fs::path out = fresh("full");
+  const fs::path out = fresh("rel_full");
   run_fake(plan, out);
   const fs::path file = out / "results.jsonl";
   // Keep the first 4 lines: the last two runs have result.json but no line yet.
@@ -274,7 +259,7 @@ TEST_CASE("reliability: a results line or a report that cannot be written is one
 
 TEST_CASE("reliability: the Slurm script forwards the warning signal and requeues its task when loopscale exits 75, not after scancel's TERM",
           "[sweep][reliability][slurm]") {
-  const fs::path dir = fresh("slurm");
+  const fs::path dir = fresh("rel_slurm");
   // Stand-ins: a program that stops with 75 on SIGUSR1 as loopscale does, and scontrol.
   spit(dir / "fake_loopscale", "#!/bin/sh\ntrap 'echo stopping; exit 75' USR1 TERM\necho \"$@\" > '" + (dir / "args").string() +
                                    "'\nwhile :; do sleep 0.05; done\n");
@@ -356,8 +341,8 @@ nlohmann::json tiny_sweep_spec() {
   return s;
 }
 
-fs::path tiny_corpus() {
-  const fs::path dir = fresh("corpus");
+fs::path reliability_corpus() {
+  const fs::path dir = fresh("rel_corpus");
   const std::string text = "the quick brown fox jumps over the lazy dog. what is one recurrence worth? ";
   std::vector<std::int32_t> train, val;
   for (int i = 0; i < 600; ++i)
@@ -379,8 +364,8 @@ std::map<std::string, double> losses_by_id(const fs::path& out) {
 
 TEST_CASE("reliability: sweep run stopped by SIGTERM, SIGINT or SIGUSR1 exits 75 and resumes to the uninterrupted results",
           "[sweep][reliability][signal]") {
-  const fs::path dir = fresh("signal");
-  const fs::path data = tiny_corpus();
+  const fs::path dir = fresh("rel_signal");
+  const fs::path data = reliability_corpus();
   spit(dir / "spec.json", tiny_sweep_spec().dump());
   const std::string args = "sweep run " + (dir / "spec.json").string() + " --data " + data.string() + " --out ";
   const auto t0 = std::chrono::steady_clock::now();

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/run_cli.hpp"
+#include "test_files.hpp"
 #include "loopscale/law/constants.hpp"
 #include "loopscale/sweep/compare.hpp"
 #include "loopscale/sweep/presets.hpp"
@@ -13,6 +14,7 @@
 
 using namespace loopscale;
 using namespace loopscale::sweep;
+using loopscale::test::slurp;
 
 namespace {
 
@@ -33,13 +35,6 @@ fs::path synthetic_folder(const std::string& name, double phi, double sigma, std
     append_result(dir / "results.jsonl", result_line(plan, run, {{"val_loss", loss}, {"tokens", tokens}}));
   }
   return dir;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace

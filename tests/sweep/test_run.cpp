@@ -5,6 +5,7 @@
 #include <set>
 
 #include "fake_engine.hpp"
+#include "fixtures.hpp"
 #include "loopscale/sweep/merge.hpp"
 #include "loopscale/sweep/presets.hpp"
 #include "loopscale/sweep/results.hpp"
@@ -12,23 +13,10 @@
 
 using namespace loopscale;
 using namespace loopscale::sweep;
+using loopscale::test::fresh;
+using loopscale::test::small_plan;
 
 namespace {
-
-fs::path fresh(const std::string& name) {
-  const fs::path p = fs::path(LOOPSCALE_TEST_TMP) / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-Plan small_plan() {
-  SweepSpec s = preset("smoke");
-  s.budgets = {{1.5e8, {1, 4}}, {6e9, {1, 4}}};  // few steps; the wide runs of 1.5e8 are below one batch
-  Plan p = make_plan(s);
-  REQUIRE(p.runnable() == 6);
-  return p;
-}
 
 test::FakeEngine fast() {
   test::FakeEngine e;

@@ -18,41 +18,26 @@
 
 #include "../cli/run_cli.hpp"
 #include "loopscale/train/trainer.hpp"
+#include "test_files.hpp"
 
 using namespace loopscale;
 using namespace loopscale::train;
+using loopscale::test::slurp;
+using loopscale::test::temp_dir;
+using loopscale::test::write_text;
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("loopscale_integrity_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-void write_bytes(const fs::path& p, const std::string& b) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f.write(b.data(), static_cast<std::streamsize>(b.size()));
-}
-
 // Flips the bits of `mask` in the byte at `offset`.
 void flip(const fs::path& p, std::uint64_t offset, unsigned char mask = 0x10) {
-  std::string b = read_bytes(p);
+  std::string b = slurp(p);
   b[offset] = static_cast<char>(static_cast<unsigned char>(b[offset]) ^ mask);
-  write_bytes(p, b);
+  write_text(p, b);
 }
 
 // A corpus like test_trainer.cpp's: a repeated sentence with varying numbers.
-fs::path make_corpus(const std::string& name) {
+fs::path integrity_corpus(const std::string& name) {
   const fs::path dir = temp_dir(name);
   const auto text = [](std::size_t n, unsigned seed) {
     std::vector<std::int32_t> t;
@@ -70,7 +55,7 @@ fs::path make_corpus(const std::string& name) {
   return dir;
 }
 
-TrainConfig tiny_config(const fs::path& data, const fs::path& out) {
+TrainConfig integrity_config(const fs::path& data, const fs::path& out) {
   TrainConfig c;
   LayerSpec l;
   l.attn.heads = 2;
@@ -94,7 +79,7 @@ TrainConfig tiny_config(const fs::path& data, const fs::path& out) {
   return c;
 }
 
-std::vector<double> losses(const fs::path& log) {
+std::vector<double> integrity_losses(const fs::path& log) {
   std::vector<double> v;
   std::ifstream f(log);
   std::string line;
@@ -125,7 +110,7 @@ TEST_CASE("checkpoint integrity: every flipped byte and every truncation of a ve
   const std::vector<float> params{1.5f, -2, 3, 4, 5}, m{0.1f, 0.2f, 0.3f, 0.4f, 0.5f}, v{7, 8, 9, 10, 11};
   const nlohmann::json meta = {{"step", 5}, {"recipe", "adamw"}, {"seed", 7}};
   save_checkpoint<float>(p, meta, params, m, v);
-  const std::string good = read_bytes(p);
+  const std::string good = slurp(p);
   const std::uint64_t jl = meta.dump().size(), n = params.size(), size = good.size();
   const std::uint64_t at_params = params_offset(jl), at_m = at_params + 4 * n, at_v = at_m + 4 * n, at_trailer = at_v + 4 * n;
   REQUIRE(size == at_trailer + 8 + 8);  // "LSCKPTOK" and the checksum
@@ -141,7 +126,7 @@ TEST_CASE("checkpoint integrity: every flipped byte and every truncation of a ve
   int cases = 0;
   for (std::uint64_t at = 0; at < size; ++at)
     for (const unsigned char mask : {0x01, 0x10, 0xff}) {
-      write_bytes(q, good);
+      write_text(q, good);
       flip(q, at, mask);
       INFO("byte " << at << " of " << size << " xor " << int(mask));
       REQUIRE_THROWS_AS(load_checkpoint<float>(q), checkpoint_error);
@@ -150,7 +135,7 @@ TEST_CASE("checkpoint integrity: every flipped byte and every truncation of a ve
   REQUIRE(cases == 3 * static_cast<int>(size));
   // The message names the file and what failed.
   for (const std::uint64_t at : {24 + jl / 2, at_params, at_m + 5, at_v + 4 * n - 1, at_trailer + 12}) {
-    write_bytes(q, good);
+    write_text(q, good);
     flip(q, at);
     REQUIRE_THROWS_WITH(load_checkpoint<float>(q), Catch::Contains("checkpoint " + q.string() + " is corrupt: checksum mismatch (stored xxh3-64:") &&
                                                        Catch::Contains(", computed xxh3-64:"));
@@ -158,16 +143,16 @@ TEST_CASE("checkpoint integrity: every flipped byte and every truncation of a ve
 
   // Every length short of the whole file: 0, inside each section, one byte short.
   for (std::uint64_t len = 0; len < size; ++len) {
-    write_bytes(q, good.substr(0, len));
+    write_text(q, good.substr(0, len));
     INFO("truncated to " << len << " of " << size);
     REQUIRE_THROWS_AS(load_checkpoint<float>(q), checkpoint_error);
   }
-  write_bytes(q, good.substr(0, size - 1));
+  write_text(q, good.substr(0, size - 1));
   REQUIRE_THROWS_WITH(load_checkpoint<float>(q), Catch::Equals("checkpoint " + q.string() + " is truncated at byte " +
                                                                std::to_string(size - 1) + " of " + std::to_string(size)));
-  write_bytes(q, good.substr(0, at_v));
+  write_text(q, good.substr(0, at_v));
   REQUIRE_THROWS_WITH(load_checkpoint<float>(q), Catch::Contains("is truncated at byte " + std::to_string(at_v) + " of " + std::to_string(size)));
-  write_bytes(q, good + "x");
+  write_text(q, good + "x");
   REQUIRE_THROWS_WITH(load_checkpoint<float>(q), Catch::Contains("is corrupt: 1 bytes more than its header announces"));
   REQUIRE_THROWS_WITH(load_checkpoint<float>(dir / "missing.bin"), Catch::Contains("cannot open checkpoint " + (dir / "missing.bin").string()));
   fs::remove_all(dir);
@@ -179,12 +164,12 @@ TEST_CASE("checkpoint integrity: an absurd value count is refused before anythin
   const std::vector<float> x{1, 2, 3};
   const nlohmann::json meta = {{"step", 1}};
   save_checkpoint<float>(p, meta, x, x, x);
-  const std::string good = read_bytes(p);
+  const std::string good = slurp(p);
   const std::uint64_t at_n = params_offset(meta.dump().size()) - 8;
   for (const std::uint64_t n : {std::uint64_t{1} << 40, std::uint64_t{1} << 62, ~std::uint64_t{0}, ~std::uint64_t{0} / 12 + 1}) {
     std::string b = good;
     std::memcpy(b.data() + at_n, &n, 8);
-    write_bytes(p, b);
+    write_text(p, b);
     INFO("n = " << n);
     REQUIRE_THROWS_AS(load_checkpoint<float>(p), checkpoint_error);  // not std::bad_alloc, not std::length_error
   }
@@ -192,7 +177,7 @@ TEST_CASE("checkpoint integrity: an absurd value count is refused before anythin
   std::string b = good;
   const std::uint64_t huge = std::uint64_t{1} << 50;
   std::memcpy(b.data() + 16, &huge, 8);
-  write_bytes(p, b);
+  write_text(p, b);
   REQUIRE_THROWS_WITH(load_checkpoint<float>(p), Catch::Contains("its JSON length"));
   fs::remove_all(dir);
 }
@@ -202,20 +187,20 @@ TEST_CASE("checkpoint integrity: versions 1 and 2 (no checksum) still load, and 
   const fs::path p = dir / "c.bin";
   const std::vector<float> x{1, 2, 3}, y{4, 5, 6}, z{7, 8, 9};
   save_checkpoint<float>(p, {{"step", 3}}, x, y, z);
-  const std::string v3 = read_bytes(p);
+  const std::string v3 = slurp(p);
   for (const std::uint32_t version : {1u, 2u}) {
     std::string b = v3.substr(0, v3.size() - 8);  // versions 1 and 2 end at "LSCKPTOK"
     std::memcpy(b.data() + 8, &version, 4);
-    write_bytes(p, b);
+    write_text(p, b);
     const auto c = load_checkpoint<float>(p);
     REQUIRE(c.version == version);
     REQUIRE(c.params == x);
     REQUIRE(c.v == z);
-    write_bytes(p, b.substr(0, b.size() - 3));
+    write_text(p, b.substr(0, b.size() - 3));
     REQUIRE_THROWS_WITH(load_checkpoint<float>(p), Catch::Contains("truncated"));
     std::string t = b;
     t[t.size() - 1] = 'X';
-    write_bytes(p, t);
+    write_text(p, t);
     REQUIRE_THROWS_WITH(load_checkpoint<float>(p), Catch::Contains("bad trailer"));
   }
   fs::remove_all(dir);
@@ -243,7 +228,7 @@ TEST_CASE("checkpoint integrity: a full disk keeps both checkpoints and names th
   const std::vector<float> a(16, 1.0f), b(16, 2.0f), big(1 << 16, 3.0f);  // big: 3 x 256 KiB
   save_checkpoint<float>(cur, {{"step", 1}}, a, a, a, prev);
   save_checkpoint<float>(cur, {{"step", 2}}, b, b, b, prev);
-  const std::string cur_bytes = read_bytes(cur), prev_bytes = read_bytes(prev);
+  const std::string cur_bytes = slurp(cur), prev_bytes = slurp(prev);
   // A file size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes write() fail with EFBIG as a full disk
   // fails with ENOSPC, without root or a small file system; in a child, so the limit stays there.
   int fds[2];
@@ -279,8 +264,8 @@ TEST_CASE("checkpoint integrity: a full disk keeps both checkpoints and names th
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   REQUIRE(msg == "cannot write " + cur.string() + ": " + std::strerror(EFBIG));  // "File too large"
-  REQUIRE(read_bytes(cur) == cur_bytes);
-  REQUIRE(read_bytes(prev) == prev_bytes);
+  REQUIRE(slurp(cur) == cur_bytes);
+  REQUIRE(slurp(prev) == prev_bytes);
   REQUIRE(no_temporaries(dir));
   fs::remove_all(dir);
 }
@@ -291,7 +276,7 @@ TEST_CASE("checkpoint integrity: a read-only run folder keeps both checkpoints a
   const std::vector<float> a(4, 1.0f), b(4, 2.0f), c(4, 3.0f);
   save_checkpoint<float>(cur, {{"step", 1}}, a, a, a, prev);
   save_checkpoint<float>(cur, {{"step", 2}}, b, b, b, prev);
-  const std::string cur_bytes = read_bytes(cur), prev_bytes = read_bytes(prev);
+  const std::string cur_bytes = slurp(cur), prev_bytes = slurp(prev);
   fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
                            fs::perms::others_read | fs::perms::others_exec);
   // Root (CAP_DAC_OVERRIDE) writes into a 0555 folder regardless: then the write is tried in a
@@ -338,17 +323,17 @@ TEST_CASE("checkpoint integrity: a read-only run folder keeps both checkpoints a
       REQUIRE(msg == expected);
     }
   }
-  REQUIRE(read_bytes(cur) == cur_bytes);
-  REQUIRE(read_bytes(prev) == prev_bytes);
+  REQUIRE(slurp(cur) == cur_bytes);
+  REQUIRE(slurp(prev) == prev_bytes);
   fs::permissions(dir, fs::perms::owner_all);
   fs::remove_all(dir);
 }
 
 TEST_CASE("checkpoint integrity: a corrupt checkpoint.bin resumes from checkpoint.prev.bin, bit for bit", "[train][checkpoint][integrity][trainer]") {
-  const fs::path data = make_corpus("fallback_data");
+  const fs::path data = integrity_corpus("fallback_data");
   const fs::path full = temp_dir("fallback_full"), part = temp_dir("fallback_part");
   for (const auto& p : {full, part}) fs::remove_all(p);
-  TrainConfig c = tiny_config(data, full);
+  TrainConfig c = integrity_config(data, full);
   const TrainResult whole = train::train(c);
   c.out = part.string();
   // Checkpoints at steps 3 and 6, and 7 where the caller stops it: checkpoint.bin is step 7,
@@ -362,7 +347,7 @@ TEST_CASE("checkpoint integrity: a corrupt checkpoint.bin resumes from checkpoin
   REQUIRE(resumed.resumed_from == 6);
   REQUIRE(resumed.status == "done");
   REQUIRE(resumed.val_loss == whole.val_loss);
-  REQUIRE(losses(part / "log.jsonl") == losses(full / "log.jsonl"));
+  REQUIRE(integrity_losses(part / "log.jsonl") == integrity_losses(full / "log.jsonl"));
   REQUIRE(load_checkpoint<float>(part / "checkpoint.bin").params == load_checkpoint<float>(full / "checkpoint.bin").params);
   // The corrupt file was replaced at step 9 without becoming the previous one; step 12 then kept 9.
   REQUIRE(load_checkpoint<float>(part / "checkpoint.prev.bin").meta.at("step") == 9);
@@ -370,13 +355,13 @@ TEST_CASE("checkpoint integrity: a corrupt checkpoint.bin resumes from checkpoin
 }
 
 TEST_CASE("checkpoint integrity: only checkpoint.prev.bin, or both checkpoints unusable", "[train][checkpoint][integrity][trainer]") {
-  const fs::path data = make_corpus("both_data");
+  const fs::path data = integrity_corpus("both_data");
   const fs::path part = temp_dir("both_part");
   fs::remove_all(part);
-  TrainConfig c = tiny_config(data, part);
+  TrainConfig c = integrity_config(data, part);
   REQUIRE(train::train(c, [](const TrainProgress& p) { return p.step < 7; }).status == "stopped");
   const fs::path cur = part / "checkpoint.bin", prev = part / "checkpoint.prev.bin";
-  const std::string cur_bytes = read_bytes(cur), prev_bytes = read_bytes(prev);
+  const std::string cur_bytes = slurp(cur), prev_bytes = slurp(prev);
   // Only the previous one (a crash mid-replacement where hard links are not supported): a run
   // exists, and it resumes from it.
   fs::remove(cur);
@@ -384,8 +369,8 @@ TEST_CASE("checkpoint integrity: only checkpoint.prev.bin, or both checkpoints u
   c.resume = true;
   REQUIRE(train::train(c).resumed_from == 6);
   // Both unusable: one error naming both files, and nothing is written.
-  write_bytes(cur, cur_bytes.substr(0, cur_bytes.size() / 3));
-  write_bytes(prev, prev_bytes);
+  write_text(cur, cur_bytes.substr(0, cur_bytes.size() / 3));
+  write_text(prev, prev_bytes);
   flip(prev, 30);
   REQUIRE_THROWS_AS(train::train(c), checkpoint_error);
   REQUIRE_THROWS_WITH(train::train(c), Catch::Contains("no usable checkpoint") && Catch::Contains(cur.string() + " is truncated at byte") &&
@@ -394,7 +379,7 @@ TEST_CASE("checkpoint integrity: only checkpoint.prev.bin, or both checkpoints u
 }
 
 TEST_CASE("loopscale train: a corrupt checkpoint falls back with a warning, or is one line and exit 2", "[train][checkpoint][integrity][cli]") {
-  const fs::path data = make_corpus("cli_data");
+  const fs::path data = integrity_corpus("cli_data");
   const fs::path out = temp_dir("cli_out");
   fs::remove_all(out);
   const std::string args = "train --d-model 32 --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --seq-len 16 --threads 2 --batch 2 "
@@ -403,7 +388,7 @@ TEST_CASE("loopscale train: a corrupt checkpoint falls back with a warning, or i
   INFO(first.out);
   REQUIRE(first.rc == 0);
   const fs::path cur = out / "checkpoint.bin", prev = out / "checkpoint.prev.bin";
-  const std::string cur_bytes = read_bytes(cur), prev_bytes = read_bytes(prev);
+  const std::string cur_bytes = slurp(cur), prev_bytes = slurp(prev);
   // checkpoint.bin corrupt, checkpoint.prev.bin good: a one-line warning, then the run continues.
   flip(cur, 100);
   const auto warned = test::run_cli(args + " --resume");
@@ -412,7 +397,7 @@ TEST_CASE("loopscale train: a corrupt checkpoint falls back with a warning, or i
   REQUIRE_THAT(warned.out, Catch::Contains("warning: checkpoint " + cur.string() + " is corrupt: checksum mismatch (stored xxh3-64:") &&
                                Catch::Contains("; resuming from " + prev.string() + " (step 6)\n"));
   // checkpoint.bin corrupt and no previous one: one line, exit 2.
-  write_bytes(cur, cur_bytes);
+  write_text(cur, cur_bytes);
   flip(cur, 100);
   fs::remove(prev);
   const auto bad = test::run_cli(args + " --resume");
@@ -421,7 +406,7 @@ TEST_CASE("loopscale train: a corrupt checkpoint falls back with a warning, or i
   REQUIRE(test::count_lines(bad.out) == 1);
   REQUIRE_THAT(bad.out, Catch::StartsWith("loopscale: error: checkpoint " + cur.string() + " is corrupt: checksum mismatch"));
   // Both unusable: one line naming both, exit 2.
-  write_bytes(prev, prev_bytes.substr(0, 40));
+  write_text(prev, prev_bytes.substr(0, 40));
   const auto both = test::run_cli(args + " --resume");
   INFO(both.out);
   REQUIRE(both.rc == 2);
@@ -432,15 +417,15 @@ TEST_CASE("loopscale train: a corrupt checkpoint falls back with a warning, or i
 }
 
 TEST_CASE("checkpoint integrity: a full disk while training keeps both checkpoints and the log, and the run resumes", "[train][checkpoint][integrity][trainer]") {
-  const fs::path data = make_corpus("disk_data");
+  const fs::path data = integrity_corpus("disk_data");
   const fs::path full = temp_dir("disk_full"), part = temp_dir("disk_part");
   for (const auto& p : {full, part}) fs::remove_all(p);
-  TrainConfig c = tiny_config(data, full);
+  TrainConfig c = integrity_config(data, full);
   const TrainResult whole = train::train(c);
   c.out = part.string();
   REQUIRE(train::train(c, [](const TrainProgress& p) { return p.step < 7; }).status == "stopped");
   const fs::path cur = part / "checkpoint.bin", prev = part / "checkpoint.prev.bin";
-  const std::string cur_bytes = read_bytes(cur), prev_bytes = read_bytes(prev);
+  const std::string cur_bytes = slurp(cur), prev_bytes = slurp(prev);
   c.resume = true;
   // A file size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes write() fail with EFBIG as a full disk
   // makes it fail with ENOSPC, without root or a small file system. Below a checkpoint's size, far
@@ -462,14 +447,14 @@ TEST_CASE("checkpoint integrity: a full disk while training keeps both checkpoin
   setrlimit(RLIMIT_FSIZE, &old);
   std::signal(SIGXFSZ, old_handler);
   REQUIRE_THAT(error, Catch::Contains("cannot write " + cur.string() + ": " + std::strerror(EFBIG)));  // "File too large"
-  REQUIRE(read_bytes(cur) == cur_bytes);
-  REQUIRE(read_bytes(prev) == prev_bytes);
+  REQUIRE(slurp(cur) == cur_bytes);
+  REQUIRE(slurp(prev) == prev_bytes);
   REQUIRE(no_temporaries(part));
-  REQUIRE(losses(part / "log.jsonl").size() == 2 * 9);  // steps 8 and 9 were logged before checkpoint 9 failed
+  REQUIRE(integrity_losses(part / "log.jsonl").size() == 2 * 9);  // steps 8 and 9 were logged before checkpoint 9 failed
   // Nothing finished is lost: the resume cuts the log to step 7 and ends as the uninterrupted run.
   const TrainResult resumed = train::train(c);
   REQUIRE(resumed.resumed_from == 7);
   REQUIRE(resumed.val_loss == whole.val_loss);
-  REQUIRE(losses(part / "log.jsonl") == losses(full / "log.jsonl"));
+  REQUIRE(integrity_losses(part / "log.jsonl") == integrity_losses(full / "log.jsonl"));
   for (const auto& d : {full, part, data}) fs::remove_all(d);
 }

@@ -18,21 +18,18 @@
 #include "../cli/run_cli.hpp"
 #include "loopscale/train/trainer.hpp"
 #include "loopscale/util/interrupt.hpp"
+#include "test_files.hpp"
 
 using namespace loopscale;
 using namespace loopscale::train;
+using loopscale::test::slurp;
+using loopscale::test::temp_path;
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("loopscale_interrupt_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(p);
-  return p;
-}
-
-fs::path make_corpus() {
-  const fs::path dir = temp_dir("corpus");
+fs::path interrupt_corpus() {
+  const fs::path dir = temp_path("corpus");
   fs::create_directories(dir);
   std::vector<std::int32_t> t;
   unsigned s = 1;
@@ -45,14 +42,7 @@ fs::path make_corpus() {
   return dir;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<nlohmann::json> read_log(const fs::path& p) {
+std::vector<nlohmann::json> log_lines(const fs::path& p) {
   std::vector<nlohmann::json> v;
   std::istringstream in(slurp(p));
   std::string line;
@@ -65,7 +55,7 @@ std::vector<nlohmann::json> read_log(const fs::path& p) {
 // and the setup a process records on its first line (a resumed run has two such lines).
 std::vector<nlohmann::json> steps_of(const fs::path& log) {
   std::vector<nlohmann::json> v;
-  for (nlohmann::json j : read_log(log)) {
+  for (nlohmann::json j : log_lines(log)) {
     if (j.is_discarded() || j.contains("event")) continue;
     for (const char* k : {"seconds", "tokens_per_s", "mfu", "peak_flops", "peak_source", "isa", "gemm", "threads", "backend", "device_name", "precision"}) j.erase(k);
     v.push_back(j);
@@ -88,7 +78,7 @@ pid_t start_cli(const std::string& args, const fs::path& err) {
 // Waits until OUT/log.jsonl has `lines` lines (false: the child ended first).
 bool wait_for_steps(pid_t pid, const fs::path& out, std::size_t lines) {
   for (int i = 0; i < 3000; ++i) {
-    if (fs::exists(out / "log.jsonl") && read_log(out / "log.jsonl").size() >= lines) return true;
+    if (fs::exists(out / "log.jsonl") && log_lines(out / "log.jsonl").size() >= lines) return true;
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -106,9 +96,9 @@ const std::string args_of(const fs::path& data) {
 
 TEST_CASE("loopscale train: SIGTERM, SIGINT or SIGUSR1 at a random step exits 75, records it, and --resume ends bit-identical",
           "[train][cli][interrupt]") {
-  const fs::path data = make_corpus();
+  const fs::path data = interrupt_corpus();
   const std::string args = args_of(data);
-  const fs::path full = temp_dir("full");
+  const fs::path full = temp_path("full");
   const auto r = test::run_cli(args + " --out " + full.string());
   INFO(r.out);
   REQUIRE(r.rc == 0);
@@ -121,7 +111,7 @@ TEST_CASE("loopscale train: SIGTERM, SIGINT or SIGUSR1 at a random step exits 75
   int round = 0;
   for (const int sig : {SIGTERM, SIGINT, SIGUSR1, SIGTERM}) {
     ++round;
-    const fs::path part = temp_dir("part" + std::to_string(round)), err = part.string() + ".err";
+    const fs::path part = temp_path("part" + std::to_string(round)), err = part.string() + ".err";
     // A random step, between checkpoints or not; the last round sends the signal twice.
     const std::size_t at = std::uniform_int_distribution<std::size_t>(1, 110)(rng);
     const pid_t pid = start_cli(args + " --out " + part.string(), err);
@@ -141,7 +131,7 @@ TEST_CASE("loopscale train: SIGTERM, SIGINT or SIGUSR1 at a random step exits 75
     const int64 step = summary.at("steps").get<int64>();
     CHECK(step >= static_cast<int64>(at));
     CHECK(step < 150);
-    const auto log = read_log(part / "log.jsonl");
+    const auto log = log_lines(part / "log.jsonl");
     CHECK(log.back() == nlohmann::json{{"event", "interrupted"}, {"signal", signal_name(sig)}, {"step", step}});
     CHECK(load_checkpoint<float>(part / "checkpoint.bin").meta.at("step").get<int64>() == step);
 
@@ -165,9 +155,9 @@ TEST_CASE("loopscale train: SIGTERM, SIGINT or SIGUSR1 at a random step exits 75
 
 TEST_CASE("loopscale train: a second process on the same --out exits 2 at once naming the first, a dead writer's temporaries go",
           "[train][cli][lock]") {
-  const fs::path data = make_corpus();
+  const fs::path data = interrupt_corpus();
   const std::string args = args_of(data);
-  const fs::path out = temp_dir("locked"), err = out.string() + ".err";
+  const fs::path out = temp_path("locked"), err = out.string() + ".err";
   const pid_t first = start_cli(args + " --out " + out.string(), err);
   REQUIRE(wait_for_steps(first, out, 2));
   // Held still, so that it is alive (and holds the lock) while the second one starts: its 150 steps

@@ -17,19 +17,14 @@
 #include "../cli/run_cli.hpp"
 #include "loopscale/train/backend/guard.hpp"
 #include "loopscale/train/trainer.hpp"
+#include "test_files.hpp"
 
 using namespace loopscale;
 using namespace loopscale::train;
+using loopscale::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("loopscale_train_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
 
 // A small corpus with structure to learn: a repeated sentence with varying numbers.
 fs::path make_corpus(const std::string& name, std::size_t train_bytes = 60000, std::size_t val_bytes = 8000) {
