@@ -17,6 +17,7 @@
 #include "items.hpp"
 #include "loopscale/eval/bundle.hpp"
 #include "loopscale/util/text.hpp"
+#include "test_files.hpp"
 
 using namespace loopscale;
 using namespace loopscale::eval;
@@ -28,12 +29,7 @@ using loopscale::eval::test::lm_item;
 using loopscale::eval::test::mc_item;
 using loopscale::eval::test::schema_item;
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / concat("loopscale_eval_bundle_", name, "_", ::getpid());
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+using loopscale::test::temp_dir;
 
 void write_text(const fs::path& p, const std::string& s) {
   fs::create_directories(p.parent_path());
