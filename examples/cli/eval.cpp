@@ -33,6 +33,7 @@ struct EvalArgs {
   std::vector<int64> r_eval;
   int64 max_per_task = 0, items = 200, max_bytes = 256, batch = 8, val_tokens = -1;
   std::uint64_t seed = 0;
+  bool seed_given = false;  // --seed on the command line (else a run's probes.json may set it)
   int threads = 0;
   bool json = false;
 };
@@ -57,7 +58,18 @@ std::filesystem::path corpus_of(const EvalArgs& a, const nlohmann::json& cfg) {
   return d.empty() || !std::filesystem::exists(std::filesystem::path(d) / "val.bin") ? std::filesystem::path() : std::filesystem::path(d);
 }
 
-void run_eval(const EvalArgs& a) {
+// The seed of the probes' text a run trained on (`train --mix-probes` records it in probes.json),
+// or nothing for a run without one.
+std::optional<std::uint64_t> mix_probes_seed(const std::filesystem::path& run) {
+  std::ifstream f(run / "probes.json");
+  if (!f) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (!j.is_object() || !j.contains("seed") || !j["seed"].is_number_unsigned())
+    throw usage_error(fmt::format("{}: no unsigned 'seed' in it", (run / "probes.json").string()));
+  return j["seed"].get<std::uint64_t>();
+}
+
+void run_eval(EvalArgs a) {
   if (a.items < 2) throw usage_error("--items must be at least 2");
   if (a.max_bytes < 16) throw usage_error("--max-bytes must be at least 16");
   if (a.max_per_task < 0) throw usage_error("--max-per-task must be 0 (all) or more");
@@ -76,6 +88,14 @@ void run_eval(const EvalArgs& a) {
   if (!model.warning.empty()) std::fprintf(stderr, "loopscale: warning: %s\n", model.warning.c_str());
   const nlohmann::json cfg = run_config(a.run);
   const std::filesystem::path corpus = corpus_of(a, cfg);
+  // A run trained on the probes' text left out the evaluation items of its own seed only, so it is
+  // scored with that seed unless --seed says otherwise (then some items may have been trained on).
+  if (const std::optional<std::uint64_t> trained = mix_probes_seed(a.run)) {
+    if (!a.seed_given) a.seed = *trained;
+    else if (a.seed != *trained)
+      std::fprintf(stderr, "loopscale: warning: %s trained on the probes' text of seed %llu, which may hold evaluation items of --seed %llu\n", a.run.c_str(),
+                   static_cast<unsigned long long>(*trained), static_cast<unsigned long long>(a.seed));
+  }
 
   // The tasks: the built-in probes (drawn from the run's corpus when it is at hand) or a bundle.
   eval::Bundle bundle;
@@ -110,7 +130,7 @@ void run_eval(const EvalArgs& a) {
   opt.max_per_task = a.max_per_task;
   opt.seed = a.seed;
   opt.batch = 4 * a.batch;
-  nlohmann::json out = {{"run", a.run}, {"step", model.step}, {"trained_r", model.spec.recur.r},
+  nlohmann::json out = {{"run", a.run}, {"step", model.step}, {"trained_r", model.spec.recur.r}, {"seed", a.seed},
                         {"checkpoint", model.checkpoint.string()}, {"tasks", tasks ? bundle.name : std::string("none")},
                         {"threads", train::HostBackend::threads()}, {"results", nlohmann::json::array()}};
   for (const eval::LeftOut& l : left_out) out["left_out"][l.label] = l.reason;
@@ -191,14 +211,17 @@ const bool registered_eval = add_command([](CLI::App& app) {
   sub->add_option("--max-per-task", a->max_per_task, "score at most N items of each task (0: all)")->capture_default_str();
   sub->add_option("--items", a->items, "built-in probes: items per task")->capture_default_str();
   sub->add_option("--max-bytes", a->max_bytes, "built-in probes: bytes per prompt, few-shot example included")->capture_default_str();
-  sub->add_option("--seed", a->seed, "seed of the built-in probes, the item subset and the few-shot draws")->capture_default_str();
+  sub->add_option("--seed", a->seed, "seed of the built-in probes, the item subset and the few-shot draws (default: a run's --mix-probes-seed)")->capture_default_str();
   sub->add_option("--corpus", a->corpus, "corpus folder for the validation windows and the cloze probes (default: the run's)");
   sub->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the trainer's windows; 0: none)");
   sub->add_option("--batch", a->batch, "sequences per forward")->capture_default_str();
   sub->add_option("--threads", a->threads, "threads (0: every core)")->capture_default_str();
   sub->add_option("--write-builtin", a->write_builtin, "write the built-in probe bundle to DIR and stop");
   sub->add_flag("--json", a->json, "print the results as one JSON object");
-  sub->callback([a] { run_eval(*a); });
+  sub->callback([a, sub] {
+    a->seed_given = sub->get_option("--seed")->count() > 0;
+    run_eval(*a);
+  });
 
   auto s = std::make_shared<SampleArgs>();
   CLI::App* smp = app.add_subcommand("sample", "generate text from a trained run (KV cache, any number of recurrences)");

@@ -6,6 +6,7 @@
 // SIGINT or SIGUSR1 stop it after the current step with a checkpoint and exit 75 (resumable); a
 // second process on the same --out is refused with exit 2. Under mpirun or srun (a build with MPI)
 // the ranks train one model together (data parallel, docs/scaling-out.md); rank 0 prints.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -19,6 +20,7 @@
 #include "loopscale/data/corpus.hpp"
 #include "loopscale/eval/probes.hpp"
 #include "loopscale/train/trainer.hpp"
+#include "loopscale/util/atomic_file.hpp"
 #include "loopscale/util/interrupt.hpp"
 #include "processes.hpp"
 #include "spec_flags.hpp"
@@ -35,6 +37,7 @@ struct TrainArgs {
   double tokens = 0;  // accepts 1e7 as well as 10000000
   double mix_probes = 0;
   std::uint64_t mix_probes_seed = 0;
+  std::vector<std::string> mix_probes_tasks;
   bool dry_run = false;
   double collective_timeout = 600;
   TrainArgs() {
@@ -102,6 +105,9 @@ const bool registered_train = add_command([](CLI::App& app) {
                   "written to OUT/probes.bin, never the evaluation items)");
   sub->add_option("--mix-probes-seed", a->mix_probes_seed, "the probes' seed, the one `loopscale eval --seed` evaluates with")
       ->capture_default_str();
+  sub->add_option("--mix-probes-tasks", a->mix_probes_tasks,
+                  "only these probe tasks in the mixed text, e.g. induction,var_assign_d0_math (default: every task the text has)")
+      ->delimiter(',');
   sub->add_option("--accum", c.accum,
                   "micro-batches per step and rank: each forward pass computes batch / (ranks x accum) sequences, their "
                   "gradients summed (less memory, the same step)")
@@ -178,6 +184,8 @@ const bool registered_train = add_command([](CLI::App& app) {
     if (!(a->collective_timeout > 0) || !std::isfinite(a->collective_timeout)) throw usage_error("--collective-timeout must be positive");
     // Under mpirun or srun, the ranks (MPI starts here; one plain process otherwise).
     train::Communicator& comm = a->dry_run ? train::single_process() : processes(a->collective_timeout);
+    if (!a->mix_probes_tasks.empty() && sub->get_option("--mix-probes")->count() == 0)
+      throw usage_error("--mix-probes-tasks needs --mix-probes FRAC, the share of the windows they take");
     if (sub->get_option("--mix-probes")->count() > 0) {
       if (!(a->mix_probes > 0 && a->mix_probes < 1)) throw usage_error("--mix-probes must be a fraction in (0, 1)");
       cfg.mix_frac = a->mix_probes;
@@ -188,14 +196,36 @@ const bool registered_train = add_command([](CLI::App& app) {
         throw usage_error(fmt::format("--mix-probes: the probes are byte text, and {} is not a byte-level corpus (vocab 256)", cfg.data));
       // The text of the probes `loopscale eval` scores this run on (same seed, items and prompt
       // bytes), minus those evaluation items, in windows of seq_len + 1 bytes that each begin with
-      // an item; deterministic, so a resumed run writes nothing new.
+      // an item; deterministic, so a resumed run writes nothing new. Sized to the run
+      // (probe_text_bytes: before, a fixed 2 MiB that a long run drew each window of many times).
+      // What it was written from is recorded beside it (probes.json); a resume must ask for the same.
+      const eval::ProbeOptions po{a->mix_probes_seed, 200, std::min<int64>(256, cfg.seq_len), {}};
+      const std::size_t bytes = eval::probe_text_bytes(cfg.mix_frac * static_cast<double>(train::training_length(cfg).tokens));
+      const nlohmann::json record = {{"seed", po.seed}, {"tasks", a->mix_probes_tasks}, {"items_per_task", po.items_per_task},
+                                     {"max_bytes", po.max_bytes}, {"window", cfg.seq_len + 1}};
+      const std::filesystem::path record_path = std::filesystem::path(cfg.out) / "probes.json";
       if (!a->dry_run && comm.root() && !std::filesystem::exists(cfg.mix_data)) {
-        const std::string text = eval::probe_training_text({a->mix_probes_seed, 200, std::min<int64>(256, cfg.seq_len), {}}, std::size_t{2} << 20,
-                                                           static_cast<std::size_t>(cfg.seq_len + 1));
+        std::string text;
+        try {
+          text = eval::probe_training_text(po, a->mix_probes_tasks, bytes, static_cast<std::size_t>(cfg.seq_len + 1));
+        } catch (const std::invalid_argument& e) {
+          throw usage_error(fmt::format("--mix-probes-tasks: {}", e.what()));
+        }
         std::vector<std::int32_t> tokens(text.begin(), text.end());
         for (std::int32_t& t : tokens) t &= 0xFF;  // char may be signed
         std::filesystem::create_directories(cfg.out);
+        nlohmann::json written = record;
+        written["bytes"] = text.size();
+        write_file_atomic(record_path, written.dump(2) + "\n");  // first: probes.bin alone would be taken for a run from before the record
         data::write_token_file(cfg.mix_data, tokens, 256);
+      } else if (!a->dry_run && std::filesystem::exists(record_path)) {
+        std::ifstream in(record_path);
+        nlohmann::json old = nlohmann::json::parse(in, nullptr, false);
+        if (old.is_object()) old.erase("bytes");
+        if (old != record)
+          throw usage_error(fmt::format("--mix-probes: {} was written from {}, not from this command's {} (the same --mix-probes-seed and "
+                                        "--mix-probes-tasks, or a new --out)",
+                                        cfg.mix_data, old.dump(), record.dump()));
       }
       comm.gather(0, "the writing of probes.bin");  // the other ranks read it once rank 0 wrote it
     }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../cli/run_cli.hpp"
+#include "test_files.hpp"
 
 namespace fs = std::filesystem;
 using loopscale::test::run_cli;
@@ -149,8 +150,11 @@ TEST_CASE("train --mix-probes: the probes' training text is written beside the r
   }
   const fs::path out = trained_run().parent_path() / "mixed";
   fs::remove_all(out);
-  const std::string base = "train --d-model 32 --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --seq-len 128 --batch 4 --threads 2 "
-                           "--eval-tokens 1024 --peak-flops 1e11 --data " + corpus().string() + " --out " + out.string();
+  const auto train_into = [](const fs::path& dir) {
+    return "train --d-model 32 --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --seq-len 128 --batch 4 --threads 2 "
+           "--eval-tokens 1024 --peak-flops 1e11 --data " + corpus().string() + " --out " + dir.string();
+  };
+  const std::string base = train_into(out);
   const auto r = run_cli(base + " --tokens 5120 --mix-probes 0.5");
   INFO(r.out);
   REQUIRE(r.rc == 0);
@@ -170,4 +174,47 @@ TEST_CASE("train --mix-probes: the probes' training text is written beside the r
   const auto bad = run_cli(base + "_bad --tokens 5120 --mix-probes 1.5");
   CHECK(bad.rc == 2);
   CHECK_THAT(bad.out, Catch::Contains("--mix-probes must be a fraction in (0, 1)"));
+  // What probes.bin was written from is recorded beside it, and a resume must ask for the same.
+  std::ifstream rf(out / "probes.json");
+  const nlohmann::json record = nlohmann::json::parse(rf);
+  CHECK(record.at("seed") == 0);
+  CHECK(record.at("tasks") == nlohmann::json::array());
+  CHECK(record.at("window") == 129);
+  CHECK(record.at("bytes") == std::size_t{2} << 20);  // the least: this run mixes in about 2,600 bytes
+  const auto reseeded = run_cli(base + " --tokens 5120 --mix-probes 0.5 --mix-probes-seed 3 --resume");
+  CHECK(reseeded.rc == 2);
+  CHECK_THAT(reseeded.out, Catch::Contains("was written from {") && Catch::Contains("\"seed\":3"));
+  const auto narrowed = run_cli(base + " --tokens 5120 --mix-probes 0.5 --mix-probes-tasks induction --resume");
+  CHECK(narrowed.rc == 2);
+  CHECK_THAT(narrowed.out, Catch::Contains("\"tasks\":[\"induction\"]") && Catch::Contains("--mix-probes-tasks"));
+
+  // --mix-probes-tasks: only those tasks' text; a wrong name or a missing --mix-probes is refused.
+  const fs::path few = out.parent_path() / "mixed_few";
+  fs::remove_all(few);
+  const auto lookups = run_cli(train_into(few) + " --tokens 1024 --mix-probes 0.5 --mix-probes-seed 5 --mix-probes-tasks induction,var_assign_d0_math");
+  INFO(lookups.out);
+  REQUIRE(lookups.rc == 0);
+  std::ifstream ff(few / "probes.json");
+  CHECK(nlohmann::json::parse(ff).at("tasks") == nlohmann::json({"induction", "var_assign_d0_math"}));
+  const std::string text = loopscale::test::slurp(few / "probes.bin");
+  CHECK(text.find(" -> ") != std::string::npos);
+  CHECK(text.find("What is the numerical value of ") != std::string::npos);
+  CHECK(text.find("Copy: ") == std::string::npos);
+  // `eval` scores such a run with the probes' seed it trained on (whose items the text left out),
+  // and warns when told another.
+  const std::string eval_few = "eval " + few.string() + " --json --max-per-task 2 --val-tokens 0 --threads 1";
+  const auto own = run_cli(eval_few);
+  INFO(own.out);
+  REQUIRE(own.rc == 0);
+  CHECK(nlohmann::json::parse(own.out.substr(own.out.find('{'))).at("seed") == 5);
+  CHECK_THAT(own.out, !Catch::Contains("warning"));
+  const auto told = run_cli(eval_few + " --seed 1");
+  REQUIRE(told.rc == 0);
+  CHECK_THAT(told.out, Catch::Contains("trained on the probes' text of seed 5, which may hold evaluation items of --seed 1"));
+  const auto typo = run_cli(train_into(few) + "_typo --tokens 1024 --mix-probes 0.5 --mix-probes-tasks inductoin");
+  CHECK(typo.rc == 2);
+  CHECK_THAT(typo.out, Catch::Contains("'inductoin' is not a task of the probes' training text"));
+  const auto alone = run_cli(train_into(few) + "_alone --tokens 1024 --mix-probes-tasks induction");
+  CHECK(alone.rc == 2);
+  CHECK_THAT(alone.out, Catch::Contains("--mix-probes-tasks needs --mix-probes"));
 }

@@ -482,6 +482,45 @@ TEST_CASE("probes: the training text in windows: each begins with a document, wh
   CHECK_THROWS_WITH(probe_training_text(options(7, false), 1000, 256), Catch::Contains("cannot hold a document of up to 257"));
 }
 
+// --mix-probes-tasks: the text of a few tasks only, each drawn as often as the others; a label that
+// is not a task of the text, or whose items do not fit, is refused by name.
+TEST_CASE("probes: the training text of chosen tasks holds those tasks only, and a wrong choice is refused naming it", "[eval]") {
+  ProbeOptions o = options(7, false);
+  o.max_bytes = 128;
+  const std::vector<std::string> tasks = {"induction", "var_assign_d0_math"};
+  std::size_t lookups = 0, assignments = 0;
+  probe_training_documents(o, tasks, [&](const std::string& d) {
+    INFO(d);
+    const bool lookup = contains(d, " -> "), assignment = contains(d, "What is the numerical value of ");
+    REQUIRE(lookup != assignment);
+    lookups += lookup;
+    assignments += assignment;
+    return lookups + assignments < 2000;
+  });
+  CHECK(lookups > 900);  // uniform over the two: 1,000 each expected, sd about 22
+  CHECK(assignments > 900);
+  // The windowed text is made of the same documents.
+  const std::string text = probe_training_text(o, tasks, 129 * 200, 129);
+  REQUIRE(!contains(text, "Copy: "));
+  REQUIRE(!contains(text, ">>> "));
+
+  const auto refused = [&](std::vector<std::string> bad) {
+    return [o, bad] { probe_training_documents(o, bad, [](const std::string&) { return false; }); };
+  };
+  CHECK_THROWS_WITH(refused({"induction", "inductoin"})(),
+                    Catch::Contains("'inductoin' is not a task of the probes' training text (no such task)") && Catch::Contains("induction, p_hop_2"));
+  CHECK_THROWS_WITH(refused({"passage_recall_no_passage"})(), Catch::Contains("controls and cloze tasks never are"));
+  CHECK_THROWS_WITH(refused({"cloze_train"})(), Catch::Contains("'cloze_train' is not a task"));
+  CHECK_THROWS_WITH(refused({"var_assign_d0_code"})(), Catch::Contains("var_assign_d0_code has too few items that fit in 128 bytes"));
+}
+
+TEST_CASE("probes: the training text written for a run is four times what it mixes in, between 2 MiB and 64 MiB", "[eval]") {
+  CHECK(probe_text_bytes(0) == std::size_t{2} << 20);
+  CHECK(probe_text_bytes(1e5) == std::size_t{2} << 20);
+  CHECK(probe_text_bytes(1e7) == std::size_t{40'000'000});
+  CHECK(probe_text_bytes(1e9) == std::size_t{64} << 20);
+}
+
 TEST_CASE("probes: the training text is the items rendered as few-shot examples, by seed, without any evaluation item", "[eval]") {
   const ProbeOptions o = options(7, false);
   const std::size_t size = std::size_t{2} << 20;

@@ -648,10 +648,13 @@ inline Probes builtin_probes(const ProbeOptions& o) {
 // (render_gold) and joined by the task's example delimiter, exactly as a scored prompt shows its
 // few-shot examples before the item, then a newline (as a corpus separates its documents). Each
 // document's task is drawn uniformly from the tasks in the training text (see the top of this
-// file) that the options allow. Give the options evaluation uses: their evaluation items are left
-// out.
+// file) that the options allow: those labelled in `tasks`, or all of them where it is empty. So a
+// mix can train a few skills with all of its share: with nine tasks each gets a ninth of the mixed
+// windows, too few for a tiny model's lookups (docs/eval.md). A label that is not such a task, or
+// whose items do not fit max_bytes, is an error (std::invalid_argument, naming it). Give the
+// options evaluation uses: their evaluation items are left out.
 template <class More>
-void probe_training_documents(const ProbeOptions& o, More more) {
+void probe_training_documents(const ProbeOptions& o, const std::vector<std::string>& tasks, More more) {
   namespace d = probes_detail;
   ProbeOptions without_corpus = o;
   without_corpus.corpus.clear();
@@ -662,13 +665,28 @@ void probe_training_documents(const ProbeOptions& o, More more) {
     std::unordered_set<std::string> eval_items;
   };
   std::vector<Source> sources;
-  for (d::Generator& g : d::generators(nullptr, nullptr)) {
+  std::vector<d::Generator> all = d::generators(nullptr, nullptr);
+  for (const std::string& label : tasks) {  // every label asked for names a task of the training text
+    const auto g = std::find_if(all.begin(), all.end(), [&](const d::Generator& x) { return x.task.label == label; });
+    if (g == all.end() || !g->in_training_text) {
+      std::string names;
+      for (const d::Generator& x : all)
+        if (x.in_training_text) names += concat(names.empty() ? "" : ", ", x.task.label);
+      throw std::invalid_argument(concat("eval: '", label, "' is not a task of the probes' training text (",
+                                         g == all.end() ? "no such task" : "controls and cloze tasks never are", "); it has ", names));
+    }
+  }
+  for (d::Generator& g : all) {
     const auto t = std::find_if(eval.bundle.tasks.begin(), eval.bundle.tasks.end(), [&](const Task& x) { return x.label == g.task.label; });
     if (!g.in_training_text || t == eval.bundle.tasks.end()) continue;
+    if (!tasks.empty() && std::find(tasks.begin(), tasks.end(), g.task.label) == tasks.end()) continue;
     Source s{std::move(g), d::rng_for(o.seed, t->label, d::Stream::training), {}};
     for (const Item& it : t->items) s.eval_items.insert(render_gold(*t, it));
     sources.push_back(std::move(s));
   }
+  for (const std::string& label : tasks)
+    if (std::none_of(sources.begin(), sources.end(), [&](const Source& x) { return x.g.task.label == label; }))
+      throw std::invalid_argument(concat("eval: probe task ", label, " has too few items that fit in ", o.max_bytes, " bytes (max_bytes) to train on"));
   d::Rng which = d::rng_for(o.seed, "probe training text", d::Stream::training);
   std::string doc;
   while (!sources.empty()) {
@@ -687,6 +705,11 @@ void probe_training_documents(const ProbeOptions& o, More more) {
   }
 }
 
+template <class More>
+void probe_training_documents(const ProbeOptions& o, More more) {
+  probe_training_documents(o, {}, std::move(more));
+}
+
 // The first `bytes` bytes of the probes' training text: its documents (above) one after another.
 // With window > 0, laid out in windows of `window` bytes that each begin with a document: documents
 // are placed whole while they fit, the rest of a window holds the start of the next document, and
@@ -695,13 +718,13 @@ void probe_training_documents(const ProbeOptions& o, More more) {
 // whole context, as a scored prompt shows it; one drawn anywhere would mostly see an answer whose
 // context (a lookup's key, the variables) was cut off. A document is at most max_bytes + 1 bytes,
 // so the window must hold that.
-inline std::string probe_training_text(const ProbeOptions& o, std::size_t bytes, std::size_t window = 0) {
+inline std::string probe_training_text(const ProbeOptions& o, const std::vector<std::string>& tasks, std::size_t bytes, std::size_t window = 0) {
   if (window > 0 && window < static_cast<std::size_t>(o.max_bytes) + 1)
     throw std::invalid_argument(concat("eval: probe training windows of ", window, " bytes cannot hold a document of up to ", o.max_bytes + 1,
                                        " (max_bytes + 1)"));
   std::string out;
   std::size_t used = 0;  // bytes of the current window
-  probe_training_documents(o, [&](const std::string& doc) {
+  probe_training_documents(o, tasks, [&](const std::string& doc) {
     if (window > 0 && used + doc.size() > window) {
       if (doc.size() > window) throw std::logic_error(concat("eval: a probe training document of ", doc.size(), " bytes exceeds its window of ", window));
       out.append(doc, 0, window - used);
@@ -713,6 +736,19 @@ inline std::string probe_training_text(const ProbeOptions& o, std::size_t bytes,
   });
   out.resize(std::min(out.size(), bytes));
   return out;
+}
+
+inline std::string probe_training_text(const ProbeOptions& o, std::size_t bytes, std::size_t window = 0) {
+  return probe_training_text(o, {}, bytes, window);
+}
+
+// How much training text to write for a run that mixes `mixed_bytes` bytes of it in: four times as
+// much, so that a sampler drawing windows with replacement (train/data.hpp) draws few twice (a
+// window is drawn again with probability about 1/8 over the run), between 2 MiB and 64 MiB (a
+// longer run draws windows again; the cap keeps the file and its writing small).
+inline std::size_t probe_text_bytes(double mixed_bytes) {
+  constexpr double least = std::size_t{2} << 20, most = std::size_t{64} << 20;
+  return static_cast<std::size_t>(std::clamp(4 * mixed_bytes, least, most));
 }
 
 inline std::string probe_training_text(std::uint64_t seed, std::size_t bytes) {
