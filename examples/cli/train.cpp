@@ -209,7 +209,7 @@ const bool registered_train = add_command([](CLI::App& app) {
         try {
           text = eval::probe_training_text(po, a->mix_probes_tasks, bytes, static_cast<std::size_t>(cfg.seq_len + 1));
         } catch (const std::invalid_argument& e) {
-          throw usage_error(fmt::format("--mix-probes-tasks: {}", e.what()));
+          throw usage_error(fmt::format("--mix-probes: {}", e.what()));  // a task named wrongly, or too few items
         }
         std::vector<std::int32_t> tokens(text.begin(), text.end());
         for (std::int32_t& t : tokens) t &= 0xFF;  // char may be signed
