@@ -669,11 +669,12 @@ void probe_training_documents(const ProbeOptions& o, const std::vector<std::stri
   for (const std::string& label : tasks) {  // every label asked for names a task of the training text
     const auto g = std::find_if(all.begin(), all.end(), [&](const d::Generator& x) { return x.task.label == label; });
     if (g == all.end() || !g->in_training_text) {
+      const bool cloze = std::find(std::begin(d::cloze_labels), std::end(d::cloze_labels), label) != std::end(d::cloze_labels);
       std::string names;
       for (const d::Generator& x : all)
         if (x.in_training_text) names += concat(names.empty() ? "" : ", ", x.task.label);
       throw std::invalid_argument(concat("eval: '", label, "' is not a task of the probes' training text (",
-                                         g == all.end() ? "no such task" : "controls and cloze tasks never are", "); it has ", names));
+                                         g == all.end() && !cloze ? "no such task" : "controls and cloze tasks never are", "); it has ", names));
     }
   }
   for (d::Generator& g : all) {
