@@ -1,4 +1,4 @@
-#define CATCH_CONFIG_MAIN
+#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+
+#include "loopscale/util/openmp_wait.hpp"
 
 namespace {
 
@@ -37,3 +39,10 @@ struct RemoveTestFiles : Catch::TestEventListenerBase {
 }  // namespace
 
 CATCH_REGISTER_LISTENER(RemoveTestFiles)
+
+// The tests run as `loopscale` does: idle OpenMP threads sleep (util/openmp_wait.hpp), so two test
+// programs that ctest runs at once on two cores do not spin each other to a crawl.
+int main(int argc, char** argv) {
+  loopscale::prefer_passive_openmp_wait(argv);
+  return Catch::Session().run(argc, argv);
+}

@@ -13,21 +13,11 @@
 #include "loopscale/train/checkpoint.hpp"
 #include "loopscale/train/dist/communicator.hpp"
 #include "loopscale/util/interrupt.hpp"
+#include "loopscale/util/openmp_wait.hpp"
 
 int main(int argc, char** argv) {
-  // OpenMP threads that finish a parallel region spin, by libgomp's default, before they sleep. On
-  // a machine shared with other work those spinning threads take the cores the others need, and a
-  // region waits for its slowest thread: beside one busy process, two threads trained a 55.6k-
-  // parameter model 1.85x slower than one thread, and with OMP_WAIT_POLICY=passive 4% slower,
-  // while the acceptance model kept its idle speed (docs/benchmarks.md, "Threads against load").
-  // libgomp reads the variable when it is loaded, before main, so a program started without it
-  // sets it and executes itself again, once (the variable is then set; a user's value is kept, and
-  // so is a GOMP_SPINCOUNT, libgomp's own spin limit, which applies only while the policy is unset).
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr &&
-      setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
-    execv("/proc/self/exe", argv);
-    unsetenv("OMP_WAIT_POLICY");  // exec failed: carry on as started, with the default policy
-  }
+  // Idle OpenMP threads sleep rather than spin unless the user says otherwise (util/openmp_wait.hpp).
+  loopscale::prefer_passive_openmp_wait(argv);
   CLI::App app{"loopscale: looped transformers, mixture of experts and their scaling laws"};
   app.require_subcommand(1);
   for (auto& reg : loopscale::cli::registry()) reg(app);
