@@ -168,6 +168,23 @@ std::string induction_answer(const Item& it) {
   return "";
 }
 
+// A repeat's string is the context's letters up to where they start again: the last three letters
+// occur once earlier, and what followed them there is the answer. Recomputed without the
+// generator's lengths: the period found is the string's length, the rest its start.
+std::string repeat_answer(const Item& it) {
+  REQUIRE(it.context.rfind("Repeat: ", 0) == 0);
+  const std::string seen = it.context.substr(8);
+  const std::string last = seen.substr(seen.size() - 3);
+  const std::size_t first = seen.find(last);
+  REQUIRE(seen.find(last, first + 1) == seen.size() - 3);  // one reading
+  const std::size_t shown = first + 3, length = seen.size() - shown;
+  REQUIRE(length >= 16);
+  REQUIRE(length <= 48);
+  REQUIRE(seen.compare(length, shown, seen, 0, shown) == 0);  // the string, then its start
+  REQUIRE(shown + 4 <= length);
+  return seen.substr(shown, 4);
+}
+
 std::string p_hop_answer(const Item& it, int p) {
   std::map<char, char> next;
   std::istringstream links(between(it.context, "Links: ", "\n"));
@@ -232,6 +249,7 @@ std::string expected(const Task& t, const Item& it) {
   if (l == "word_problems") return word_problem_answer(it);
   if (l.rfind("var_assign_d", 0) == 0) return var_assign_answer(it, l.ends_with("_code"), l[12] - '0');
   if (l == "induction") return induction_answer(it);
+  if (l == "repeat") return repeat_answer(it);
   if (l.rfind("p_hop_", 0) == 0) return p_hop_answer(it, std::stoi(l.substr(6)));
   if (l == "dyck") return dyck_answer(it);
   if (l == "copy") return string_answer(it, "Copy");
@@ -367,7 +385,7 @@ TEST_CASE("probes: every task has its items, every scored prompt fits in max byt
     o.items_per_task = 40;
     const Probes p = builtin_probes(o);
     check_shapes(p, o);
-    REQUIRE(p.bundle.tasks.size() + p.left_out.size() == 17);
+    REQUIRE(p.bundle.tasks.size() + p.left_out.size() == 18);
     const auto out = std::find_if(p.left_out.begin(), p.left_out.end(), [](const LeftOut& l) { return l.label == "var_assign_d1_code"; });
     REQUIRE(out != p.left_out.end());
     REQUIRE_THAT(out->reason, Catch::Contains("distinct items fit in") && Catch::Contains("max_bytes " + std::to_string(max_bytes)));
@@ -379,7 +397,7 @@ TEST_CASE("probes: every axis has a task, and without a corpus the cloze tasks a
   std::set<Axis> axes;
   for (const Task& t : without.bundle.tasks) axes.insert(t.axis);
   REQUIRE(axes == std::set<Axis>{Axis::reading_comprehension, Axis::math, Axis::reasoning_primitives, Axis::compositional_symbolic});
-  REQUIRE(without.bundle.tasks.size() == 15);
+  REQUIRE(without.bundle.tasks.size() == 16);
   REQUIRE(without.left_out.size() == 2);
   for (const LeftOut& l : without.left_out) {
     REQUIRE((l.label == "cloze_train" || l.label == "cloze_val"));
@@ -508,7 +526,7 @@ TEST_CASE("probes: the training text of chosen tasks holds those tasks only, and
     return [o, bad] { probe_training_documents(o, bad, [](const std::string&) { return false; }); };
   };
   CHECK_THROWS_WITH(refused({"induction", "inductoin"})(),
-                    Catch::Contains("'inductoin' is not a task of the probes' training text (no such task)") && Catch::Contains("induction, p_hop_2"));
+                    Catch::Contains("'inductoin' is not a task of the probes' training text (no such task)") && Catch::Contains("induction, repeat, p_hop_2"));
   CHECK_THROWS_WITH(refused({"passage_recall_no_passage"})(), Catch::Contains("controls and cloze tasks never are"));
   CHECK_THROWS_WITH(refused({"cloze_train"})(), Catch::Contains("'cloze_train' is not a task") && Catch::Contains("cloze tasks never are"));
   CHECK_THROWS_WITH(refused({"var_assign_d0_code"})(), Catch::Contains("var_assign_d0_code has too few items that fit in 128 bytes"));
@@ -541,6 +559,7 @@ TEST_CASE("probes: the training text is the items rendered as few-shot examples,
       {"var_assign_d0_code", "1\n\nQuestion:\nWhat is the value of "},
       {"var_assign_d1_code", "\nb = a\n"},
       {"induction", " -> "},
+      {"repeat", "Repeat: "},
       {"p_hop_2", "follow 2 links:"},
       {"p_hop_3", "follow 3 links:"},
       {"dyck", "Close: "},
@@ -555,7 +574,7 @@ TEST_CASE("probes: the training text is the items rendered as few-shot examples,
     REQUIRE(contains(text, marker.at(t.label)));
     for (const Item& it : t.items) items.push_back(example(t, it));
   }
-  REQUIRE(items.size() == 14 * 200);
+  REQUIRE(items.size() == 15 * 200);
   const std::vector<bool> found = occur(text, items, false);
   for (std::size_t i = 0; i < items.size(); ++i) {
     INFO(items[i]);
@@ -610,7 +629,7 @@ TEST_CASE("probes: a corpus that is not byte-level is an error, and one with too
     REQUIRE((l.label == "cloze_train" || l.label == "cloze_val"));
     REQUIRE_THAT(l.reason, Catch::Contains("of 20 distinct items fit in 256 bytes"));
   }
-  REQUIRE(p.bundle.tasks.size() == 15);
+  REQUIRE(p.bundle.tasks.size() == 16);
 
   const std::vector<std::int32_t> subword = {1, 299, 7, 10};
   data::write_token_file((dir / "train.bin").string(), subword, 300, 2);

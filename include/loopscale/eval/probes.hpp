@@ -15,6 +15,7 @@
 //                           var_assign_d1_math          LM    0      1/5
 //                           var_assign_d1_code          LM    0      1/5
 //                           induction                   LM    0      1/8
+//                           repeat                      LM    0      0
 //                           p_hop_2, p_hop_3            LM    1      1/8
 //   compositional_symbolic  dyck                        LM    1      0
 //                           copy, reverse, sort         LM    1      0
@@ -43,6 +44,14 @@
 //   235 bytes, so here they are 0-shot (their headers say what is asked).
 // - induction is the paper's code's induction-head task (dev/eval_bundles/owned): eight lines
 //   "key -> val" (keys of four letters, values of three), then a key and "->"; 0-shot.
+// - repeat is induction as Olsson et al. (2022, "In-context learning and induction heads") measure
+//   it: a string of 16 to 48 random letters, then its start again (3 letters or more, the last
+//   three found once earlier, so the item has one reading); the answer is its next four letters.
+//   Where the repeat resumes varies, so only finding the current letters earlier in the context
+//   and copying what followed them answers it (an induction head), not a fixed offset from a
+//   marker as in copy. It is the lookup without the key: a model with no induction head scores 0
+//   here, one that has it but cannot match a key scores here and not on induction (docs/eval.md
+//   measures both on a d 64 model).
 // - p_hop_P gives the seven links of a chain through eight letters in shuffled order and asks
 //   where P links from a start lead: P steps of pointer chasing in one forward pass.
 // - dyck closes a bracket sequence over ()[]{}<> ("Close: ([{}<(\nAnswer:", " )>])\n"); copy,
@@ -141,6 +150,9 @@ inline constexpr std::size_t mc_choices = 4;    // every multiple-choice task's:
 inline constexpr std::size_t var_count = 5;     // the paper's variables per item: chance 1/5
 inline constexpr std::size_t induction_pairs = 8;
 inline constexpr std::size_t hop_nodes = 8;
+inline constexpr std::int64_t repeat_min = 16, repeat_max = 48;  // letters of a repeat item's string
+inline constexpr std::int64_t repeat_resume = 3;                  // letters of the repeat the prompt shows, at least
+inline constexpr std::size_t repeat_answer = 4;                   // letters asked for
 inline constexpr std::int64_t draws_per_item = 1000;  // before a task is reported as unable to fill
 
 // Which of a seed's streams a draw belongs to.
@@ -473,6 +485,18 @@ inline Item induction(Rng& r) {
   return language_modeling(concat(context, keys[q], " ->"), vals[q]);
 }
 
+// A random string, then its start again; the next letters of the repeat. Redrawn (nullopt) unless
+// the last letters shown occur once before, where the repeat copies them from: one reading only.
+inline std::optional<Item> repeat(Rng& r) {
+  const std::string s = r.letters(static_cast<std::size_t>(r.between(repeat_min, repeat_max)));
+  const auto shown = static_cast<std::size_t>(r.between(repeat_resume, static_cast<std::int64_t>(s.size() - repeat_answer)));
+  const std::string seen = concat(s, s.substr(0, shown));
+  const std::string_view last = std::string_view(seen).substr(seen.size() - repeat_resume);
+  const std::size_t first = seen.find(last);
+  if (first != shown - repeat_resume || seen.find(last, first + 1) != seen.size() - repeat_resume) return std::nullopt;
+  return language_modeling(concat("Repeat: ", seen), s.substr(shown, repeat_answer));
+}
+
 // The links of a chain through eight letters, shuffled; where P links from a start lead.
 inline Item p_hop(Rng& r, std::size_t p) {
   const std::vector<char> node = r.distinct_letters(hop_nodes);
@@ -570,6 +594,7 @@ inline std::vector<Generator> generators(std::shared_ptr<const Lines> train, std
                         1.0 / var_count),
                    true, always([depth, code](Rng& r) { return var_assign(r, depth, code); })});
   g.push_back({task("induction", A::reasoning_primitives, T::language_modeling, 0, " ", "\n", 1.0 / induction_pairs), true, always(induction)});
+  g.push_back({task("repeat", A::reasoning_primitives, T::language_modeling, 0, "", "\n", 0), true, repeat});
   for (const std::size_t p : {std::size_t{2}, std::size_t{3}})
     g.push_back({task(concat("p_hop_", static_cast<std::int64_t>(p)), A::reasoning_primitives, T::language_modeling, 1, " ", "\n",
                       1.0 / hop_nodes),
