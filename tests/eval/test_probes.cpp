@@ -168,21 +168,23 @@ std::string induction_answer(const Item& it) {
   return "";
 }
 
-// A repeat's string is the context's letters up to where they start again: the last three letters
-// occur once earlier, and what followed them there is the answer. Recomputed without the
-// generator's lengths: the period found is the string's length, the rest its start.
+// A repeat's string is the shortest period of the context's letters; the answer continues the
+// period. Recomputed without the generator's lengths; the period has no three letters twice (read
+// cyclically), so the prompt's last three letters name one place in it.
 std::string repeat_answer(const Item& it) {
   REQUIRE(it.context.rfind("Repeat: ", 0) == 0);
   const std::string seen = it.context.substr(8);
-  const std::string last = seen.substr(seen.size() - 3);
-  const std::size_t first = seen.find(last);
-  REQUIRE(seen.find(last, first + 1) == seen.size() - 3);  // one reading
-  const std::size_t shown = first + 3, length = seen.size() - shown;
-  REQUIRE(length >= 16);
-  REQUIRE(length <= 48);
-  REQUIRE(seen.compare(length, shown, seen, 0, shown) == 0);  // the string, then its start
-  REQUIRE(shown + 4 <= length);
-  return seen.substr(shown, 4);
+  std::size_t period = 1;
+  while (period < seen.size() && seen.compare(period, std::string::npos, seen, 0, seen.size() - period) != 0) ++period;
+  REQUIRE(period >= 8);
+  REQUIRE(period <= 24);
+  REQUIRE(seen.size() >= period + 3);
+  REQUIRE(seen.size() <= 3 * period);
+  std::set<std::string> trigrams;
+  for (std::size_t i = 0; i < period; ++i) REQUIRE(trigrams.insert({seen[i], seen[(i + 1) % period], seen[(i + 2) % period]}).second);
+  std::string answer;
+  for (std::size_t i = seen.size(); i < seen.size() + 4; ++i) answer.push_back(seen[i % period]);
+  return answer;
 }
 
 std::string p_hop_answer(const Item& it, int p) {
@@ -422,7 +424,9 @@ TEST_CASE("probes: every answer is right, recomputed from the item's text", "[ev
         REQUIRE(gold_choice(it) == answer);
         REQUIRE(std::count(it.choices.begin(), it.choices.end(), answer) == 1);
       } else {
-        REQUIRE(it.continuation == answer + "\n");  // the answer and its newline (exact match scores the whole answer)
+        // The answer and its newline (exact match scores the whole answer); a repeat goes on, so
+        // its four letters alone.
+        REQUIRE(it.continuation == (t.label == "repeat" ? answer : answer + "\n"));
       }
     }
   }

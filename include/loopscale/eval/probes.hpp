@@ -45,13 +45,16 @@
 // - induction is the paper's code's induction-head task (dev/eval_bundles/owned): eight lines
 //   "key -> val" (keys of four letters, values of three), then a key and "->"; 0-shot.
 // - repeat is induction as Olsson et al. (2022, "In-context learning and induction heads") measure
-//   it: a string of 16 to 48 random letters, then its start again (3 letters or more, the last
-//   three found once earlier, so the item has one reading); the answer is its next four letters.
-//   Where the repeat resumes varies, so only finding the current letters earlier in the context
-//   and copying what followed them answers it (an induction head), not a fixed offset from a
-//   marker as in copy. It is the lookup without the key: a model with no induction head scores 0
-//   here, one that has it but cannot match a key scores here and not on induction (docs/eval.md
-//   measures both on a d 64 model).
+//   it, on repeated random letters: a string of 8 to 24 letters written again and again, cut off
+//   3 letters to two repeats after its first end; the answer is the next four letters. Where the
+//   prompt stops varies, so only finding its last letters earlier and copying what followed them
+//   answers it (an induction head), not a fixed offset from a marker as in copy. The string has no
+//   three letters twice (read cyclically), so the last three name one place: one reading. It
+//   repeats more than once because the training text is the items: one repeat per item left a d 64
+//   model at 0 after 6M tokens at 90% where this form is learned (docs/eval.md). It is the lookup
+//   without the key: a model with no induction head scores 0 here, one that has it but cannot
+//   match a key scores here and not on induction. Its answer is the four letters without a
+//   newline (the one language-modelling task so): the string goes on, nothing there says to stop.
 // - p_hop_P gives the seven links of a chain through eight letters in shuffled order and asks
 //   where P links from a start lead: P steps of pointer chasing in one forward pass.
 // - dyck closes a bracket sequence over ()[]{}<> ("Close: ([{}<(\nAnswer:", " )>])\n"); copy,
@@ -150,8 +153,8 @@ inline constexpr std::size_t mc_choices = 4;    // every multiple-choice task's:
 inline constexpr std::size_t var_count = 5;     // the paper's variables per item: chance 1/5
 inline constexpr std::size_t induction_pairs = 8;
 inline constexpr std::size_t hop_nodes = 8;
-inline constexpr std::int64_t repeat_min = 16, repeat_max = 48;  // letters of a repeat item's string
-inline constexpr std::int64_t repeat_resume = 3;                  // letters of the repeat the prompt shows, at least
+inline constexpr std::int64_t repeat_min = 8, repeat_max = 24;  // letters of a repeat item's string
+inline constexpr std::int64_t repeat_resume = 3;                 // letters of the first repeat the prompt shows, at least
 inline constexpr std::size_t repeat_answer = 4;                   // letters asked for
 inline constexpr std::int64_t draws_per_item = 1000;  // before a task is reported as unable to fill
 
@@ -485,16 +488,22 @@ inline Item induction(Rng& r) {
   return language_modeling(concat(context, keys[q], " ->"), vals[q]);
 }
 
-// A random string, then its start again; the next letters of the repeat. Redrawn (nullopt) unless
-// the last letters shown occur once before, where the repeat copies them from: one reading only.
+// A random string written again and again, cut off; its next letters. Redrawn (nullopt) when the
+// string has three letters twice, read cyclically (about 1 in 60 at 24 letters).
 inline std::optional<Item> repeat(Rng& r) {
-  const std::string s = r.letters(static_cast<std::size_t>(r.between(repeat_min, repeat_max)));
-  const auto shown = static_cast<std::size_t>(r.between(repeat_resume, static_cast<std::int64_t>(s.size() - repeat_answer)));
-  const std::string seen = concat(s, s.substr(0, shown));
-  const std::string_view last = std::string_view(seen).substr(seen.size() - repeat_resume);
-  const std::size_t first = seen.find(last);
-  if (first != shown - repeat_resume || seen.find(last, first + 1) != seen.size() - repeat_resume) return std::nullopt;
-  return language_modeling(concat("Repeat: ", seen), s.substr(shown, repeat_answer));
+  const auto length = static_cast<std::size_t>(r.between(repeat_min, repeat_max));
+  const std::string s = r.letters(length);
+  std::unordered_set<std::string> trigrams;
+  for (std::size_t i = 0; i < length; ++i)
+    if (!trigrams.insert({s[i], s[(i + 1) % length], s[(i + 2) % length]}).second) return std::nullopt;
+  const auto shown = static_cast<std::size_t>(r.between(static_cast<std::int64_t>(length) + repeat_resume, 3 * static_cast<std::int64_t>(length)));
+  std::string seen, answer;
+  for (std::size_t i = 0; i < shown; ++i) seen.push_back(s[i % length]);
+  for (std::size_t i = shown; i < shown + repeat_answer; ++i) answer.push_back(s[i % length]);
+  Item it;  // no newline after the answer: the string goes on, so none could be predicted there
+  it.context = concat("Repeat: ", seen);
+  it.continuation = std::move(answer);
+  return it;
 }
 
 // The links of a chain through eight letters, shuffled; where P links from a start lead.
