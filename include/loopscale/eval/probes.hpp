@@ -46,15 +46,15 @@
 //   "key -> val" (keys of four letters, values of three), then a key and "->"; 0-shot.
 // - repeat is induction as Olsson et al. (2022, "In-context learning and induction heads") measure
 //   it, on repeated random letters: a string of 8 to 24 letters written again and again, cut off
-//   3 letters to two repeats after its first end; the answer is the next four letters. Where the
-//   prompt stops varies, so only finding its last letters earlier and copying what followed them
-//   answers it (an induction head), not a fixed offset from a marker as in copy. The string has no
-//   three letters twice (read cyclically), so the last three name one place: one reading. It
+//   between 3 letters and two whole repeats past its first end; the answer is the next four letters.
+//   Where the prompt stops varies, so only finding its last letters earlier and copying what followed
+//   them answers it (an induction head), not a fixed offset from a marker as in copy. The string has
+//   no three letters twice (read cyclically), so the last three name one place: one reading. It
 //   repeats more than once because the training text is the items: one repeat per item left a d 64
 //   model at 0 after 6M tokens at 90% where this form is learned (docs/eval.md). It is the lookup
-//   without the key: a model with no induction head scores 0 here, one that has it but cannot
-//   match a key scores here and not on induction. Its answer is the four letters without a
-//   newline (the one language-modelling task so): the string goes on, nothing there says to stop.
+//   without the key: a model with no induction head scores 0 here, one that has it but cannot match a
+//   key scores here and not on induction. Its answer is the four letters without a newline (the one
+//   language-modelling task so): the string goes on, nothing there says to stop.
 // - p_hop_P gives the seven links of a chain through eight letters in shuffled order and asks
 //   where P links from a start lead: P steps of pointer chasing in one forward pass.
 // - dyck closes a bracket sequence over ()[]{}<> ("Close: ([{}<(\nAnswer:", " )>])\n"); copy,
@@ -65,7 +65,7 @@
 //
 // Scoring is eval/score.hpp's (CORE's rules): multiple choice by the lowest mean loss over the
 // span where the choices differ, language modelling by greedy exact match. A language-modelling
-// item's continuation is its answer and the newline after it, so exact match needs the whole
+// item's continuation is its answer and the newline after it (repeat's excepted), so exact match needs the whole
 // answer (a model that would write `16` after a gold `1` is wrong) and the answer bits per byte
 // count that newline; the few-shot examples of those tasks are therefore separated by one more
 // newline (a blank line), the arithmetic sessions by none, as a Python session writes them. Every
