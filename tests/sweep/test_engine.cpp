@@ -82,11 +82,13 @@ TEST_CASE("engine: sweep run trains with the real engine, an interrupted run res
                                 r.tokens == static_cast<double>(plan.runs[1].steps * plan.spec.batch_tokens);
     CHECK(planned_tokens);
     CHECK(r.line["summary"]["status"] == "done");
-    // A 32-token context holds only the arithmetic probe (its one-shot prompts are that short).
+    // A 32-token context holds only the arithmetic probe (its one-shot prompts are that short) and
+    // repeat (its shorter strings).
     const nlohmann::json& e = r.line["summary"]["eval"];
     REQUIRE(e.contains("tasks"));
-    REQUIRE(e.at("tasks").size() == 1);
+    REQUIRE(e.at("tasks").size() == 2);
     CHECK(e.at("tasks")[0].at("label") == "arithmetic");
+    CHECK(e.at("tasks")[1].at("label") == "repeat");
     CHECK(e.at("r_eval") == r.r);
   }
 
