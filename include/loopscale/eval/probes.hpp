@@ -65,9 +65,9 @@
 //
 // Scoring is eval/score.hpp's (CORE's rules): multiple choice by the lowest mean loss over the
 // span where the choices differ, language modelling by greedy exact match. A language-modelling
-// item's continuation is its answer and the newline after it (repeat's excepted), so exact match needs the whole
-// answer (a model that would write `16` after a gold `1` is wrong) and the answer bits per byte
-// count that newline; the few-shot examples of those tasks are therefore separated by one more
+// item's continuation is its answer and the newline after it (repeat's excepted), so exact match
+// needs the whole answer (a model that would write `16` after a gold `1` is wrong) and the answer
+// bits per byte count that newline; the few-shot examples of those tasks are therefore separated by one more
 // newline (a blank line), the arithmetic sessions by none, as a Python session writes them. Every
 // multiple-choice item's choices begin with distinct bytes, so for a byte-level model they differ
 // from their first byte on and the choice is decided there as well as by the mean loss. A language-modelling task's
@@ -497,12 +497,11 @@ inline std::optional<Item> repeat(Rng& r) {
   for (std::size_t i = 0; i < length; ++i)
     if (!trigrams.insert({s[i], s[(i + 1) % length], s[(i + 2) % length]}).second) return std::nullopt;
   const auto shown = static_cast<std::size_t>(r.between(static_cast<std::int64_t>(length) + repeat_resume, 3 * static_cast<std::int64_t>(length)));
-  std::string seen, answer;
-  for (std::size_t i = 0; i < shown; ++i) seen.push_back(s[i % length]);
-  for (std::size_t i = shown; i < shown + repeat_answer; ++i) answer.push_back(s[i % length]);
+  std::string written;  // the string again and again, up to the answer's end
+  for (std::size_t i = 0; i < shown + repeat_answer; ++i) written.push_back(s[i % length]);
   Item it;  // no newline after the answer: the string goes on, so none could be predicted there
-  it.context = concat("Repeat: ", seen);
-  it.continuation = std::move(answer);
+  it.context = concat("Repeat: ", std::string_view(written).substr(0, shown));
+  it.continuation = written.substr(shown);
   return it;
 }
 
