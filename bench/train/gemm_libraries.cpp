@@ -27,6 +27,10 @@ using loopscale::train::HostBackend;
 using int64 = std::int64_t;
 
 extern "C" void openblas_set_num_threads(int);
+// The kernels OpenBLAS chose for this CPU: a release that does not know the CPU model falls back
+// to its generic ones (Debian's 0.3.21 runs `Prescott` kernels on an Intel Xeon of family 6 model
+// 207, at a fifth of the speed; OPENBLAS_CORETYPE overrides the choice, docs/benchmarks.md).
+extern "C" char* openblas_get_corename(void);
 
 struct Shape {
   const char* what;
@@ -63,7 +67,8 @@ int main() {
   };
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 1.f);
-  std::printf("machine: %s; peak measured in this process\n", loopscale::train::peak_isa().name);
+  std::printf("machine: %s; peak measured in this process; OpenBLAS kernels: %s\n", loopscale::train::peak_isa().name,
+              openblas_get_corename());
   for (const int threads : {1, 2}) {
     HostBackend::set_threads(threads);
     openblas_set_num_threads(threads);

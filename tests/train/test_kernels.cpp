@@ -258,14 +258,15 @@ TEST_CASE("injection: linear [I|0] start and hyperconnection lane algebra", "[tr
 
 TEST_CASE("HostBackend::gemm: every transposition, beta 0 over garbage and beta 1/2, against a double reference",
           "[train][kernels]") {
-  // Shapes whose transposed operand has rows of 1,024 and 256 floats: an AVX2 build with oneDNN
+  // Shapes whose transposed operand has rows of 1,024, 512 and 256 floats: an AVX2 build with oneDNN
   // computes those A^T B products as (B^T A)^T (train/backend/host.hpp, swap_transposed_a), the
-  // rest directly; one thread and two (two panels per product) each.
+  // rest directly; an AVX-512 build on an Intel core does so for the one with K 2048 and rows of
+  // 512. One thread and two (two panels per product) each.
   struct Shape {
     int64 M, N, K, lda, ldb;
   };
   const Shape shapes[] = {{1024, 256, 40, 1024, 256}, {512, 256, 24, 1024, 256}, {256, 256, 17, 256, 256},
-                          {96, 160, 33, 128, 160}, {64, 512, 9, 64, 512}};
+                          {96, 160, 33, 128, 160}, {64, 512, 9, 64, 512}, {512, 48, 2048, 512, 48}};
   const int saved = HB::threads();
   for (const int threads : {1, 2}) {
     HB::set_threads(threads);

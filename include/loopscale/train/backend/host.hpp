@@ -106,14 +106,31 @@ class SignalsHeld {
 // a thread's 512 x 256 panel of it), 70 at 512, 75-87 at 256, 96 at 128; B^T A of the same
 // operands at 82, 95, 95 where B's rows were the shorter, and transposing the M x N result costs
 // little next to the 2MNK flops. Hence: swap when B's rows are no longer than A's and A's are at
-// least 256 floats. With AVX-512 kernels the transposed operand packs fast (92-106 GFLOP/s at the
-// same shapes, the swap 0-35% slower), so AVX-512 builds never swap.
-inline bool swap_transposed_a(bool ta, bool tb, int64_t lda, int64_t ldb) {
+// least 256 floats. With AVX-512 kernels it depends on the core. On Zen 4 the transposed operand
+// packs fast (92-106 GFLOP/s at the same shapes, the swap 0-35% slower). On an Intel Xeon (family 6
+// model 207, two 512-bit FMA units; one thread, 3 Dec 2026) the long products gain and the short
+// ones lose: K 4096, a thread's 512 x 256 panel of that gradient (A's rows 1,024 floats) ran at
+// 103-108 directly and 141-142 swapped, the QKV gradient's 384 x 256 panel (rows 768) at 139-150
+// and 153, a 128 x 256 panel with rows of 256 at 141 and 144; but the attention's 128 x 128 blocks
+// of S^T dO (K 128-256, rows 256) at 101-137 directly and 67-100 swapped, and with K 1024 the two
+// were within the noise. So AVX-512 builds swap on Intel cores only, and only where K >= 2048 and
+// A's rows are at least 512 floats. The choice depends on the machine and the shape, never on a
+// timing, so a machine and a thread count give fixed bits.
+inline bool swap_transposed_a(bool ta, bool tb, int64_t K, int64_t lda, int64_t ldb) {
+  if (!ta || tb || ldb > lda) return false;
 #if defined(__AVX512F__)
-  (void)ta, (void)tb, (void)lda, (void)ldb;
-  return false;
+  static const bool intel = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") != 0;
 #else
-  return ta && !tb && ldb <= lda && lda >= 256;
+    return false;
+#endif
+  }();
+  return intel && K >= 2048 && lda >= 512;
+#else
+  (void)K;
+  return lda >= 256;
 #endif
 }
 
@@ -339,7 +356,7 @@ struct HostBackend {
         // (util/interrupt.hpp) sometimes died instead of writing its checkpoint. The cost: two
         // sigprocmask calls per product, about 0.5 us.
         const host_detail::SignalsHeld held_off;
-        if (host_detail::swap_transposed_a(ta, tb, lda, ldb))
+        if (host_detail::swap_transposed_a(ta, tb, K, lda, ldb))
           st = host_detail::transposed_a_by_swap(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         else
           st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
