@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "loopscale/train/backend/host.hpp"
@@ -26,6 +27,34 @@ TEST_CASE("the peak kernel uses the widest vector unit the build targets", "[tra
   CHECK(isa.chains >= 8);  // 4-cycle latency x 2 FMA ports
   // The FLOPs it reports are 2 per lane per chain per iteration per thread.
   CHECK(fma_chains(1, 1000) == 2.0 * isa.chains * isa.lanes * 1000);
+}
+
+TEST_CASE("gemm_kernels names GEMM kernels of the build's vector unit and the CPU's maker", "[train][peak]") {
+  // oneDNN picks its kernels from the CPU; held to the build's vector unit (host.hpp,
+  // hold_onednn_isa), an AVX2 build on an AVX-512 core must still report AVX2 kernels.
+  const std::string k = HostBackend::gemm_kernels();
+  INFO(k);
+  const auto comma = k.rfind(", ");
+  REQUIRE(comma != std::string::npos);
+  const std::string kernels = k.substr(0, comma), vendor = k.substr(comma + 2);
+  CHECK((vendor == "intel" || vendor == "amd" || vendor == "other"));
+  CHECK_FALSE(kernels.empty());
+#if defined(LOOPSCALE_GEMM_ONEDNN)
+#if defined(__AVX512F__)
+  CHECK(kernels.rfind("avx512", 0) == 0);
+#elif defined(__FMA__) && defined(__AVX2__)
+  CHECK(kernels == "avx2");
+#else
+  CHECK(kernels == "sse41");
+#endif
+#elif !defined(LOOPSCALE_GEMM_OPENBLAS)
+  // Eigen lists the instruction sets it was compiled for.
+#if defined(__AVX512F__)
+  CHECK(kernels.find("AVX512") != std::string::npos);
+#elif defined(__AVX2__)
+  CHECK(kernels.find("AVX2") != std::string::npos);
+#endif
+#endif
 }
 
 TEST_CASE("the measured peak is at least the best GEMM rate measured in the same process", "[train][peak]") {

@@ -296,6 +296,7 @@ TEST_CASE("trainer: a run writes log and summary, the same seed and threads repe
   // The first line says what the mfu is relative to, on which vector unit; the others do not repeat it.
   CHECK(log[0].at("isa") == train::peak_isa().name);
   CHECK(log[0].at("gemm") == train::HostBackend::gemm_library);
+  CHECK(log[0].at("gemm_kernels") == train::HostBackend::gemm_kernels());
   CHECK(log[0].at("peak_source") == "given");
   CHECK(log[0].at("peak_flops").get<double>() > 0);
   CHECK(log[0].at("threads") == 2);

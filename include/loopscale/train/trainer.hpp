@@ -1046,6 +1046,7 @@ class Trainer {
       line["peak_source"] = res_.peak_source;
       if constexpr (!DeviceBackend<B>) line["isa"] = peak_isa().name;
       line["gemm"] = B::gemm_library;
+      if constexpr (requires { B::gemm_kernels(); }) line["gemm_kernels"] = B::gemm_kernels();
       line["threads"] = B::threads();
       line["backend"] = B::name;
       if constexpr (DeviceBackend<B>) line["device_name"] = B::device_name();

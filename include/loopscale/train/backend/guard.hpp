@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <new>
 #include <utility>
 #include <vector>
@@ -124,6 +125,7 @@ template <bool NestedGemm>
 struct GuardBackendOf {
   static constexpr const char* name = NestedGemm ? "guard" : "guard-device";
   static constexpr const char* gemm_library = HostBackend::gemm_library;
+  static std::string gemm_kernels() { return HostBackend::gemm_kernels(); }
   static constexpr bool host_memory = false;
   static constexpr bool nested_gemm = NestedGemm;
   template <class T>

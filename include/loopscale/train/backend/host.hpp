@@ -41,12 +41,15 @@
 //
 // Determinism: every output element is produced by exactly one thread with a blocking that depends
 // only on the shapes and the thread count, and `sum` adds fixed-size chunks in a fixed order, so the
-// same thread count gives bit-identical results.
+// same thread count gives bit-identical results on one kind of CPU (the GEMM libraries choose their
+// kernels by the CPU: gemm_kernels() names them).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <ctime>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -73,8 +76,58 @@ namespace loopscale::train {
 
 using int64 = std::int64_t;
 
+namespace host_detail {
+// The CPU's maker, which decides a few kernel choices (swap_transposed_a) and so the last bits of
+// a run: "intel", "amd" or "other".
+inline const char* cpu_vendor() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const char* vendor = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") ? "intel" : __builtin_cpu_is("amd") ? "amd" : "other";
+  }();
+  return vendor;
+#else
+  return "other";
+#endif
+}
+}  // namespace host_detail
+
 #if defined(LOOPSCALE_GEMM_ONEDNN)
 namespace host_detail {
+// oneDNN picks its kernels from the CPU it runs on, not from the build: held to the vector unit the
+// build targets, so the peak the MFU divides by (peak_isa()) is the peak of the instructions every
+// GEMM uses. Otherwise an AVX2 build on a core with two 512-bit FMA units would run AVX-512 GEMMs
+// at up to twice the AVX2 peak it measures, an MFU above 1. Only the first call into oneDNN can
+// set the limit, so everything that calls oneDNN calls this first.
+inline void hold_onednn_isa() {
+#if !defined(__AVX512F__)
+#if defined(__FMA__) && defined(__AVX2__)
+  static const bool held = (dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2), true);
+#else
+  static const bool held = (dnnl_set_max_cpu_isa(dnnl_cpu_isa_sse41), true);
+#endif
+  (void)held;
+#endif
+}
+
+// The instruction set of the kernels oneDNN runs here, under the hold above.
+inline const char* onednn_isa_name() {
+  hold_onednn_isa();
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "unknown";
+  }
+}
+
 // Holds off the calling thread's asynchronous signals for its lifetime (HostBackend::gemm_serial
 // says why); a signal that comes meanwhile stays pending and is delivered when the old mask is
 // back. Synchronous ones (a fault: SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, and SIGABRT)
@@ -119,14 +172,7 @@ class SignalsHeld {
 inline bool swap_transposed_a(bool ta, bool tb, int64_t K, int64_t lda, int64_t ldb) {
   if (!ta || tb || ldb > lda) return false;
 #if defined(__AVX512F__)
-  static const bool intel = [] {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_is("intel") != 0;
-#else
-    return false;
-#endif
-  }();
+  static const bool intel = std::string_view(cpu_vendor()) == "intel";
   return intel && K >= 2048 && lda >= 512;
 #else
   (void)K;
@@ -171,6 +217,21 @@ struct HostBackend {
 #else
   static constexpr const char* gemm_library = "eigen";
 #endif
+  // The kernels behind gemm_library on this machine and the CPU's maker, also in every run's log:
+  // the same build picks different kernels on different CPUs (oneDNN and OpenBLAS choose at run
+  // time; Debian's OpenBLAS 0.3.21 falls back to its generic "Prescott" ones on CPUs it does not
+  // know, at a fifth of the speed), and so gives different last bits, and speeds, from one to
+  // another. For example "avx512_core, intel" (oneDNN), "SkylakeX, intel" (OpenBLAS).
+  static std::string gemm_kernels() {
+#if defined(LOOPSCALE_GEMM_OPENBLAS)
+    const std::string kernels = openblas_get_corename();
+#elif defined(LOOPSCALE_GEMM_ONEDNN)
+    const std::string kernels = host_detail::onednn_isa_name();
+#else
+    const std::string kernels = Eigen::SimdInstructionSetsInUse();
+#endif
+    return kernels + ", " + host_detail::cpu_vendor();
+  }
 
   // Memory: a backend buffer is a zero-initialised std::vector, which host code may also read
   // directly (host_memory); code that must also run on a device backend uses upload/download.
@@ -329,19 +390,7 @@ struct HostBackend {
     // one inside; outside, this thread's team size is set to 1 for the call, so every panel is one
     // single-threaded product whatever the caller's threads, as with the other libraries.
     if constexpr (std::is_same_v<T, float>) {
-      // oneDNN picks its kernels from the CPU it runs on, not from the build: held to the vector
-      // unit the build targets, so the peak the MFU divides by (peak_isa()) is the peak of the
-      // instructions every GEMM uses. Otherwise an AVX2 build on a core with two 512-bit FMA
-      // units would run AVX-512 GEMMs at up to twice the AVX2 peak it measures, an MFU above 1.
-      // Only the first call into oneDNN can set the limit.
-#if !defined(__AVX512F__)
-#if defined(__FMA__) && defined(__AVX2__)
-      static const bool held = (dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2), true);
-#else
-      static const bool held = (dnnl_set_max_cpu_isa(dnnl_cpu_isa_sse41), true);
-#endif
-      (void)held;
-#endif
+      host_detail::hold_onednn_isa();
       const bool outside = !omp_in_parallel();
       const int team = omp_get_max_threads();
       if (outside) omp_set_num_threads(1);
