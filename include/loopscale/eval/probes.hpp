@@ -67,11 +67,12 @@
 // span where the choices differ, language modelling by greedy exact match. A language-modelling
 // item's continuation is its answer and the newline after it (repeat's excepted), so exact match
 // needs the whole answer (a model that would write `16` after a gold `1` is wrong) and the answer
-// bits per byte count that newline; the few-shot examples of those tasks are therefore separated by one more
-// newline (a blank line), the arithmetic sessions by none, as a Python session writes them. Every
-// multiple-choice item's choices begin with distinct bytes, so for a byte-level model they differ
-// from their first byte on and the choice is decided there as well as by the mean loss. A language-modelling task's
-// chance is a uniform guess among the candidates its context shows (0 where it shows none).
+// bits per byte count that newline; the few-shot examples of those tasks are therefore separated
+// by one more newline (a blank line), the arithmetic sessions by none, as a Python session writes
+// them. Every multiple-choice item's choices begin with distinct bytes, so for a byte-level model
+// they differ from their first byte on and the choice is decided there as well as by the mean
+// loss. A language-modelling task's chance is a uniform guess among the candidates its context
+// shows (0 where it shows none).
 //
 // Determinism: every task draws from its own SplitMix64 stream, keyed by the seed, the task's label
 // and the purpose (evaluation items, or the training text below), so a bundle depends only on the

@@ -22,8 +22,8 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <string>
 #include <new>
+#include <string>
 #include <utility>
 #include <vector>
 
