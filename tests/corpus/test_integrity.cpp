@@ -165,6 +165,22 @@ TEST_CASE("token file integrity: version 1 files without a manifest still open, 
   fs::remove_all(dir);
 }
 
+TEST_CASE("token file integrity: a count whose size in bytes wraps around 2^64 is refused, not read past the file", "[corpus][integrity]") {
+  // Found by fuzz_token_file: a version 1 header (no header check) declaring 2^63 four-byte tokens
+  // in a 40-byte file; 40 + 2^63 x 4 wraps to 40, so a size check by multiplication let it through.
+  // Here 16 tokens (64 bytes) and counts whose 4 x count wraps to exactly 64.
+  const fs::path dir = temp_dir("integrity_wrap");
+  write_token_file((dir / "train.bin").string(), tokens_of(16, 100000), 100000, 4);
+  for (const std::uint64_t count : {(std::uint64_t{1} << 62) + 16, (std::uint64_t{1} << 63) + 16}) {
+    std::string b = as_version_1(slurp(dir / "train.bin"));
+    std::memcpy(b.data() + 24, &count, 8);
+    write_text(dir / "train.bin.v1", b);
+    INFO("count " << count << ", file " << b.size() << " bytes");
+    REQUIRE_THROWS_WITH(read_token_file((dir / "train.bin.v1").string()), Catch::Contains("is truncated or padded"));
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("token file integrity: a corrupt corpus is one line and exit 2 for training and verify", "[corpus][integrity][cli]") {
   const fs::path dir = temp_dir("integrity_cli");
   write_token_file((dir / "train.bin").string(), tokens_of(20000, 256), 256);

@@ -176,10 +176,15 @@ inline TokenFile read_token_file(const std::string& path) {
   t.path = path;
   t.map = MappedFile(path);
   static_cast<TokenHeader&>(t) = decode_header(t.map.data(), t.map.size(), path);
-  const std::uint64_t expect = t.file_bytes();
-  if (t.map.size() != expect)
-    throw corpus_error("data: " + path + " is truncated or padded: " + std::to_string(t.map.size()) + " bytes, header says " +
-                       std::to_string(expect));
+  // The count is compared by division: a huge count times the token width would wrap around to
+  // the file's size (a 40-byte file declaring 2^63 four-byte tokens once passed as complete).
+  const std::uint64_t body = t.map.size() - t.header_bytes();  // decode_header checked size >= header
+  if (t.count > body / t.token_bytes || t.count * t.token_bytes != body) {
+    const std::string says = t.count > (std::numeric_limits<std::uint64_t>::max() - t.header_bytes()) / t.token_bytes
+                                 ? std::to_string(t.count) + " tokens of " + std::to_string(t.token_bytes) + " bytes (more than a file can hold)"
+                                 : std::to_string(t.file_bytes());
+    throw corpus_error("data: " + path + " is truncated or padded: " + std::to_string(t.map.size()) + " bytes, header says " + says);
+  }
   return t;
 }
 
