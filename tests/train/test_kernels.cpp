@@ -64,6 +64,12 @@ TEST_CASE("rmsnorm: forward and backward, with and without a scale", "[train][ke
   std::vector<float> yf(rows * d), rf(rows);
   rmsnorm_forward<HB>(xf.data(), gf.data(), yf.data(), rf.data(), rows, d);
   REQUIRE(max_abs_diff(vecd(yf.begin(), yf.end()), ref_rmsnorm(x, g.data(), rows, d)) < 1e-5);
+  // With a copy of x written in the same pass: the same y, and the copy equal to x.
+  std::vector<float> yc(rows * d), rc(rows), xc(rows * d, -1.0f);
+  rmsnorm_forward<HB>(xf.data(), gf.data(), yc.data(), rc.data(), rows, d, xc.data());
+  REQUIRE(yc == yf);
+  REQUIRE(rc == rf);
+  REQUIRE(xc == xf);
   vecd y(rows * d), r(rows), dx(rows * d, 0.5), dg(d, 0.0);
   rmsnorm_forward<HB>(x.data(), g.data(), y.data(), r.data(), rows, d);
   const vecd dx0 = dx;
@@ -104,6 +110,34 @@ TEST_CASE("rope: matches the reference and its backward is the inverse rotation"
   vecd g = w;
   rope_apply<HB>(g.data(), cd.data(), sd.data(), rows, seq, heads, q, stride, true);
   check_all([&] { return dot(ref_rope(x, rows, seq, heads, q, stride), w); }, x, g, "dx");
+}
+
+namespace {
+struct DeviceFormSpans : HB {  // the device form of for_row_spans: one task per value
+  static constexpr bool nested_gemm = false;
+};
+}  // namespace
+
+TEST_CASE("rope: from a source row into another, the values after the heads copied in the same pass", "[train][kernels]") {
+  const int64 seq = 5, rows = 10, heads = 2, q = 6, stride = 15;
+  const auto x = cast<float>(randn(rows * stride, 11));
+  std::vector<float> c(seq * q / 2), s(seq * q / 2);
+  rope_tables(seq, q, c.data(), s.data());
+  std::vector<float> in_place = x;
+  rope_apply<HB>(in_place.data(), c.data(), s.data(), rows, seq, heads, q, stride, false);
+  const auto run = [&]<class Backend>(Backend) {
+    std::vector<float> out(x.size(), -7.0f);
+    rope_apply<Backend>(x.data(), out.data(), c.data(), s.data(), rows, seq, heads, q, stride, false, true);
+    return out;
+  };
+  // Rotated heads as in place, the V values (columns heads q .. stride) equal to the source's.
+  REQUIRE(run(HB{}) == in_place);
+  REQUIRE(run(DeviceFormSpans{}) == in_place);
+  // Without copy_rest the values after the heads are left alone.
+  std::vector<float> out(x.size(), -7.0f);
+  rope_apply<HB>(x.data(), out.data(), c.data(), s.data(), rows, seq, heads, q, stride, false, false);
+  for (int64 i = 0; i < rows; ++i)
+    for (int64 j = 0; j < stride; ++j) REQUIRE(out[i * stride + j] == (j < heads * q ? in_place[i * stride + j] : -7.0f));
 }
 
 namespace {

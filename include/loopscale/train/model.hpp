@@ -759,16 +759,16 @@ class Transformer {
   void layer_forward(const LayerOffsets& w, const LayerShape& s, const T* x_in, const Acts& a) {
     const T* P = P_;
     const int64 N = n_, d = d_;
-    kernels::rmsnorm_forward<B>(x_in, P + w.g1, a.xn1, a.rstd1, N, d);
+    // The residual copies (x_mid = x_in, out = x_mid, which the GEMMs then add into) ride on the
+    // norms' reads of the same rows, and the copy of the QKV rows on the rotation's.
+    kernels::rmsnorm_forward<B>(x_in, P + w.g1, a.xn1, a.rstd1, N, d, a.x_mid);
     kernels::linear_forward<B>(a.xn1, P + w.wqkv, a.qkv_n, N, d, s.C);
     if (s.qk_norm) kernels::rmsnorm_forward_strided<B>(a.qkv_n, a.qkv_n, a.rstd_qk, N, s.q, s.C, s.h + s.kv);
-    kernels::copy<B>(a.qkv, a.qkv_n, N * s.C);
-    if (s.rope) kernels::rope_apply<B>(a.qkv, rope_cos_.data(), rope_sin_.data(), N, seq_, s.h + s.kv, s.q, s.C, false);
+    if (s.rope) kernels::rope_apply<B>(a.qkv_n, a.qkv, rope_cos_.data(), rope_sin_.data(), N, seq_, s.h + s.kv, s.q, s.C, false, true);
+    else kernels::copy<B>(a.qkv, a.qkv_n, N * s.C);
     kernels::attention_forward<B>(a.qkv, a.P, a.att, attn_shape(s));
-    kernels::copy<B>(a.x_mid, x_in, N * d);
     kernels::linear_forward<B>(a.att, P + w.wo, a.x_mid, N, s.hq, d, true);
-    kernels::rmsnorm_forward<B>(a.x_mid, P + w.g2, a.xn2, a.rstd2, N, d);
-    kernels::copy<B>(a.out, a.x_mid, N * d);
+    kernels::rmsnorm_forward<B>(a.x_mid, P + w.g2, a.xn2, a.rstd2, N, d, a.out);
     if (s.moe) {
       MoeLayer& m = moe_[w.moe];
       kernels::moe_forward<B>(s.ms, N, a.xn2, P + w.w1, m.bias.data(), a.out, true, a.moe, m.scratch, m.stats);

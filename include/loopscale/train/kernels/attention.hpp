@@ -15,10 +15,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "loopscale/train/backend/host.hpp"
 #include "loopscale/train/backend/spans.hpp"
+#include "loopscale/train/kernels/row_math.hpp"
 
 namespace loopscale::train::kernels {
 
@@ -44,14 +44,7 @@ struct AttentionShape {
 // Row t of a causal score matrix (Tn columns) in place: the softmax over j <= t, zeros after.
 template <class T>
 LOOPSCALE_HD inline void causal_softmax_row(T* row, int64 t, int64 Tn) {
-  T mx = -std::numeric_limits<T>::infinity();
-  for (int64 j = 0; j <= t; ++j) mx = row[j] > mx ? row[j] : mx;
-  T sum = 0;
-  for (int64 j = 0; j <= t; ++j) {
-    row[j] = std::exp(row[j] - mx);
-    sum += row[j];
-  }
-  const T inv = T(1) / sum;
+  const T inv = T(1) / row_exp_shifted(row, t + 1, row_max(row, t + 1));
   for (int64 j = 0; j <= t; ++j) row[j] *= inv;
   for (int64 j = t + 1; j < Tn; ++j) row[j] = T(0);
 }
@@ -59,8 +52,7 @@ LOOPSCALE_HD inline void causal_softmax_row(T* row, int64 t, int64 Tn) {
 // Row t of dS from the probabilities p and dP (in place in d): p * (d - <p, d>) * scale, zeros after t.
 template <class T>
 LOOPSCALE_HD inline void causal_softmax_backward_row(const T* p, T* d, int64 t, int64 Tn, T scale) {
-  T dot = 0;
-  for (int64 j = 0; j <= t; ++j) dot += p[j] * d[j];
+  const T dot = row_dot(p, d, t + 1);
   for (int64 j = 0; j <= t; ++j) d[j] = p[j] * (d[j] - dot) * scale;
   for (int64 j = t + 1; j < Tn; ++j) d[j] = T(0);
 }
@@ -133,15 +125,7 @@ void attention_decode(const T* q, const T* K, const T* V, int64 ld, int64 t, T* 
     const int64 g = h / group;
     T* row = scores + h * n;
     B::gemm(false, true, 1, n, qd, scale, q + h * qd, qd, K + g * qd, ld, T(0), row, n);
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64 j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-    T sum = 0;
-    for (int64 j = 0; j < n; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
-    const T inv = T(1) / sum;
-    for (int64 j = 0; j < n; ++j) row[j] *= inv;
+    causal_softmax_row(row, n - 1, n);  // the forward's row t = n - 1 (nothing after it to zero)
     B::gemm(false, false, 1, qd, n, T(1), row, n, V + g * qd, ld, T(0), out + h * qd, qd);
   };
   if (s.heads * n * qd >= attention_decode_parallel_work) {
