@@ -15,6 +15,7 @@
 #include "loopscale/train/kernels/mlp.hpp"
 #include "loopscale/train/kernels/rmsnorm.hpp"
 #include "loopscale/train/kernels/rope.hpp"
+#include "loopscale/train/kernels/row_math.hpp"
 #include "reference.hpp"
 
 using namespace loopscale;
@@ -55,6 +56,60 @@ TEST_CASE("linear: forward matches the reference, gradients match finite differe
   const auto f = [&] { return dot(ref_linear(x, W, rows, in, out), w); };
   check_all(f, x, dx, "dx");
   check_all(f, W, dW, "dW");
+}
+
+TEST_CASE("row math: sums, dot products, max and exp against double, the same bits wherever the row sits, NaN kept",
+          "[train][kernels]") {
+  const auto v = cast<float>(randn(1200, 21));
+  for (const int64 n : {1, 3, 15, 16, 17, 33, 128, 255, 256, 257}) {
+    for (const int64 off : {0, 1, 5, 16}) {
+      INFO("n " << n << ", offset " << off);
+      const float* a = v.data() + off;
+      const float* b = v.data() + 400 + off;
+      const float* c = v.data() + 800 + off;
+      double ss = 0, ab = 0, abc = 0, mx = -1e300;
+      for (int64 j = 0; j < n; ++j) {
+        ss += double(a[j]) * a[j];
+        ab += double(a[j]) * b[j];
+        abc += double(a[j]) * b[j] * c[j];
+        mx = std::max(mx, double(a[j]));
+      }
+      CHECK(row_sum_squares(a, n) == Approx(ss).epsilon(1e-5));
+      CHECK(row_dot(a, b, n) == Approx(ab).margin(1e-5 * n));
+      CHECK(row_dot3(a, b, c, n) == Approx(abc).margin(1e-5 * n));
+      CHECK(row_max(a, n) == float(mx));
+      std::vector<float> e(a, a + n);
+      const float sum = row_exp_shifted(e.data(), n, float(mx));
+      double es = 0;
+      for (int64 j = 0; j < n; ++j) {
+        const double want = std::exp(double(a[j]) - mx);
+        es += want;
+        CHECK(e[j] == Approx(want).epsilon(1e-6).margin(1e-30));
+      }
+      CHECK(sum == Approx(es).epsilon(1e-6));
+      // The same values at another address: the same bits (the guard backend's buffers are
+      // placed differently from the host's, and its results must be the host's).
+      std::vector<float> moved(n + 3);
+      std::copy(a, a + n, moved.begin() + 3);
+      CHECK(row_sum_squares(moved.data() + 3, n) == row_sum_squares(a, n));
+      CHECK(row_dot(moved.data() + 3, b, n) == row_dot(a, b, n));
+      std::vector<float> e2(moved.begin() + 3, moved.end());
+      CHECK(row_exp_shifted(e2.data(), n, float(mx)) == sum);
+      CHECK(e2 == e);
+    }
+  }
+  // A NaN anywhere in a row makes its max, its sums and its softmax NaN.
+  for (const int64 at : {0, 7, 16, 38}) {
+    std::vector<float> r(40, 0.5f);
+    r[at] = std::numeric_limits<float>::quiet_NaN();
+    CHECK(std::isnan(row_max(r.data(), 40)));
+    CHECK(std::isnan(row_sum_squares(r.data(), 40)));
+    CHECK(std::isnan(row_exp_shifted(r.data(), 40, 0.5f)));
+    std::vector<float> row(40, 0.5f);
+    row[at] = std::numeric_limits<float>::quiet_NaN();
+    causal_softmax_row(row.data(), 39, 40);
+    CHECK(std::isnan(row[0]));
+  }
 }
 
 TEST_CASE("rmsnorm: forward and backward, with and without a scale", "[train][kernels]") {
