@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/backend/vector_ops.hpp"
 #include "loopscale/train/kernels/row_math.hpp"
 
 namespace loopscale::train::kernels {
@@ -24,7 +25,7 @@ template <class B, class T>
 void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d, T* copy = nullptr) {
   if constexpr (requires { B::rmsnorm_forward(x, g, y, rstd, rows, d, T(rms_eps)); }) {
     B::rmsnorm_forward(x, g, y, rstd, rows, d, T(rms_eps));
-    if (copy) B::parallel_for(rows * d, [=] LOOPSCALE_HD(int64 i) { copy[i] = x[i]; });
+    if (copy) ::loopscale::train::detail::copy_into<B>(x, copy, rows * d);
     return;
   }
   B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
