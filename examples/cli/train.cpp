@@ -87,6 +87,11 @@ const bool registered_train = add_command([](CLI::App& app) {
   sub->add_option("--out", c.out, "run folder: log.jsonl, checkpoint.bin, summary.json");
   sub->add_option("--seed", c.seed, "seed of the initialisation and the data order")->capture_default_str();
   sub->add_option("--threads", c.threads, "threads (0: every core)")->capture_default_str();
+  sub->add_option("--thread-split", c.thread_split,
+                  "how the threads share a pass: batch (each thread its share of the sequences through a model of its own), "
+                  "kernels (all threads on each kernel of one model), auto (batch where the host, a dense model and a "
+                  "micro-batch the threads divide allow it)")
+      ->capture_default_str();
   sub->add_option("--device", c.device,
                   "auto (a CUDA device when this build has CUDA and one is usable, else the host) | host | cuda; a run may "
                   "resume on another device")
@@ -158,7 +163,8 @@ const bool registered_train = add_command([](CLI::App& app) {
         {"--warmup", "warmup"}, {"--decay", "decay"}, {"--final-lr-frac", "final_lr_frac"}, {"--softcap", "softcap"},
         {"--data", "data"}, {"--out", "out"}, {"--seed", "seed"}, {"--threads", "threads"}, {"--eval-every", "eval_every"},
         {"--eval-tokens", "eval_tokens"}, {"--checkpoint-every", "checkpoint_every"}, {"--peak-flops", "peak_flops"},
-        {"--resume", "resume"}, {"--accum", "accum"}, {"--reduction", "reduction"}, {"--device", "device"}, {"--precision", "precision"}};
+        {"--resume", "resume"}, {"--accum", "accum"}, {"--reduction", "reduction"}, {"--device", "device"}, {"--precision", "precision"},
+        {"--thread-split", "thread_split"}};
     for (const auto& [flag, key] : map)
       if (sub->get_option(flag)->count() > 0) j[key] = flags[key];
     // One budget flag replaces the file's other budget; both flags given are checked as both.
@@ -233,11 +239,13 @@ const bool registered_train = add_command([](CLI::App& app) {
     if (a->dry_run) {
       train::detail::check_config(cfg);
       const train::TrainingLength b = train::training_length(cfg);
-      // A device's forms of attention keep a T x T gradient per sequence, the host's one per thread.
+      // A device's forms of attention keep a T x T gradient per sequence, the host's one per thread;
+      // only the host runs thread lanes.
       const bool on_host = device == "host";
-      const MemoryEstimate m = count_memory(cfg.spec, train::detail::micro_batch(cfg, 1), cfg.seq_len,
-                                            on_host ? (cfg.threads > 0 ? cfg.threads : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) : 1,
-                                            on_host);
+      const int threads = on_host ? (cfg.threads > 0 ? cfg.threads : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) : 1;
+      const int64 micro = train::detail::micro_batch(cfg, 1);
+      const MemoryEstimate m = train::detail::training_memory(cfg, micro, threads, train::detail::thread_lanes(cfg, micro, threads, on_host),
+                                                              attention_scratch(on_host));
       nlohmann::json j = {{"config", cfg}, {"device", device}, {"steps", b.steps}, {"tokens", b.tokens}, {"flops_per_token", b.flops_per_token},
                           {"flops", b.flops_per_token * static_cast<double>(b.tokens)}, {"params", count_params(cfg.spec).total},
                           {"memory_estimate", {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},

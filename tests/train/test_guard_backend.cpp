@@ -231,7 +231,7 @@ TEST_CASE("guard backend: the device form's buffers are the memory estimate's (d
   const ActivationPlan plan = activation_plan(m, seq);
   const Transformer<float, train::GuardDeviceBackend> dev(m, batch, seq);
   REQUIRE(dev.activation_values() == plan.per_token() * batch * seq + plan.per_thread * batch);
-  REQUIRE(count_memory(m, batch, seq, 2, 4, false).activations == dev.activation_values() * 4);
+  REQUIRE(count_memory(m, batch, seq, 2, AttentionScratch::per_sequence).activations == dev.activation_values() * 4);
   const Transformer<float, GuardBackend> host(m, batch, seq);
   REQUIRE(host.activation_values() == plan.per_token() * batch * seq + plan.per_thread * 2);
   REQUIRE(count_memory(m, batch, seq, 2).activations == host.activation_values() * 4);

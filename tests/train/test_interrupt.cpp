@@ -57,7 +57,7 @@ std::vector<nlohmann::json> steps_of(const fs::path& log) {
   std::vector<nlohmann::json> v;
   for (nlohmann::json j : log_lines(log)) {
     if (j.is_discarded() || j.contains("event")) continue;
-    for (const char* k : {"seconds", "tokens_per_s", "mfu", "peak_flops", "peak_source", "isa", "gemm", "gemm_kernels", "threads", "backend", "device_name", "precision"}) j.erase(k);
+    for (const char* k : {"seconds", "tokens_per_s", "mfu", "peak_flops", "peak_source", "isa", "gemm", "gemm_kernels", "threads", "thread_split", "backend", "device_name", "precision"}) j.erase(k);
     v.push_back(j);
   }
   return v;

@@ -306,6 +306,9 @@ TEST_CASE("trainer: a run writes log and summary, the same seed and threads repe
   for (const char* k : {"val_loss", "val_bpb", "tokens", "flops", "seconds", "tokens_per_s", "mfu", "peak_rss_bytes"})
     REQUIRE(s.contains(k));
   REQUIRE(s.at("peak_rss_bytes").get<int64>() > 0);
+  // Four bytes a value: parameters, gradients (one buffer per thread lane) and two moments.
+  CHECK(s.at("memory_estimate_bytes").get<int64>() == train::detail::training_memory(tiny_config(data, a), 4, 2, 2, AttentionScratch::per_thread).total);
+  CHECK(s.at("memory_estimate_bytes").get<int64>() >= 16 * ra.params + count_memory(tiny_spec(), 4, 16, 2).activations);
   CHECK(s.at("peak_source") == "given");  // tiny_config passes peak_flops, so nothing was measured
   // A different seed is a different run.
   TrainConfig c = tiny_config(data, temp_dir("det_c"));
@@ -656,6 +659,16 @@ TEST_CASE("loopscale train --recipe: the recipe's defaults, flags and files over
   REQUIRE(over.at("lr_embedding") == 10);
   const nlohmann::json plain = config(base);
   REQUIRE(plain.at("recipe") == "adamw");
+  {  // The dry run's memory estimate: four bytes a value; batch 2 on two threads is two lanes, a gradient buffer each.
+    const auto r = test::run_cli(base + " --dry-run");
+    REQUIRE(r.rc == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    const int64 params = j.at("params").get<int64>();
+    CHECK(j.at("memory_estimate").at("params") == 4 * params);
+    CHECK(j.at("memory_estimate").at("optimizer") == 8 * params);
+    CHECK(j.at("memory_estimate").at("grads") == 8 * params);
+    CHECK(j.at("memory_estimate").at("activations").get<int64>() > 0);
+  }
   REQUIRE(plain.at("lr") == 0.003);
   REQUIRE(plain.at("weight_decay") == 0.1);
   // A config file's recipe, and a flag over it.
@@ -731,7 +744,10 @@ TEST_CASE("trainer: accum cuts each step's batch into micro-batches: the same st
         REQUIRE(train::train(q).status == "done");
         const auto log = read_log(other / "log.jsonl");
         REQUIRE(log.size() == whole.size());
-        CHECK(log[5].value("resplit", std::string()).find("by 1 rank(s) x 2 micro-batch(es), this run has 1 x 1") != std::string::npos);
+        // Two threads: two lanes of one sequence each, then two lanes of two (thread_lanes).
+        const std::string lanes = moe ? "1" : "2";  // MoE models keep to one model a rank
+        CHECK(log[5].value("resplit", std::string()).find("by 1 rank(s) x 2 micro-batch(es) x " + lanes + " thread lane(s), this run has 1 x 1 x " +
+                                                          lanes) != std::string::npos);
         CHECK(log.back().at("loss").get<double>() == Approx(whole.back().first).margin(2e-3));
         for (const fs::path& f : {fs::path(p.out), other}) fs::remove_all(f);
       }
@@ -746,6 +762,52 @@ TEST_CASE("trainer: accum cuts each step's batch into micro-batches: the same st
   bad.reduction = "tree";
   REQUIRE_THROWS_WITH(train::train(bad), Catch::Contains("reduction must be allreduce or ordered, not 'tree'"));
   for (const char* n : {"accum1", "accum2", "accum4"}) fs::remove_all(temp_dir(n));
+  fs::remove_all(data);
+}
+
+TEST_CASE("trainer: thread lanes train a share of the batch each, equal to accum on one thread bit for bit", "[train][trainer][lanes]") {
+  const fs::path data = make_corpus("lanes");
+  const auto run = [&](const std::string& name, int threads, int64 accum, const std::string& split) {
+    TrainConfig c = tiny_config(data, temp_dir(name));
+    fs::remove_all(c.out);
+    c.threads = threads;
+    c.accum = accum;
+    c.thread_split = split;
+    const TrainResult r = train::train(c);
+    REQUIRE(r.status == "done");
+    return std::make_pair(r, read_log(fs::path(c.out) / "log.jsonl"));
+  };
+  // Two lanes of two sequences: what two micro-batches on one thread compute, bit for bit (the
+  // same single-threaded kernels on the same sequences, the gradients added in the same order and
+  // halved exactly), validation included.
+  const auto [lanes, lanes_log] = run("lanes_batch", 2, 1, "auto");
+  const auto [accum, accum_log] = run("lanes_accum", 1, 2, "auto");
+  CHECK(lanes_log[0].at("thread_split") == "batch");
+  CHECK(accum_log[0].at("thread_split") == "kernels");
+  REQUIRE(losses(temp_dir("lanes_batch") / "log.jsonl") == losses(temp_dir("lanes_accum") / "log.jsonl"));
+  CHECK(lanes.val_loss == accum.val_loss);
+  // The threads sharing one model's kernels: the same step up to the float sums.
+  const auto [kernels, kernels_log] = run("lanes_kernels", 2, 1, "kernels");
+  CHECK(kernels_log[0].at("thread_split") == "kernels");
+  CHECK(kernels.val_loss == Approx(lanes.val_loss).margin(1e-4));
+  CHECK(kernels.val_loss != lanes.val_loss);  // the other path really ran
+  // The estimate counts a gradient buffer and the activations of a share of the batch per lane.
+  CHECK(lanes.memory_estimate_bytes > kernels.memory_estimate_bytes);
+  CHECK(lanes.memory_estimate_bytes >= 16 * lanes.params + count_memory(tiny_spec(), 4, 16, 2).activations);
+  // Where lanes cannot run: auto falls back to the kernels, batch says why.
+  const auto [odd, odd_log] = run("lanes_odd", 2, 4, "auto");  // micro-batches of one sequence
+  CHECK(odd_log[0].at("thread_split") == "kernels");
+  TrainConfig bad = tiny_config(data, temp_dir("lanes_bad"));
+  bad.thread_split = "batch";
+  bad.accum = 4;
+  REQUIRE_THROWS_WITH(train::train(bad),
+                      Catch::Contains("thread_split batch: a micro-batch of 1 sequences does not split evenly over 2 threads"));
+  bad.accum = 1;
+  make_moe(bad);
+  REQUIRE_THROWS_WITH(train::train(bad), Catch::Contains("thread_split batch: a model with MoE layers keeps its routing in one model"));
+  bad.thread_split = "threads";
+  REQUIRE_THROWS_WITH(train::train(bad), Catch::Contains("thread_split must be auto, batch or kernels, not 'threads'"));
+  for (const char* n : {"lanes_batch", "lanes_accum", "lanes_kernels", "lanes_odd", "lanes_bad"}) fs::remove_all(temp_dir(n));
   fs::remove_all(data);
 }
 
@@ -817,6 +879,9 @@ TEST_CASE("trainer: the whole loop on a backend the host cannot read: the host's
     fs::remove_all(c.out);
     c.tokens = 4 * 16 * 8;  // 8 steps
     c.checkpoint_every = 4;
+    // The guard backend runs one model a rank (thread lanes need the host's memory: their threads
+    // would open and close the guarded memory under each other), so its host twin does too.
+    c.thread_split = "kernels";
     if (moe) {
       make_moe(c);
       c.moe_balance = "bias:0.01";

@@ -8,6 +8,8 @@
 // activations; the forward-only ones reuse one layer's worth of scratch.
 #pragma once
 
+#include <cstdint>
+
 #include "loopscale/account/params.hpp"
 
 namespace loopscale {
@@ -151,19 +153,27 @@ struct MemoryEstimate {
   int64 total = 0;
 };
 
+// Where attention's backward keeps its T x T gradient dP: one matrix per thread (the host's task
+// form, a backend whose B::nested_gemm is true) or one per sequence (the device form of
+// train/kernels/attention.hpp). An enum, not a bool, so that it cannot slip into the bytes-per-value
+// argument after it: a bool passed there once made the trainer's estimate count one byte a value
+// on the host and none on a device.
+enum class AttentionScratch : std::uint8_t { per_thread, per_sequence };
+constexpr AttentionScratch attention_scratch(bool nested_gemm) {
+  return nested_gemm ? AttentionScratch::per_thread : AttentionScratch::per_sequence;
+}
+
 // Bytes for training `m` on batches of `batch` sequences of `seq_len` tokens with `threads`
-// threads, values of `value_bytes` bytes (4: fp32). `nested_gemm` is the backend's (B::nested_gemm):
-// its attention backward keeps one dP matrix per thread (the host's task form) or, when false, one
-// per sequence (the device form of train/kernels/attention.hpp).
+// threads, values of `value_bytes` bytes (4: fp32).
 constexpr MemoryEstimate count_memory(const ModelSpec& m, int64 batch, int64 seq_len, int64 threads = 2,
-                                      int64 value_bytes = 4, bool nested_gemm = true) {
+                                      AttentionScratch scratch = AttentionScratch::per_thread, int64 value_bytes = 4) {
   const ActivationPlan p = activation_plan(m, seq_len);
   const int64 n = count_params(m).total, tokens = batch * seq_len;
   MemoryEstimate e;
   e.params = n * value_bytes;
   e.grads = n * value_bytes;
   e.optimizer = 2 * n * value_bytes;
-  e.activations = (p.per_token() * tokens + p.per_thread * (nested_gemm ? threads : batch)) * value_bytes;
+  e.activations = (p.per_token() * tokens + p.per_thread * (scratch == AttentionScratch::per_thread ? threads : batch)) * value_bytes;
   e.tokens = 2 * tokens * 4;
   e.indices = p.index * tokens * 4;
   e.total = e.params + e.grads + e.optimizer + e.activations + e.tokens + e.indices;

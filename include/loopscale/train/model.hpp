@@ -135,6 +135,13 @@ class Transformer {
   Transformer(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap = 15.0, const kernels::MoeRouting& routing = {})
       : Transformer(spec, batch, seq_len, softcap, routing, true, {}) {}
 
+  // For training beside another model: its parameters (`params`, num_params() values, read in
+  // place: the caller keeps them alive), gradients and activations of its own: the other lanes of
+  // train/thread_lanes.hpp.
+  Transformer(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap, const kernels::MoeRouting& routing,
+              std::span<const T> params)
+      : Transformer(spec, batch, seq_len, softcap, routing, true, params) {}
+
   // Forward only: no gradients, no backward buffers, all recurrences through one scratch set
   // (see the top of this file). With `params` empty the model owns zeroed parameters (init() fills
   // them); otherwise it reads `params` (num_params() values, not copied: the caller keeps them alive

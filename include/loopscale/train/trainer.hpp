@@ -81,6 +81,7 @@
 #include "loopscale/train/backend/precision.hpp"
 #include "loopscale/train/backend/vector_ops.hpp"
 #include "loopscale/train/optim.hpp"
+#include "loopscale/train/thread_lanes.hpp"
 #include "loopscale/util/atomic_file.hpp"
 #include "loopscale/util/file_lock.hpp"
 #include "loopscale/util/interrupt.hpp"
@@ -158,6 +159,13 @@ struct TrainConfig {
   // batch is split is not part of the run's identity: a run may resume with another split.
   int64 accum = 1;
   std::string reduction = "allreduce";
+  // How a process's threads share a micro-batch's forward and backward pass (train/thread_lanes.hpp):
+  // batch: each thread takes micro-batch / threads of the sequences through a model of its own
+  // over the one set of parameters (a gradient buffer each, summed in thread order), so the
+  // threads meet once per pass instead of at every kernel; kernels: one model, all threads on each
+  // of its kernels; auto: batch where it applies (the host backend, more than one thread, a dense
+  // model, a micro-batch the threads divide), kernels elsewhere. Not part of the run's identity.
+  std::string thread_split = "auto";
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, recipe, init, spec, batch, seq_len, tokens, flops, lr,
@@ -166,7 +174,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, recipe, init, spec,
                                                 softcap, data, out, seed, threads, device, precision, eval_every, eval_tokens,
                                                 checkpoint_every, resume, peak_flops, moe_router, moe_renormalize,
                                                 moe_balance, moe_z_loss, moe_capacity, mix_frac, mix_data, mix_stride, accum,
-                                                reduction)
+                                                reduction, thread_split)
 
 inline Recipe parse_recipe(const std::string& s) {
   if (const std::optional<Recipe> r = parse_name<Recipe>(s)) return *r;
@@ -396,6 +404,8 @@ inline void check_config(const TrainConfig& c) {
   parse_decay(c.decay);
   check(c.accum >= 1, "accum (micro-batches per rank and step) must be at least 1");
   check(parse_name<Reduction>(c.reduction).has_value(), "reduction must be " + std::string(names_of(Reduction{}).choices()) + ", not '" + c.reduction + "'");
+  check(c.thread_split == "auto" || c.thread_split == "batch" || c.thread_split == "kernels",
+        "thread_split must be auto, batch or kernels, not '" + c.thread_split + "'");
 }
 
 // Sequences each forward pass of a rank computes: batch / (ranks x accum), which must be whole.
@@ -408,10 +418,46 @@ inline int64 micro_batch(const TrainConfig& c, int ranks) {
   return c.batch / chunks;
 }
 
+// Why lanes (below) cannot run a micro-batch of `micro` sequences on `threads` threads; empty where they can.
+inline std::string why_no_lanes(const TrainConfig& c, int64 micro, int threads, bool host_memory) {
+  if (!host_memory) return "only the host backend runs a model per thread";
+  if (has_moe(c.spec)) return "a model with MoE layers keeps its routing in one model";
+  if (micro % threads != 0)
+    return "a micro-batch of " + std::to_string(micro) + " sequences does not split evenly over " + std::to_string(threads) + " threads";
+  return {};
+}
+
+// The lanes of a micro-batch of `micro` sequences on `threads` threads (TrainConfig::thread_split):
+// that many models, one a thread, each on micro / lanes of the sequences; 1 where the threads share
+// every kernel of one model instead. `host_memory` is the backend's (B::host_memory): only the host
+// backend lets several threads run whole passes through it at once. MoE layers keep to one model:
+// their routing statistics and selection bias are a model's, over all the tokens it routes.
+inline int64 thread_lanes(const TrainConfig& c, int64 micro, int threads, bool host_memory) {
+  if (c.thread_split == "kernels" || threads <= 1) return 1;
+  const std::string why = why_no_lanes(c, micro, threads, host_memory);
+  if (why.empty()) return threads;
+  if (c.thread_split == "batch") throw config_error("config: thread_split batch: " + why + "; use thread_split auto or kernels");
+  return 1;
+}
+
+// Bytes a rank's training takes: count_memory's for one lane's share of the micro-batch, its
+// activations and gradients once per lane (the parameters and the optimiser's moments once), and
+// with accum > 1 the gradient sum over the micro-batches.
+inline MemoryEstimate training_memory(const TrainConfig& c, int64 micro, int64 threads, int64 lanes, AttentionScratch scratch) {
+  MemoryEstimate e = count_memory(c.spec, micro / lanes, c.seq_len, threads, scratch);
+  e.activations *= lanes;
+  e.grads *= lanes + (c.accum > 1 ? 1 : 0);
+  e.tokens *= lanes;
+  e.indices *= lanes;
+  e.total = e.params + e.grads + e.optimizer + e.activations + e.tokens + e.indices;
+  return e;
+}
+
 // The fields that must agree between a checkpoint and the config resuming it.
 inline nlohmann::json identity(const TrainConfig& c) {
   nlohmann::json j = c;
-  for (const char* k : {"out", "data", "resume", "eval_every", "checkpoint_every", "peak_flops", "accum", "reduction", "device", "precision"}) j.erase(k);
+  for (const char* k : {"out", "data", "resume", "eval_every", "checkpoint_every", "peak_flops", "accum", "reduction", "device", "precision", "thread_split"})
+    j.erase(k);
   return j;
 }
 
@@ -576,7 +622,8 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
 
   B::set_threads(cfg.threads);
   in.length = training_length(cfg);
-  in.memory = count_memory(cfg.spec, micro, cfg.seq_len, B::threads(), B::nested_gemm);  // a device form: dP per sequence
+  in.memory = training_memory(cfg, micro, B::threads(), thread_lanes(cfg, micro, B::threads(), B::host_memory),
+                              attention_scratch(B::nested_gemm));
   int64 avail = available_memory_bytes();
   std::string where;
   if constexpr (DeviceBackend<B>) {
@@ -736,6 +783,7 @@ class Trainer {
         reduction_(*parse_name<Reduction>(cfg.reduction)),
         chunks_(static_cast<int64>(comm.size()) * cfg.accum),
         micro_(micro_batch(cfg, comm.size())),
+        lanes_(thread_lanes(cfg, micro_, B::threads(), B::host_memory)),
         cfg_(cfg),
         files_(files),
         progress_(progress),
@@ -745,7 +793,7 @@ class Trainer {
         memory_(in.memory),
         per_step_(cfg.batch * cfg.seq_len),
         eval_batches_(std::max<int64>(1, cfg.eval_tokens / per_step_)),
-        model_(cfg.spec, micro_, cfg.seq_len, cfg.softcap, routing_of(cfg)),
+        model_(cfg.spec, micro_ / lanes_, cfg.seq_len, cfg.softcap, routing_of(cfg)),
         opt_(optimizer_of<float, B>(cfg, model_.tensors(), model_.num_params())),
         sched_(schedule_of(cfg, length_)),
         sampler_(in.train, cfg.seed, cfg.seq_len, in.mix, cfg.mix_frac, cfg.mix_stride),
@@ -754,6 +802,8 @@ class Trainer {
         targets_(inputs_.size()),
         chunk_loss_(static_cast<std::size_t>(chunks_)),
         grad_sum_(cfg.accum > 1 ? static_cast<std::size_t>(model_.num_params()) : 0) {
+    if constexpr (B::host_memory)
+      if (lanes_ > 1) thread_lanes_.emplace(model_, lanes_);  // lanes 1.. read model_'s parameters, which the optimiser updates in place
     // The routing statistics of a step's chunks: copied over (never reallocated) every step.
     if (chunks_ > 1)
       for (int64 i = 0; i < model_.moe_layers(); ++i) moe_sum_.push_back(model_.moe_stats(i));
@@ -838,10 +888,12 @@ class Trainer {
     if (comm_.root()) cut_log(files_.log, step0_);
     // The windows are a function of (seed, step, sequence), so any split of the batch draws the
     // same data; only the float sums differ. Checkpoints before data parallelism: 1 x 1.
+    // Thread lanes (thread_lanes): checkpoints before them had one model a rank.
     const int64 was_ranks = ckpt.meta.value("ranks", int64{1}), was_accum = ckpt.meta.value("accum", int64{1});
-    if ((was_ranks != comm_.size() || was_accum != cfg_.accum) && comm_.root()) {
-      resplit_ = fmt::format("checkpoint {} was written by {} rank(s) x {} micro-batch(es), this run has {} x {}", ckpt.path.string(),
-                             was_ranks, was_accum, comm_.size(), cfg_.accum);
+    const int64 was_lanes = ckpt.meta.value("lanes", int64{1});
+    if ((was_ranks != comm_.size() || was_accum != cfg_.accum || was_lanes != lanes_) && comm_.root()) {
+      resplit_ = fmt::format("checkpoint {} was written by {} rank(s) x {} micro-batch(es) x {} thread lane(s), this run has {} x {} x {}",
+                             ckpt.path.string(), was_ranks, was_accum, was_lanes, comm_.size(), cfg_.accum, lanes_);
       std::fprintf(stderr, "warning: %s: the run continues on the same data, but not bit for bit as it would have\n", resplit_.c_str());
     }
   }
@@ -946,7 +998,7 @@ class Trainer {
     for (int64 a = 0; a < cfg_.accum; ++a) {
       const int64 c = comm_.rank() * cfg_.accum + a;  // the chunk: sequences [c * micro, (c + 1) * micro) of the batch
       sampler_.batch(step, c * micro_, micro_, inputs_.data(), targets_.data());
-      chunk_loss_[static_cast<std::size_t>(c)] = model_.forward_backward(inputs_.data(), targets_.data());
+      chunk_loss_[static_cast<std::size_t>(c)] = micro_pass(true);
       if (cfg_.accum > 1) {
         if (a == 0) detail::copy_into<B>(static_cast<const float*>(g), grad_sum_.data(), n);
         else detail::add_into<B>(static_cast<const float*>(g), grad_sum_.data(), n);
@@ -966,6 +1018,14 @@ class Trainer {
     if (moe) sum_moe_stats();
     detail::scale_into<B>(static_cast<const float*>(sum), sum, static_cast<float>(1.0 / static_cast<double>(chunks_)), n);
     return {sum, static_cast<std::size_t>(n)};
+  }
+
+  // The mean loss of the micro-batch in inputs_ and targets_; with `backward` its gradient in
+  // model_'s: one model, or thread lanes (train/thread_lanes.hpp) with model_ as lane 0.
+  double micro_pass(bool backward) {
+    if constexpr (B::host_memory)
+      if (lanes_ > 1) return thread_lanes_->pass(inputs_.data(), targets_.data(), backward);
+    return backward ? model_.forward_backward(inputs_.data(), targets_.data()) : model_.forward(inputs_.data(), targets_.data());
   }
 
   // The gradient summed over the ranks in place. The communicators (train/dist/) sum host memory:
@@ -1013,7 +1073,7 @@ class Trainer {
     eval_loss_.assign(static_cast<std::size_t>(calls), 0.0);
     for (int64 k = comm_.rank(); k < calls; k += comm_.size()) {
       valset_.batch(k * micro_, micro_, inputs_.data(), targets_.data());
-      eval_loss_[static_cast<std::size_t>(k)] = model_.forward(inputs_.data(), targets_.data());
+      eval_loss_[static_cast<std::size_t>(k)] = micro_pass(false);
     }
     comm_.sum(std::span<double>(eval_loss_), Reduction::allreduce, "the gather of the validation losses");
     double sum = 0;
@@ -1048,6 +1108,7 @@ class Trainer {
       line["gemm"] = B::gemm_library;
       if constexpr (requires { B::gemm_kernels(); }) line["gemm_kernels"] = B::gemm_kernels();
       line["threads"] = B::threads();
+      line["thread_split"] = lanes_ > 1 ? "batch" : "kernels";
       line["backend"] = B::name;
       if constexpr (DeviceBackend<B>) line["device_name"] = B::device_name();
       if constexpr (requires { B::precision(); }) line["precision"] = precision_name(B::precision());
@@ -1138,6 +1199,7 @@ class Trainer {
                            {"data_position", step},  // windows are a function of (seed, step)
                            {"ranks", comm_.size()},
                            {"accum", cfg_.accum},
+                           {"lanes", lanes_},
                            {"state_checksum", data::checksum_text(sum)},
                            {"config", identity(cfg_)},
                            {"tokenizer", tokenizer_}};
@@ -1207,7 +1269,8 @@ class Trainer {
   Communicator& comm_;
   const Reduction reduction_;
   const int64 chunks_;  // ranks x accum: the pieces a step's batch is cut into
-  const int64 micro_;   // sequences per forward pass
+  const int64 micro_;   // sequences per micro-batch (per forward pass of each lane together)
+  const int64 lanes_;   // thread lanes of a micro-batch (thread_lanes); model_ takes micro_ / lanes_ sequences
   const TrainConfig& cfg_;
   const RunFiles& files_;
   const ProgressFn& progress_;
@@ -1224,6 +1287,7 @@ class Trainer {
   std::vector<std::int32_t> inputs_, targets_;  // one micro-batch, training or validation
   std::vector<double> chunk_loss_;  // the step's loss of each chunk (on every rank after the sum)
   typename B::template buffer<float> grad_sum_;  // with accum > 1: the sum of this rank's chunks' gradients
+  std::optional<ThreadLanes<float, B>> thread_lanes_;  // with lanes_ > 1 (host backend only)
   // Device backends only: host copies for the sum over the ranks and for checkpoints.
   std::vector<float> host_grad_, host_params_, host_m_, host_v_;
   std::int64_t device_used_ = -1, device_total_ = 0;  // device backends: memory in use after the first step

@@ -438,7 +438,7 @@ struct HostBackend {
     return n;
   }
   static std::vector<double>& scratch() {
-    static std::vector<double> s;
+    thread_local std::vector<double> s;  // one per thread: the trainer's lanes call sum() side by side
     return s;
   }
 };

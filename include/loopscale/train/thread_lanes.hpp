@@ -1,0 +1,94 @@
+// Thread lanes: a micro-batch trained by several host threads, each taking its share of the
+// sequences through a model of its own, single-threaded, over one set of parameters.
+//
+// Why: threads that share each kernel of one model meet at every parallel region of a step (about
+// 700 for the acceptance model), and each region ends when its slowest thread does. On a 2-core
+// virtual machine that waiting took 7% of the acceptance model's step, and for tiny models it made
+// two threads slower than one (docs/benchmarks.md, "Threads over the batch"). Lanes meet once per
+// pass. They are the chunks of gradient accumulation computed side by side: lane t takes
+// sequences [t * b, (t + 1) * b) of the micro-batch (b = the lane models' batch), the lanes'
+// gradients are added to lane 0's in lane order and divided by the lane count, so two lanes give
+// what two micro-batches on one thread give, bit for bit (the same single-threaded kernels on the
+// same sequences, the same sums, an exact halving; tests/train/test_trainer.cpp).
+//
+// Only for the host backend (B::host_memory): the guard backend opens and closes its memory
+// around each call, which threads running calls side by side would do under each other, and a
+// device runs one stream. Dense models only: an MoE layer's routing statistics and selection bias
+// belong to one model (train/trainer.hpp, thread_lanes, decides).
+#pragma once
+
+#include <omp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "loopscale/train/backend/vector_ops.hpp"
+#include "loopscale/train/model.hpp"
+
+namespace loopscale::train {
+
+template <class T, class B>
+class ThreadLanes {
+ public:
+  using Model = Transformer<T, B>;
+
+  // `lanes` lanes, lane 0 `first` (a training model), the others built here over its parameters
+  // (read in place: `first` must outlive this and keep its parameters where they are).
+  ThreadLanes(Model& first, int64 lanes) : first_(first), loss_(static_cast<std::size_t>(lanes)), failure_(loss_.size()) {
+    static_assert(B::host_memory, "ThreadLanes: lanes run whole passes through the backend side by side, which only the host backend allows");
+    if (lanes < 1) throw std::invalid_argument("ThreadLanes: at least one lane");
+    if (first.moe_layers() > 0) throw std::invalid_argument("ThreadLanes: a model with MoE layers keeps its routing in one model");
+    const std::span<const T> params(static_cast<const T*>(first.params_data()), static_cast<std::size_t>(first.num_params()));
+    for (int64 t = 1; t < lanes; ++t)
+      others_.push_back(std::make_unique<Model>(first.spec(), first.batch(), first.seq_len(), first.softcap(), first.moe_routing(), params));
+  }
+
+  int64 count() const { return static_cast<int64>(loss_.size()); }
+  // Sequences of a whole micro-batch: count() x the lane models' batch.
+  int64 batch() const { return count() * first_.batch(); }
+
+  // The mean loss over a micro-batch of batch() sequences; with `backward`, its gradient in lane
+  // 0's model (first.grads_data()). One lane runs on the calling thread as the model would.
+  double pass(const std::int32_t* tokens, const std::int32_t* targets, bool backward) {
+    if (count() == 1) return backward ? first_.forward_backward(tokens, targets) : first_.forward(tokens, targets);
+    const int64 share = first_.batch() * first_.seq_len();
+#pragma omp parallel num_threads(static_cast<int>(count()))
+    {
+      const auto t = static_cast<std::size_t>(omp_get_thread_num());
+      // Nothing may leave an OpenMP region by an exception: each lane keeps what it threw.
+      try {
+        Model& m = t == 0 ? first_ : *others_[t - 1];
+        const std::int32_t* in = tokens + static_cast<int64>(t) * share;
+        const std::int32_t* tg = targets + static_cast<int64>(t) * share;
+        loss_[t] = backward ? m.forward_backward(in, tg) : m.forward(in, tg);
+      } catch (...) {
+        failure_[t] = std::current_exception();
+      }
+    }
+    for (std::exception_ptr& f : failure_)
+      if (f) std::rethrow_exception(std::exchange(f, nullptr));
+    if (backward) {
+      const int64 n = first_.num_params();
+      T* g = first_.grads_data();
+      for (const auto& m : others_) detail::add_into<B>(static_cast<const T*>(m->grads_data()), g, n);
+      detail::scale_into<B>(static_cast<const T*>(g), g, static_cast<T>(1.0 / static_cast<double>(count())), n);
+    }
+    double loss = 0;
+    for (const double l : loss_) loss += l;
+    return loss / static_cast<double>(count());
+  }
+
+ private:
+  Model& first_;
+  std::vector<std::unique_ptr<Model>> others_;  // lanes 1 .. count() - 1
+  std::vector<double> loss_;                    // each lane's mean loss in the last pass
+  std::vector<std::exception_ptr> failure_;     // what a lane threw in the last pass
+};
+
+}  // namespace loopscale::train
