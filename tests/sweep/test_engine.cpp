@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include <omp.h>
+
 #include "loopscale/sweep/downstream.hpp"
 #include "loopscale/sweep/engine.hpp"
 #include "loopscale/sweep/report.hpp"
@@ -115,14 +117,19 @@ TEST_CASE("engine: sweep run trains with the real engine, an interrupted run res
   for (std::size_t i = 0; i < 2; ++i) CHECK(rb[i].loss == ra[i].loss);  // bit-identical (one thread)
 }
 
-TEST_CASE("engine: threads per run: one below 2 GFLOP a step, every core above, unless the spec or --threads fixes them") {
-  CHECK(auto_threads(0.34e9, 2) == 1);  // d 32 at 8 x 64 tokens: one thread is 1.45x faster
+TEST_CASE("engine: threads per run: every core in lanes, else one below 2 GFLOP a step, unless the spec or --threads fixes them") {
+  CHECK(auto_threads(0.34e9, 2) == 1);  // d 32 at 8 x 64 tokens, threads sharing kernels: one thread is 1.45x faster
   CHECK(auto_threads(1.99e9, 2) == 1);
   CHECK(auto_threads(2.46e9, 2) == 2);  // d 96: two threads 1.2x faster
   CHECK(auto_threads(466e9, 16) == 16);
   CHECK(auto_threads(466e9, 0) == 1);
-  // The tiny plan without "threads" in its train settings: its steps cost far below 2 GFLOP, so each
-  // run trains on one thread; --threads 2 (EngineOptions) fixes two.
+  CHECK(auto_threads(0.34e9, 2, true) == 2);  // in lanes: two threads pay at every size
+  CHECK(auto_threads(0.34e9, 0, true) == 1);
+  // The tiny plan without "threads" in its train settings: its steps cost far below 2 GFLOP, but it
+  // is dense with 4 sequences a step, so on 2 or 4 cores its threads form lanes and it gets them
+  // all (one thread elsewhere); --threads 2 (EngineOptions) fixes two.
+  const int cores = omp_get_num_procs();
+  const int chosen = cores > 1 && 4 % cores == 0 ? cores : 1;
   const fs::path data = tiny_corpus();
   SweepSpec spec = tiny_plan().spec;
   spec.train.erase("threads");
@@ -141,7 +148,7 @@ TEST_CASE("engine: threads per run: one below 2 GFLOP a step, every core above, 
     REQUIRE(run_sweep(plan, opt, engine_run_fn(eo)).trained == 1);
     std::ifstream in(out / "runs" / plan.runs[0].id / "summary.json");
     const nlohmann::json summary = nlohmann::json::parse(in);
-    CHECK(summary.at("config").at("threads") == (fixed == 0 ? 1 : 2));
+    CHECK(summary.at("config").at("threads") == (fixed == 0 ? chosen : 2));
   }
   // A device sweep: each run goes to the program's trainer for the device (here the guard
   // backend's device forms stand in for a GPU), with neither the CPU's threads nor its peak chosen.

@@ -42,8 +42,13 @@ namespace loopscale::sweep {
 // cores, oneDNN, idle, two runs): two threads against one 0.68-0.69x at 0.34 GFLOP a step (d 32),
 // 0.89-0.99x at 1.16 (d 64), 1.20-1.24x at 2.46 (d 96), 1.33-1.47x at 4.2 (d 128), 1.9x at 466
 // (the acceptance model).
+// That holds for threads that share each kernel of one model. Threads in lanes (train/trainer.hpp,
+// thread_lanes: each its share of the batch through a model of its own) meet once per pass and pay
+// at every size, so a run whose threads would form lanes gets every core.
 inline constexpr double serial_step_flops = 2e9;
-inline int auto_threads(double step_flops, int cores) { return step_flops < serial_step_flops ? 1 : std::max(1, cores); }
+inline int auto_threads(double step_flops, int cores, bool lanes = false) {
+  return lanes || step_flops >= serial_step_flops ? std::max(1, cores) : 1;
+}
 
 struct EngineOptions {
   // Training threads of every run; 0: the spec's train "threads" where it sets them, else chosen per
@@ -178,7 +183,10 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
       c.threads = o.threads;
     } else if (!req.spec->train.contains("threads")) {
       const int cores = std::max(1, omp_get_num_procs() / std::max(1, o.ranks));
-      c.threads = auto_threads(req.run->flops_per_token * static_cast<double>(req.spec->batch_tokens), cores);
+      const int64 chunks = static_cast<int64>(std::max(1, o.ranks)) * c.accum;
+      const bool lanes = cores > 1 && c.thread_split != "kernels" && c.batch % chunks == 0 &&
+                         train::detail::why_no_lanes(c, c.batch / chunks, cores, true).empty();
+      c.threads = auto_threads(req.run->flops_per_token * static_cast<double>(req.spec->batch_tokens), cores, lanes);
     }
     if (c.checkpoint_every == 0) {
       const double run_flops = req.run->flops_per_token * static_cast<double>(req.run->steps * req.spec->batch_tokens);

@@ -55,7 +55,8 @@ inline SweepSpec looped_moe_preset(const std::string& name = "looped-moe") {
   // E = 1 would not be the dense model, and the bias balances over more steps than these runs have.
   // The rest as the dense CPU presets: a fixed validation sample of 64 sequences shared by all runs.
   // No "threads": sweep run chooses them per run (sweep/engine.hpp, auto_threads): one for these
-  // tiny models, whose steps cost well under 2 GFLOP; `sweep run --threads N` fixes them.
+  // tiny models, whose steps cost well under 2 GFLOP and whose MoE layers keep their threads off
+  // thread lanes; `sweep run --threads N` fixes them.
   s.train = {{"lr", 3e-3},
              {"warmup", 0.05},
              {"eval_tokens", 64 * 128},

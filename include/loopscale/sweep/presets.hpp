@@ -23,12 +23,14 @@ inline std::vector<std::string> preset_names() { return {"smoke", "cpu-mini", "c
 
 namespace detail {
 
-// Widths d = 4 s (head_dim 4), context 64, 8 sequences per step, one training thread. Measured
+// Widths d = 4 s (head_dim 4), context 64, 8 sequences per step. Measured
 // here with the engine (docs/sweeps.md): with d = 16-48 and context 128 the narrowest width won
 // every (C, r) cell up to 1e12 FLOPs, so the optimum was never bracketed; at context 64 the
 // iso-FLOP optimum lies near d = 8 at 5e10 FLOPs and near d = 12 at 1e11, which these widths
-// bracket. One thread: on two cores shared with other work, two OpenMP threads trained these tiny
-// models 3.5-22 times slower than one (measured at load 1.4-3.8).
+// bracket. Threads: on two cores shared with other work, two OpenMP threads sharing each kernel
+// trained these tiny models 3.5-22 times slower than one (measured at load 1.4-3.8), so sweep run
+// gives them every core only in thread lanes (each thread a share of the 8 sequences through a
+// model of its own, train/thread_lanes.hpp), and one thread otherwise (sweep/engine.hpp).
 inline SweepSpec cpu_family(const std::string& name) {
   SweepSpec s;
   s.name = name;
@@ -49,7 +51,7 @@ inline SweepSpec cpu_family(const std::string& name) {
   s.memory_limit_gib = 16;
   // A fixed validation sample of 128 sequences: the same for every run, so its sampling error is
   // shared across the sweep instead of moving the iso-FLOP curves independently.
-  // No "threads": sweep run chooses them per run from its step's FLOPs (sweep/engine.hpp).
+  // No "threads": sweep run chooses them per run (sweep/engine.hpp, auto_threads).
   s.train = {{"lr", 3e-3}, {"warmup", 0.05}, {"eval_tokens", 128 * 64}};
   s.seed = 1;
   return s;
