@@ -3,7 +3,10 @@
 //   BM_Gemm/M/N/K             the host backend's GEMM on the shapes of a d = 256 training step
 //   BM_TrainStep/bptt         one optimiser step of the acceptance model: d_model 256, 2 heads
 //                             (head dim 128), seq 256, batch 16, depth 20 = 2 + 4 x 4 + 2 (r = 4),
-//                             byte vocabulary; bptt 0 = full, 2 = truncated (ceil(r/2))
+//                             byte vocabulary; bptt 0 = full, 2 = truncated (ceil(r/2)); the two
+//                             threads share each kernel of one model
+//   BM_TrainStepLanes/bptt    the same step in two thread lanes (train/thread_lanes.hpp), a model
+//                             of 8 sequences per thread, as `loopscale train` runs it on two threads
 // Counters: FLOP/s in the paper's convention (account/flops.hpp), MFU against the peak measured in
 // the same process at start, tokens/s, the accounting's memory estimate and the peak RSS.
 // Run each BM_TrainStep variant in its own process (--benchmark_filter) for its own peak RSS.
@@ -19,6 +22,7 @@
 #include "loopscale/train/data.hpp"
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/optim.hpp"
+#include "loopscale/train/thread_lanes.hpp"
 
 using namespace loopscale;
 using namespace loopscale::train;
@@ -89,21 +93,24 @@ ModelSpec acceptance_spec(int64 bptt) {
   return m;
 }
 
-void BM_TrainStep(benchmark::State& state) {
+// One optimiser step of the acceptance model on two threads, in `lanes` thread lanes
+// (train/thread_lanes.hpp; 1: the threads share each kernel of one model).
+void train_step(benchmark::State& state, int64 lanes) {
   HostBackend::set_threads(2);
   const ModelSpec spec = acceptance_spec(state.range(0));
   const int64 B = 16, T = 256;
-  Transformer<float> model(spec, B, T);
+  Transformer<float> model(spec, B / lanes, T);
   model.init(1);
+  ThreadLanes<float, HostBackend> step(model, lanes);
   AdamW<float> opt(model.num_params(), AdamWConfig{});
   std::vector<std::int32_t> in(B * T), tg(B * T);
   for (int64 i = 0; i < B * T; ++i) in[i] = static_cast<std::int32_t>((i * 37) % 256), tg[i] = static_cast<std::int32_t>((i * 91) % 256);
   const double per_token = static_cast<double>(count_flops(spec, T).train);
   const double pk_before = peak(2);
-  model.forward_backward(in.data(), tg.data());  // warm the caches and page in the buffers
+  step.pass(in.data(), tg.data(), true);  // warm the caches and page in the buffers
   const double c0 = cpu_seconds();
   for (auto _ : state) {
-    model.forward_backward(in.data(), tg.data());
+    step.pass(in.data(), tg.data(), true);
     const auto g = model.grads();
     const double norm = AdamW<float>::grad_norm(std::span<const float>(g.data(), g.size()));
     opt.step(model.params(), std::span<const float>(g.data(), g.size()), model.tensors(), 1e-3, norm);
@@ -132,10 +139,15 @@ void BM_TrainStep(benchmark::State& state) {
   // time": at the start of a few processes it read about half).
   state.counters["peak_start_GFLOP/s"] = pk_before / 1e9;
   state.counters["peak_end_GFLOP/s"] = pk_after / 1e9;
-  state.counters["mem_est_MiB"] = static_cast<double>(count_memory(spec, B, T, 2).total) / (1 << 20);
+  MemoryEstimate mem = count_memory(spec, B / lanes, T, 2);
+  mem.total += (lanes - 1) * (mem.activations + mem.grads + mem.tokens);
+  state.counters["mem_est_MiB"] = static_cast<double>(mem.total) / (1 << 20);
   state.counters["peak_RSS_MiB"] = static_cast<double>(rss()) / (1 << 20);
 }
+void BM_TrainStep(benchmark::State& state) { train_step(state, 1); }
+void BM_TrainStepLanes(benchmark::State& state) { train_step(state, 2); }
 BENCHMARK(BM_TrainStep)->Arg(0)->Arg(2)->UseRealTime()->Unit(benchmark::kSecond)->MinTime(10.0);
+BENCHMARK(BM_TrainStepLanes)->Arg(0)->Arg(2)->UseRealTime()->Unit(benchmark::kSecond)->MinTime(10.0);
 
 }  // namespace
 
