@@ -539,6 +539,7 @@ struct RunInputs {
   nlohmann::json tokenizer;  // what the run records of the corpus's tokenizer (data::tokenizer_record)
   TrainingLength length;
   MemoryEstimate memory;
+  int64 lanes = 1;  // thread lanes of a micro-batch (thread_lanes; auto takes one model where lanes would not fit in memory)
   std::optional<Checkpoint<float>> checkpoint;  // the checkpoint a resumed run continues from
 };
 
@@ -622,8 +623,8 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
 
   B::set_threads(cfg.threads);
   in.length = training_length(cfg);
-  in.memory = training_memory(cfg, micro, B::threads(), thread_lanes(cfg, micro, B::threads(), B::host_memory),
-                              attention_scratch(B::nested_gemm));
+  in.lanes = thread_lanes(cfg, micro, B::threads(), B::host_memory);
+  in.memory = training_memory(cfg, micro, B::threads(), in.lanes, attention_scratch(B::nested_gemm));
   int64 avail = available_memory_bytes();
   std::string where;
   if constexpr (DeviceBackend<B>) {
@@ -633,10 +634,19 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
       throw config_error("config: the dense peak of " + B::device_name() +
                          " is not in loopscale's table of devices, so the MFU has nothing to divide by; give it with --peak-flops");
   }
+  // Lanes cost a gradient buffer each: where they would not fit and one model would, auto takes one model.
+  if (avail > 0 && in.memory.total > avail && in.lanes > 1 && cfg.thread_split == "auto") {
+    const MemoryEstimate one = training_memory(cfg, micro, B::threads(), 1, attention_scratch(B::nested_gemm));
+    if (one.total <= avail) {
+      in.lanes = 1;
+      in.memory = one;
+    }
+  }
   if (avail > 0 && in.memory.total > avail)
     throw config_error("config: batch " + std::to_string(micro) + " x " + std::to_string(cfg.seq_len) + " needs about " +
                        std::to_string(in.memory.total >> 20) + " MiB but only " + std::to_string(avail >> 20) + " MiB are available" +
-                       where + "; lower --batch or --seq-len, raise --accum, or use truncated BPTT");
+                       where + "; lower --batch or --seq-len, raise --accum, or use truncated BPTT" +
+                       (in.lanes > 1 ? " or --thread-split kernels (one gradient buffer instead of one per thread)" : ""));
   in.checkpoint = checkpoint_to_resume(cfg, files);
   // The same token ids must mean the same text: a resumed run keeps its tokenizer.
   if (in.checkpoint)
@@ -783,7 +793,7 @@ class Trainer {
         reduction_(*parse_name<Reduction>(cfg.reduction)),
         chunks_(static_cast<int64>(comm.size()) * cfg.accum),
         micro_(micro_batch(cfg, comm.size())),
-        lanes_(thread_lanes(cfg, micro_, B::threads(), B::host_memory)),
+        lanes_(in.lanes),
         cfg_(cfg),
         files_(files),
         progress_(progress),
