@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
       used = free0 - train::cuda_memory_info().free;
     }
     const double flops = tokens_per_s * static_cast<double>(count_flops(spec, seq).train);
-    const double estimate = static_cast<double>(count_memory(spec, batch, seq, 1).total);
+    const double estimate = static_cast<double>(count_memory(spec, batch, seq, 1, AttentionScratch::per_sequence).total);  // the device form: dP per sequence
     const bool known = peak.flops > 0, known_bf16 = peak.bf16 > 0;
     std::printf("%-32s %9.0f tokens/s  %7.2f TFLOP/s  MFU %s  (bf16 peak %s)  memory %.2f GiB (estimate %.2f)\n", runs[k].name, tokens_per_s,
                 flops / 1e12, known ? std::to_string(flops / peak.flops).c_str() : "?",
