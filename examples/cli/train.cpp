@@ -244,9 +244,11 @@ const bool registered_train = add_command([](CLI::App& app) {
       const bool on_host = device == "host";
       const int threads = on_host ? (cfg.threads > 0 ? cfg.threads : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) : 1;
       const int64 micro = train::detail::micro_batch(cfg, 1);
-      const MemoryEstimate m = train::detail::training_memory(cfg, micro, threads, train::detail::thread_lanes(cfg, micro, threads, on_host),
-                                                              attention_scratch(on_host));
-      nlohmann::json j = {{"config", cfg}, {"device", device}, {"steps", b.steps}, {"tokens", b.tokens}, {"flops_per_token", b.flops_per_token},
+      const train::detail::LanePlan plan = train::detail::plan_lanes(cfg, micro, threads, on_host, attention_scratch(on_host),
+                                                                     on_host ? train::available_memory_bytes() : 0);
+      const MemoryEstimate& m = plan.memory;
+      nlohmann::json j = {{"config", cfg}, {"device", device}, {"thread_lanes", plan.lanes}, {"steps", b.steps}, {"tokens", b.tokens},
+                          {"flops_per_token", b.flops_per_token},
                           {"flops", b.flops_per_token * static_cast<double>(b.tokens)}, {"params", count_params(cfg.spec).total},
                           {"memory_estimate", {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},
                                                {"activations", m.activations}, {"tokens", m.tokens}, {"indices", m.indices}, {"total", m.total}}}};

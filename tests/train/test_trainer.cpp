@@ -668,6 +668,8 @@ TEST_CASE("loopscale train --recipe: the recipe's defaults, flags and files over
     CHECK(j.at("memory_estimate").at("optimizer") == 8 * params);
     CHECK(j.at("memory_estimate").at("grads") == 8 * params);
     CHECK(j.at("memory_estimate").at("activations").get<int64>() > 0);
+    CHECK(j.at("thread_lanes") == 2);
+    CHECK(nlohmann::json::parse(test::run_cli(base + " --thread-split kernels --dry-run").out).at("thread_lanes") == 1);
   }
   REQUIRE(plain.at("lr") == 0.003);
   REQUIRE(plain.at("weight_decay") == 0.1);

@@ -453,6 +453,24 @@ inline MemoryEstimate training_memory(const TrainConfig& c, int64 micro, int64 t
   return e;
 }
 
+// The thread lanes a run uses and its memory estimate, on `threads` threads of a backend whose
+// memory is the host's or not, with `avail` bytes free (0: unknown): thread_lanes' choice, except
+// that auto takes one model where the lanes' gradient buffers would not fit and one model would.
+struct LanePlan {
+  int64 lanes = 1;
+  MemoryEstimate memory;
+};
+inline LanePlan plan_lanes(const TrainConfig& c, int64 micro, int threads, bool host_memory, AttentionScratch scratch, int64 avail) {
+  LanePlan p;
+  p.lanes = thread_lanes(c, micro, threads, host_memory);
+  p.memory = training_memory(c, micro, threads, p.lanes, scratch);
+  if (avail > 0 && p.memory.total > avail && p.lanes > 1 && c.thread_split == "auto") {
+    const MemoryEstimate one = training_memory(c, micro, threads, 1, scratch);
+    if (one.total <= avail) p = {1, one};
+  }
+  return p;
+}
+
 // The fields that must agree between a checkpoint and the config resuming it.
 inline nlohmann::json identity(const TrainConfig& c) {
   nlohmann::json j = c;
@@ -623,8 +641,6 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
 
   B::set_threads(cfg.threads);
   in.length = training_length(cfg);
-  in.lanes = thread_lanes(cfg, micro, B::threads(), B::host_memory);
-  in.memory = training_memory(cfg, micro, B::threads(), in.lanes, attention_scratch(B::nested_gemm));
   int64 avail = available_memory_bytes();
   std::string where;
   if constexpr (DeviceBackend<B>) {
@@ -634,14 +650,9 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
       throw config_error("config: the dense peak of " + B::device_name() +
                          " is not in loopscale's table of devices, so the MFU has nothing to divide by; give it with --peak-flops");
   }
-  // Lanes cost a gradient buffer each: where they would not fit and one model would, auto takes one model.
-  if (avail > 0 && in.memory.total > avail && in.lanes > 1 && cfg.thread_split == "auto") {
-    const MemoryEstimate one = training_memory(cfg, micro, B::threads(), 1, attention_scratch(B::nested_gemm));
-    if (one.total <= avail) {
-      in.lanes = 1;
-      in.memory = one;
-    }
-  }
+  const LanePlan plan = plan_lanes(cfg, micro, B::threads(), B::host_memory, attention_scratch(B::nested_gemm), avail);
+  in.lanes = plan.lanes;
+  in.memory = plan.memory;
   if (avail > 0 && in.memory.total > avail)
     throw config_error("config: batch " + std::to_string(micro) + " x " + std::to_string(cfg.seq_len) + " needs about " +
                        std::to_string(in.memory.total >> 20) + " MiB but only " + std::to_string(avail >> 20) + " MiB are available" +
