@@ -139,9 +139,7 @@ void train_step(benchmark::State& state, int64 lanes) {
   // time": at the start of a few processes it read about half).
   state.counters["peak_start_GFLOP/s"] = pk_before / 1e9;
   state.counters["peak_end_GFLOP/s"] = pk_after / 1e9;
-  MemoryEstimate mem = count_memory(spec, B / lanes, T, 2);
-  mem.total += (lanes - 1) * (mem.activations + mem.grads + mem.tokens);
-  state.counters["mem_est_MiB"] = static_cast<double>(mem.total) / (1 << 20);
+  state.counters["mem_est_MiB"] = static_cast<double>(count_lane_memory(spec, B, T, 2, lanes).total) / (1 << 20);
   state.counters["peak_RSS_MiB"] = static_cast<double>(rss()) / (1 << 20);
 }
 void BM_TrainStep(benchmark::State& state) { train_step(state, 1); }

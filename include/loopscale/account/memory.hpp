@@ -180,4 +180,18 @@ constexpr MemoryEstimate count_memory(const ModelSpec& m, int64 batch, int64 seq
   return e;
 }
 
+// count_memory for a batch of `batch` sequences trained in `lanes` thread lanes
+// (train/thread_lanes.hpp): each lane a model of batch / lanes sequences with its own activations,
+// tokens and gradients; the parameters and the optimiser's moments once.
+constexpr MemoryEstimate count_lane_memory(const ModelSpec& m, int64 batch, int64 seq_len, int64 threads, int64 lanes,
+                                           AttentionScratch scratch = AttentionScratch::per_thread) {
+  MemoryEstimate e = count_memory(m, batch / lanes, seq_len, threads, scratch);
+  e.activations *= lanes;
+  e.grads *= lanes;
+  e.tokens *= lanes;
+  e.indices *= lanes;
+  e.total = e.params + e.grads + e.optimizer + e.activations + e.tokens + e.indices;
+  return e;
+}
+
 }  // namespace loopscale

@@ -440,16 +440,14 @@ inline int64 thread_lanes(const TrainConfig& c, int64 micro, int threads, bool h
   return 1;
 }
 
-// Bytes a rank's training takes: count_memory's for one lane's share of the micro-batch, its
-// activations and gradients once per lane (the parameters and the optimiser's moments once), and
-// with accum > 1 the gradient sum over the micro-batches.
+// Bytes a rank's training takes: count_lane_memory's for its micro-batch, and with accum > 1 the
+// gradient sum over the micro-batches.
 inline MemoryEstimate training_memory(const TrainConfig& c, int64 micro, int64 threads, int64 lanes, AttentionScratch scratch) {
-  MemoryEstimate e = count_memory(c.spec, micro / lanes, c.seq_len, threads, scratch);
-  e.activations *= lanes;
-  e.grads *= lanes + (c.accum > 1 ? 1 : 0);
-  e.tokens *= lanes;
-  e.indices *= lanes;
-  e.total = e.params + e.grads + e.optimizer + e.activations + e.tokens + e.indices;
+  MemoryEstimate e = count_lane_memory(c.spec, micro, c.seq_len, threads, lanes, scratch);
+  if (c.accum > 1) {
+    e.grads += e.params;
+    e.total += e.params;
+  }
   return e;
 }
 
