@@ -6,13 +6,17 @@
 # behind sweep::auto_threads (include/loopscale/sweep/engine.hpp).
 # Prints the machine (CPU, cores, ISA, load) and a table; tokens/s from summary.json (step time).
 # Usage: bench/train/threads_by_size.sh [LOOPSCALE]   (default build/loopscale)
+#        EXPERTS=8 TOP_K=2 bench/train/threads_by_size.sh   the same models with every FFN an MoE
+#        of EXPERTS experts, TOP_K a token (expert width the dense MLP's)
 set -euo pipefail
 bin=${1:-build/loopscale}
 data=${DATA:-data/corpus}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+moe=()
+[ -n "${EXPERTS:-}" ] && moe=(--experts "$EXPERTS" --top-k "${TOP_K:-2}")
 isa=$(grep -o -w -E 'avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, ${isa:-no AVX2}, load $(cut -d' ' -f1-3 /proc/loadavg), OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive (unset: loopscale sets it)}"
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, ${isa:-no AVX2}, load $(cut -d' ' -f1-3 /proc/loadavg), OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive (unset: loopscale sets it)}${EXPERTS:+, MoE $EXPERTS experts top-${TOP_K:-2}}"
 echo "| model | step (tokens) | GFLOP per step | tokens/s, 1 thread | 2 threads sharing kernels | 2 threads in lanes | kernels / 1 | lanes / 1 | load (1 min) at the end |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for spec in "32 8 64" "64 8 64" "96 8 64" "128 8 64" "192 8 64" "256 8 64" "256 16 256"; do
@@ -26,7 +30,7 @@ for spec in "32 8 64" "64 8 64" "96 8 64" "128 8 64" "192 8 64" "256 8 64" "256 
   rate=()
   for setting in "1 kernels" "2 kernels" "2 batch"; do
     read -r threads split <<<"$setting"
-    "$bin" train "${args[@]}" --threads $threads --thread-split $split --out "$work/$d-$batch-$threads-$split" > /dev/null 2>&1
+    "$bin" train "${args[@]}" "${moe[@]}" --threads $threads --thread-split $split --out "$work/$d-$batch-$threads-$split" > /dev/null 2>&1
     rate+=("$(jq .tokens_per_s "$work/$d-$batch-$threads-$split/summary.json")")
   done
   fpt=$(jq .flops_per_token "$work/$d-$batch-1-kernels/summary.json")

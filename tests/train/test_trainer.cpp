@@ -747,9 +747,8 @@ TEST_CASE("trainer: accum cuts each step's batch into micro-batches: the same st
         const auto log = read_log(other / "log.jsonl");
         REQUIRE(log.size() == whole.size());
         // Two threads: two lanes of one sequence each, then two lanes of two (thread_lanes).
-        const std::string lanes = moe ? "1" : "2";  // MoE models keep to one model a rank
-        CHECK(log[5].value("resplit", std::string()).find("by 1 rank(s) x 2 micro-batch(es) x " + lanes + " thread lane(s), this run has 1 x 1 x " +
-                                                          lanes) != std::string::npos);
+        CHECK(log[5].value("resplit", std::string()).find("by 1 rank(s) x 2 micro-batch(es) x 2 thread lane(s), this run has 1 x 1 x 2") !=
+              std::string::npos);
         CHECK(log.back().at("loss").get<double>() == Approx(whole.back().first).margin(2e-3));
         for (const fs::path& f : {fs::path(p.out), other}) fs::remove_all(f);
       }
@@ -805,11 +804,47 @@ TEST_CASE("trainer: thread lanes train a share of the batch each, equal to accum
   REQUIRE_THROWS_WITH(train::train(bad),
                       Catch::Contains("thread_split batch: a micro-batch of 1 sequences does not split evenly over 2 threads"));
   bad.accum = 1;
-  make_moe(bad);
-  REQUIRE_THROWS_WITH(train::train(bad), Catch::Contains("thread_split batch: a model with MoE layers keeps its routing in one model"));
   bad.thread_split = "threads";
   REQUIRE_THROWS_WITH(train::train(bad), Catch::Contains("thread_split must be auto, batch or kernels, not 'threads'"));
-  for (const char* n : {"lanes_batch", "lanes_accum", "lanes_kernels", "lanes_odd", "lanes_bad"}) fs::remove_all(temp_dir(n));
+  // MoE layers route in each lane as in a micro-batch of accumulation: the same steps bit for bit,
+  // with the routing statistics of each log line (summed over the lanes) and the aux-loss-free
+  // selection biases (lane 0's, which every lane routes with) of the whole run.
+  for (const char* balance : {"aux:0.01", "bias:0.05"}) {
+    INFO(balance);
+    const auto moe_run = [&](const std::string& name, int threads, int64 accum) {
+      TrainConfig c = tiny_config(data, temp_dir(name));
+      fs::remove_all(c.out);
+      make_moe(c);
+      c.moe_balance = balance;
+      c.threads = threads;
+      c.accum = accum;
+      const TrainResult r = train::train(c);
+      REQUIRE(r.status == "done");
+      return std::make_pair(r, read_log(fs::path(c.out) / "log.jsonl"));
+    };
+    const auto [moe_lanes, moe_lanes_log] = moe_run("lanes_moe", 2, 1);
+    const auto [moe_accum, moe_accum_log] = moe_run("lanes_moe_accum", 1, 2);
+    CHECK(moe_lanes_log[0].at("thread_split") == "batch");
+    REQUIRE(losses(temp_dir("lanes_moe") / "log.jsonl") == losses(temp_dir("lanes_moe_accum") / "log.jsonl"));
+    CHECK(moe_lanes.val_loss == moe_accum.val_loss);
+    REQUIRE(moe_lanes_log.size() == moe_accum_log.size());
+    int64 routed = 0;
+    for (std::size_t i = 0; i < moe_lanes_log.size(); ++i)
+      if (moe_lanes_log[i].contains("moe")) {
+        CHECK(moe_lanes_log[i].at("moe") == moe_accum_log[i].at("moe"));
+        ++routed;
+      }
+    CHECK(routed == 12);
+    CHECK(moe_lanes.moe == moe_accum.moe);  // the last step's routing and the biases
+    if (std::string(balance).starts_with("bias")) {  // the biases moved, so the lanes shared them
+      bool moved = false;
+      for (const auto& layer : moe_lanes.moe.at("bias"))
+        for (const auto& b : layer) moved = moved || b.get<double>() != 0.0;
+      CHECK(moved);
+    }
+  }
+  for (const char* n : {"lanes_batch", "lanes_accum", "lanes_kernels", "lanes_odd", "lanes_bad", "lanes_moe", "lanes_moe_accum"})
+    fs::remove_all(temp_dir(n));
   fs::remove_all(data);
 }
 

@@ -185,7 +185,7 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
       const int cores = std::max(1, omp_get_num_procs() / std::max(1, o.ranks));
       const int64 chunks = static_cast<int64>(std::max(1, o.ranks)) * c.accum;
       const bool lanes = cores > 1 && c.thread_split != "kernels" && c.batch % chunks == 0 &&
-                         train::detail::why_no_lanes(c, c.batch / chunks, cores, true).empty();
+                         train::detail::why_no_lanes(c.batch / chunks, cores, true).empty();
       c.threads = auto_threads(req.run->flops_per_token * static_cast<double>(req.spec->batch_tokens), cores, lanes);
     }
     if (c.checkpoint_every == 0) {

@@ -13,12 +13,19 @@
 //
 // Only for the host backend (B::host_memory): the guard backend opens and closes its memory
 // around each call, which threads running calls side by side would do under each other, and a
-// device runs one stream. Dense models only: an MoE layer's routing statistics and selection bias
-// belong to one model (train/trainer.hpp, thread_lanes, decides).
+// device runs one stream.
+//
+// MoE layers route in each lane as in a micro-batch of gradient accumulation: every lane selects
+// with lane 0's selection biases (copied to the others at the start of each pass, so the trainer's
+// bias update and a checkpoint's biases reach them), and after the pass the lanes' routing
+// statistics are added to lane 0's in lane order, so the step's log line and the aux-loss-free bias
+// update see the whole micro-batch, as the trainer's sum over micro-batches does. Each lane's
+// Switch aux loss and z-loss are of its own tokens, as each micro-batch's are.
 #pragma once
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -43,7 +50,6 @@ class ThreadLanes {
   ThreadLanes(Model& first, int64 lanes) : first_(first), loss_(static_cast<std::size_t>(lanes)), failure_(loss_.size()) {
     static_assert(B::host_memory, "ThreadLanes: lanes run whole passes through the backend side by side, which only the host backend allows");
     if (lanes < 1) throw std::invalid_argument("ThreadLanes: at least one lane");
-    if (first.moe_layers() > 0) throw std::invalid_argument("ThreadLanes: a model with MoE layers keeps its routing in one model");
     const std::span<const T> params(static_cast<const T*>(first.params_data()), static_cast<std::size_t>(first.num_params()));
     for (int64 t = 1; t < lanes; ++t)
       others_.push_back(std::make_unique<Model>(first.spec(), first.batch(), first.seq_len(), first.softcap(), first.moe_routing(), params));
@@ -58,6 +64,7 @@ class ThreadLanes {
   double pass(const std::int32_t* tokens, const std::int32_t* targets, bool backward) {
     if (count() == 1) return backward ? first_.forward_backward(tokens, targets) : first_.forward(tokens, targets);
     const int64 share = first_.batch() * first_.seq_len();
+    share_moe_bias();
 #pragma omp parallel num_threads(static_cast<int>(count()))
     {
       const auto t = static_cast<std::size_t>(omp_get_thread_num());
@@ -73,6 +80,7 @@ class ThreadLanes {
     }
     for (std::exception_ptr& f : failure_)
       if (f) std::rethrow_exception(std::exchange(f, nullptr));
+    gather_moe_stats();
     if (backward) {
       const int64 n = first_.num_params();
       T* g = first_.grads_data();
@@ -85,10 +93,29 @@ class ThreadLanes {
   }
 
  private:
+  void share_moe_bias() {
+    for (int64 i = 0; i < first_.moe_layers(); ++i) {
+      const std::span<const T> b = std::as_const(first_).moe_bias(i);
+      for (const auto& m : others_) std::copy(b.begin(), b.end(), m->moe_bias(i).begin());
+    }
+  }
+  // Lane 0's statistics become the sum over the lanes, in lane order (the copies reuse sums_'s
+  // and the model's vectors after the first pass).
+  void gather_moe_stats() {
+    sums_.resize(static_cast<std::size_t>(first_.moe_layers()));
+    for (int64 i = 0; i < first_.moe_layers(); ++i) {
+      kernels::MoeStats& s = sums_[static_cast<std::size_t>(i)];
+      s = first_.moe_stats(i);
+      for (const auto& m : others_) s.combine(1, m->moe_stats(i));
+      first_.set_moe_stats(i, s);
+    }
+  }
+
   Model& first_;
   std::vector<std::unique_ptr<Model>> others_;  // lanes 1 .. count() - 1
   std::vector<double> loss_;                    // each lane's mean loss in the last pass
   std::vector<std::exception_ptr> failure_;     // what a lane threw in the last pass
+  std::vector<kernels::MoeStats> sums_;         // gather_moe_stats' scratch, one per MoE layer
 };
 
 }  // namespace loopscale::train

@@ -419,9 +419,8 @@ inline int64 micro_batch(const TrainConfig& c, int ranks) {
 }
 
 // Why lanes (below) cannot run a micro-batch of `micro` sequences on `threads` threads; empty where they can.
-inline std::string why_no_lanes(const TrainConfig& c, int64 micro, int threads, bool host_memory) {
+inline std::string why_no_lanes(int64 micro, int threads, bool host_memory) {
   if (!host_memory) return "only the host backend runs a model per thread";
-  if (has_moe(c.spec)) return "a model with MoE layers keeps its routing in one model";
   if (micro % threads != 0)
     return "a micro-batch of " + std::to_string(micro) + " sequences does not split evenly over " + std::to_string(threads) + " threads";
   return {};
@@ -430,11 +429,11 @@ inline std::string why_no_lanes(const TrainConfig& c, int64 micro, int threads, 
 // The lanes of a micro-batch of `micro` sequences on `threads` threads (TrainConfig::thread_split):
 // that many models, one a thread, each on micro / lanes of the sequences; 1 where the threads share
 // every kernel of one model instead. `host_memory` is the backend's (B::host_memory): only the host
-// backend lets several threads run whole passes through it at once. MoE layers keep to one model:
-// their routing statistics and selection bias are a model's, over all the tokens it routes.
+// backend lets several threads run whole passes through it at once. MoE layers route in each lane as
+// in a micro-batch of accumulation (train/thread_lanes.hpp).
 inline int64 thread_lanes(const TrainConfig& c, int64 micro, int threads, bool host_memory) {
   if (c.thread_split == "kernels" || threads <= 1) return 1;
-  const std::string why = why_no_lanes(c, micro, threads, host_memory);
+  const std::string why = why_no_lanes(micro, threads, host_memory);
   if (why.empty()) return threads;
   if (c.thread_split == "batch") throw config_error("config: thread_split batch: " + why + "; use thread_split auto or kernels");
   return 1;
