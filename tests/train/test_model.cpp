@@ -5,7 +5,13 @@
 // of experts (looped MoE: the shared block's MoE layer runs r times) and for mixed stacks.
 #include <catch2/catch.hpp>
 
+#include <omp.h>
+
+#include <algorithm>
+#include <exception>
 #include <set>
+#include <span>
+#include <vector>
 
 #include "loopscale/account/memory.hpp"
 #include "loopscale/account/params.hpp"
@@ -101,6 +107,67 @@ TEST_CASE("model: parameter count equals the static accounting", "[train][model]
   m.recur.block = StackSpec(4, wide);
   Transformer<float> big(m, 1, 8);
   REQUIRE(big.num_params() == count_params(m).total);
+}
+
+TEST_CASE("model: a thread-lane model keeps one attention scratch matrix and runs its backward only inside its lanes' region",
+          "[train][model][lanes]") {
+  using train::HostBackend;
+  HostBackend::set_threads(2);
+  const ModelSpec m = small_spec(2, Inject::linear);
+  const int64 B = 2, T = 8;
+  const ActivationPlan plan = activation_plan(m, T);
+  Transformer<float> whole(m, 2 * B, T);
+  whole.init(3);
+  const std::span<const float> params(whole.params_data(), static_cast<std::size_t>(whole.num_params()));
+  Transformer<float> lane0(train::thread_lane, m, B, T, 15.0, {}, params), lane1(train::thread_lane, m, B, T, 15.0, {}, params);
+  REQUIRE(whole.activation_values() == plan.per_token() * 2 * B * T + plan.per_thread * 2);
+  REQUIRE(lane0.activation_values() == plan.per_token() * B * T + plan.per_thread);
+  REQUIRE(count_lane_memory(m, 2 * B, T, 2, 2).activations == 2 * lane0.activation_values() * 4);
+  REQUIRE(count_lane_memory(m, 2 * B, T, 2, 1).activations == whole.activation_values() * 4);
+  // thread_id: a parallel_for's own threads by their index, tasks run inline (inside another
+  // region: a lane) as 0, whichever thread of that region runs them.
+  std::vector<int> ids(4, -1), inline_ids(4, -1);
+  HostBackend::parallel_for(4, [&](int64 i) { ids[static_cast<std::size_t>(i)] = HostBackend::thread_id(); });
+  CHECK(*std::max_element(ids.begin(), ids.end()) <= 1);
+#pragma omp parallel num_threads(2)
+  {
+    const int t = omp_get_thread_num();
+    HostBackend::parallel_for(2, [&](int64 i) { inline_ids[static_cast<std::size_t>(2 * t + i)] = HostBackend::thread_id(); });
+  }
+  CHECK(inline_ids == std::vector<int>(4, 0));
+  // Two lanes side by side on two threads: each what one thread computes for its sequences, bit for
+  // bit, though both use their scratch slot 0.
+  const auto in = tokens(2 * B * T, m.vocab, 1), tgt = tokens(2 * B * T, m.vocab, 2);
+  double lane_loss[2] = {0, 0};
+  std::exception_ptr failed;
+#pragma omp parallel for num_threads(2)
+  for (int l = 0; l < 2; ++l) {
+    try {
+      Transformer<float>& lm = l == 0 ? lane0 : lane1;
+      lane_loss[l] = lm.forward_backward(in.data() + l * B * T, tgt.data() + l * B * T);
+    } catch (...) {
+#pragma omp critical
+      failed = std::current_exception();
+    }
+  }
+  REQUIRE(!failed);
+  HostBackend::set_threads(1);
+  Transformer<float> one(m, B, T);
+  one.write_params(params);
+  for (int l = 0; l < 2; ++l) {
+    INFO("lane " << l);
+    CHECK(one.forward_backward(in.data() + l * B * T, tgt.data() + l * B * T) == lane_loss[l]);
+    Transformer<float>& lm = l == 0 ? lane0 : lane1;
+    CHECK(std::equal(one.grads().begin(), one.grads().end(), lm.grads().begin()));
+  }
+  // Outside a region on two threads its backward would give two threads one scratch matrix.
+  HostBackend::set_threads(2);
+  REQUIRE_THROWS_WITH(lane0.forward_backward(in.data(), tgt.data()),
+                      Catch::Contains("a thread-lane model's backward runs on one thread inside its lanes' parallel region") &&
+                          Catch::Contains("not on 2 threads"));
+  HostBackend::set_threads(1);
+  CHECK(lane0.forward_backward(in.data(), tgt.data()) == lane_loss[0]);  // one thread: fine anywhere
+  HostBackend::set_threads(0);
 }
 
 TEST_CASE("model: activation buffers equal the accounting's memory plan", "[train][model]") {

@@ -181,11 +181,12 @@ constexpr MemoryEstimate count_memory(const ModelSpec& m, int64 batch, int64 seq
 }
 
 // count_memory for a batch of `batch` sequences trained in `lanes` thread lanes
-// (train/thread_lanes.hpp): each lane a model of batch / lanes sequences with its own activations,
-// tokens and gradients; the parameters and the optimiser's moments once.
+// (train/thread_lanes.hpp): each lane a model of batch / lanes sequences with its own activations
+// (attention's scratch for the one thread it runs on), tokens and gradients; the parameters and
+// the optimiser's moments once. One lane: count_memory on `threads` threads.
 constexpr MemoryEstimate count_lane_memory(const ModelSpec& m, int64 batch, int64 seq_len, int64 threads, int64 lanes,
                                            AttentionScratch scratch = AttentionScratch::per_thread) {
-  MemoryEstimate e = count_memory(m, batch / lanes, seq_len, threads, scratch);
+  MemoryEstimate e = count_memory(m, batch / lanes, seq_len, lanes > 1 ? 1 : threads, scratch);
   e.activations *= lanes;
   e.grads *= lanes;
   e.tokens *= lanes;

@@ -78,6 +78,12 @@ struct forward_only_t {
 };
 inline constexpr forward_only_t forward_only{};
 
+// Selects the thread-lane constructor of Transformer (train/thread_lanes.hpp).
+struct thread_lane_t {
+  explicit thread_lane_t() = default;
+};
+inline constexpr thread_lane_t thread_lane{};
+
 // Whether a model trained as `spec` can run r recurrences at inference; throws spec_error saying why
 // not. The parameter layout of the linear, additive and passthrough injections and of the shared
 // hyperconnections (hyper-shared) does not depend on r, so any r >= 1 runs the same weights (r = 1
@@ -135,12 +141,17 @@ class Transformer {
   Transformer(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap = 15.0, const kernels::MoeRouting& routing = {})
       : Transformer(spec, batch, seq_len, softcap, routing, true, {}) {}
 
-  // For training beside another model: its parameters (`params`, num_params() values, read in
-  // place: the caller keeps them alive), gradients and activations of its own: the other lanes of
-  // train/thread_lanes.hpp.
-  Transformer(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap, const kernels::MoeRouting& routing,
-              std::span<const T> params)
-      : Transformer(spec, batch, seq_len, softcap, routing, true, params) {}
+  // For training in a thread lane (train/thread_lanes.hpp): a model whose passes run on one thread
+  // beside other lanes', inside their parallel region (HostBackend::runs_inline; a backward pass
+  // elsewhere is a logic_error), so its attention keeps one T x T scratch matrix rather than one
+  // per backend thread. With `params` it reads another model's parameters (num_params() values, in
+  // place: the caller keeps them alive) and has gradients and activations of its own; without, it
+  // owns its parameters, as lane 0 does.
+  Transformer(thread_lane_t, const ModelSpec& spec, int64 batch, int64 seq_len, double softcap = 15.0,
+              const kernels::MoeRouting& routing = {}, std::span<const T> params = {})
+      : Transformer(spec, batch, seq_len, softcap, routing, true, params, true) {
+    static_assert(B::host_memory, "Transformer(thread_lane, ...): lanes run whole passes side by side, which only the host backend allows");
+  }
 
   // Forward only: no gradients, no backward buffers, all recurrences through one scratch set
   // (see the top of this file). With `params` empty the model owns zeroed parameters (init() fills
@@ -431,6 +442,10 @@ class Transformer {
 
   // Everything of the backward pass after the loss: logits_ holds d loss / d logits.
   void backward_from_logits(const std::int32_t* tokens) {
+    if constexpr (requires { B::runs_inline(); })
+      if (thread_lane_ && !B::runs_inline())
+        throw std::logic_error("train: a thread-lane model's backward runs on one thread inside its lanes' parallel region (train/thread_lanes.hpp), not on " +
+                               std::to_string(B::threads()) + " threads");
     T* G = grads_.data();
     const T* P = P_;
     kernels::fill<B>(G, T(0), n_params_);
@@ -451,8 +466,9 @@ class Transformer {
   }
 
   Transformer(const ModelSpec& spec, int64 batch, int64 seq_len, double softcap, const kernels::MoeRouting& routing, bool train,
-              std::span<const T> params)
-      : spec_(spec), batch_(batch), seq_(seq_len), n_(batch * seq_len), softcap_(softcap), routing_(routing), train_(train) {
+              std::span<const T> params, bool thread_lane = false)
+      : spec_(spec), batch_(batch), seq_(seq_len), n_(batch * seq_len), softcap_(softcap), routing_(routing), train_(train),
+        thread_lane_(thread_lane) {
     validate(spec);
     kernels::validate(routing);
     if (batch < 1 || seq_len < 1) throw std::invalid_argument("train: batch and seq_len must be at least 1");
@@ -714,7 +730,7 @@ class Transformer {
   }
 
   void layout_activations() {
-    threads_ = B::threads();
+    threads_ = thread_lane_ ? 1 : B::threads();
     Carver count;
     IndexCarver icount;
     carve(count, icount);
@@ -996,13 +1012,14 @@ class Transformer {
   Buffer<std::int32_t> tokens_, targets_;  // uploaded ids (backends that do not share the host's memory)
   double aux_ = 0;
   int64 d_ = 0, vp_ = 0, r_ = 1, k_ = 0, kb_ = 1, lanes_ = 0, max_q_ = 2;
-  int threads_ = 1;
+  int threads_ = 1;  // threads the attention scratch is laid out for
   Inject inject_ = Inject::none;
   int64 n_params_ = 0;
   std::vector<ParamTensor> tensors_;
   Buffer<T> params_, grads_, arena_, rope_cos_, rope_sin_;
   bool tables_ready_ = false, frozen_ = false;
   bool train_ = true;      // gradients and backward buffers (else forward only)
+  bool thread_lane_ = false;  // runs on one thread in a thread lane (the thread_lane constructor)
   bool external_ = false;  // the parameters are the caller's buffer (forward only)
   const T* P_ = nullptr;   // the parameters every pass reads: params_ or the caller's buffer
   bool per_rec_ = true;  // the recurrence's norm at the end of every recurrence (else once after the loop)

@@ -45,14 +45,15 @@ class ThreadLanes {
  public:
   using Model = Transformer<T, B>;
 
-  // `lanes` lanes, lane 0 `first` (a training model), the others built here over its parameters
-  // (read in place: `first` must outlive this and keep its parameters where they are).
+  // `lanes` lanes, lane 0 `first` (a training model; built with Transformer's thread_lane
+  // constructor it keeps one attention scratch matrix, as the others do), the others built here
+  // over its parameters (read in place: `first` must outlive this and keep its parameters where they are).
   ThreadLanes(Model& first, int64 lanes) : first_(first), loss_(static_cast<std::size_t>(lanes)), failure_(loss_.size()) {
     static_assert(B::host_memory, "ThreadLanes: lanes run whole passes through the backend side by side, which only the host backend allows");
     if (lanes < 1) throw std::invalid_argument("ThreadLanes: at least one lane");
     const std::span<const T> params(static_cast<const T*>(first.params_data()), static_cast<std::size_t>(first.num_params()));
     for (int64 t = 1; t < lanes; ++t)
-      others_.push_back(std::make_unique<Model>(first.spec(), first.batch(), first.seq_len(), first.softcap(), first.moe_routing(), params));
+      others_.push_back(std::make_unique<Model>(thread_lane, first.spec(), first.batch(), first.seq_len(), first.softcap(), first.moe_routing(), params));
   }
 
   int64 count() const { return static_cast<int64>(loss_.size()); }
@@ -65,9 +66,11 @@ class ThreadLanes {
     if (count() == 1) return backward ? first_.forward_backward(tokens, targets) : first_.forward(tokens, targets);
     const int64 share = first_.batch() * first_.seq_len();
     share_moe_bias();
-#pragma omp parallel num_threads(static_cast<int>(count()))
-    {
-      const auto t = static_cast<std::size_t>(omp_get_thread_num());
+    // One lane a thread; should OpenMP give the region fewer threads, a thread takes several
+    // lanes in turn, with the same result (each lane's model and scratch are its own).
+#pragma omp parallel for schedule(static, 1) num_threads(static_cast<int>(count()))
+    for (int64 lane = 0; lane < count(); ++lane) {
+      const auto t = static_cast<std::size_t>(lane);
       // Nothing may leave an OpenMP region by an exception: each lane keeps what it threw.
       try {
         Model& m = t == 0 ? first_ : *others_[t - 1];

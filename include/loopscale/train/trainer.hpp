@@ -811,7 +811,7 @@ class Trainer {
         memory_(in.memory),
         per_step_(cfg.batch * cfg.seq_len),
         eval_batches_(std::max<int64>(1, cfg.eval_tokens / per_step_)),
-        model_(cfg.spec, micro_ / lanes_, cfg.seq_len, cfg.softcap, routing_of(cfg)),
+        model_(make_model(cfg, micro_, lanes_)),
         opt_(optimizer_of<float, B>(cfg, model_.tensors(), model_.num_params())),
         sched_(schedule_of(cfg, length_)),
         sampler_(in.train, cfg.seed, cfg.seq_len, in.mix, cfg.mix_frac, cfg.mix_stride),
@@ -876,6 +876,14 @@ class Trainer {
   }
 
  private:
+  // The trainer's model: lane 0 of the thread lanes where there are several (a thread-lane model,
+  // one attention scratch matrix; train/thread_lanes.hpp), else a model over every backend thread.
+  static Transformer<float, B> make_model(const TrainConfig& cfg, int64 micro, int64 lanes) {
+    if constexpr (B::host_memory)
+      if (lanes > 1) return Transformer<float, B>(thread_lane, cfg.spec, micro / lanes, cfg.seq_len, cfg.softcap, routing_of(cfg));
+    return Transformer<float, B>(cfg.spec, micro / lanes, cfg.seq_len, cfg.softcap, routing_of(cfg));
+  }
+
   void restore(const Checkpoint<float>& ckpt) {
     // Resumed from checkpoint.prev.bin: checkpoint.bin is bad (or missing), so the next checkpoint
     // replaces it without making it the previous one; the good previous one stays.

@@ -9,7 +9,8 @@
 //   parallel_for(n, f)                                           f(i) for i in [0, n), any order
 //   sum(n, f)                                                    sum of f(i) in double, fixed order
 //   single(f)                                                    f() once, on the backend (serial work on its memory)
-//   thread_id(), threads(), set_threads(n)
+//   thread_id(), threads(), set_threads(n)                       thread_id: the caller's index among the threads
+//                                                                running the current parallel_for's tasks
 //   buffer<T>, upload(dst, src, n), download(dst, src, n)        its memory, and copies to and from the host
 //   host_memory                                                  whether host code may read a buffer directly
 //   nested_gemm                                                  whether a parallel_for task may call gemm
@@ -269,12 +270,19 @@ struct HostBackend {
     thread_count() = n;
   }
   static int threads() { return thread_count() > 0 ? thread_count() : omp_get_max_threads(); }
-  static int thread_id() { return omp_get_thread_num(); }
+  // Below threads(); 0 where parallel_for runs its tasks inline on the caller (one task, or called
+  // inside another parallel region), so that a kernel's per-thread scratch (attention's dP) needs
+  // one slot in a model whose passes run on one thread beside others' (a thread lane,
+  // train/thread_lanes.hpp), whichever thread of the lanes' region that is.
+  static int thread_id() { return tasks_inline() ? 0 : omp_get_thread_num(); }
+  // Whether a parallel_for called here would run its tasks inline on the calling thread.
+  static bool runs_inline() { return threads() == 1 || omp_in_parallel(); }
 
   template <class F>
   static void parallel_for(int64 n, F f) {
     if (n <= 0) return;
     if (n == 1 || omp_in_parallel()) {
+      const InlineTasks mark;
       for (int64 i = 0; i < n; ++i) f(i);
       return;
     }
@@ -428,6 +436,20 @@ struct HostBackend {
   }
 
  private:
+  // Set on a thread while it runs a parallel_for's tasks inline (thread_id); restored after, so
+  // nested calls and exceptions leave it as it was.
+  static bool& tasks_inline() {
+    thread_local bool on = false;
+    return on;
+  }
+  struct InlineTasks {
+    bool was = tasks_inline();
+    InlineTasks() { tasks_inline() = true; }
+    ~InlineTasks() { tasks_inline() = was; }
+    InlineTasks(const InlineTasks&) = delete;
+    InlineTasks& operator=(const InlineTasks&) = delete;
+  };
+
   // Whether gemm splits an M x N x K product into one panel per thread (of nt).
   static bool splits(int64 M, int64 N, int64 K, int nt) {
     const int64 side = std::max(M, N), work = M * N * std::max<int64>(K, 1);
