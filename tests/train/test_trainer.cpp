@@ -768,9 +768,14 @@ TEST_CASE("trainer: accum cuts each step's batch into micro-batches: the same st
 
 TEST_CASE("trainer: thread lanes train a share of the batch each, equal to accum on one thread bit for bit", "[train][trainer][lanes]") {
   const fs::path data = make_corpus("lanes");
-  const auto run = [&](const std::string& name, int threads, int64 accum, const std::string& split) {
+  // moe_balance: every layer MoE (make_moe), balanced so; empty: the dense tiny model.
+  const auto run = [&](const std::string& name, int threads, int64 accum, const std::string& split, const std::string& moe_balance = "") {
     TrainConfig c = tiny_config(data, temp_dir(name));
     fs::remove_all(c.out);
+    if (!moe_balance.empty()) {
+      make_moe(c);
+      c.moe_balance = moe_balance;
+    }
     c.threads = threads;
     c.accum = accum;
     c.thread_split = split;
@@ -811,19 +816,8 @@ TEST_CASE("trainer: thread lanes train a share of the batch each, equal to accum
   // selection biases (lane 0's, which every lane routes with) of the whole run.
   for (const char* balance : {"aux:0.01", "bias:0.05"}) {
     INFO(balance);
-    const auto moe_run = [&](const std::string& name, int threads, int64 accum) {
-      TrainConfig c = tiny_config(data, temp_dir(name));
-      fs::remove_all(c.out);
-      make_moe(c);
-      c.moe_balance = balance;
-      c.threads = threads;
-      c.accum = accum;
-      const TrainResult r = train::train(c);
-      REQUIRE(r.status == "done");
-      return std::make_pair(r, read_log(fs::path(c.out) / "log.jsonl"));
-    };
-    const auto [moe_lanes, moe_lanes_log] = moe_run("lanes_moe", 2, 1);
-    const auto [moe_accum, moe_accum_log] = moe_run("lanes_moe_accum", 1, 2);
+    const auto [moe_lanes, moe_lanes_log] = run("lanes_moe", 2, 1, "auto", balance);
+    const auto [moe_accum, moe_accum_log] = run("lanes_moe_accum", 1, 2, "auto", balance);
     CHECK(moe_lanes_log[0].at("thread_split") == "batch");
     REQUIRE(losses(temp_dir("lanes_moe") / "log.jsonl") == losses(temp_dir("lanes_moe_accum") / "log.jsonl"));
     CHECK(moe_lanes.val_loss == moe_accum.val_loss);
