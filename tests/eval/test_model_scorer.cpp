@@ -17,7 +17,9 @@
 #include "loopscale/data/corpus.hpp"
 #include "loopscale/eval/generate.hpp"
 #include "loopscale/eval/model_scorer.hpp"
+#include "loopscale/eval/probes.hpp"
 #include "loopscale/eval/run_model.hpp"
+#include "loopscale/eval/score.hpp"
 #include "loopscale/eval/validation.hpp"
 #include "loopscale/train/trainer.hpp"
 #include "small_model.hpp"
@@ -451,4 +453,29 @@ TEST_CASE("recurrence curve points: powers of two up to 4r, and r itself") {
   CHECK(recurrence_curve_points(4) == std::vector<std::int64_t>{1, 2, 4, 8, 16});
   CHECK(recurrence_curve_points(6) == std::vector<std::int64_t>{1, 2, 4, 6, 8, 16});
   CHECK_THROWS_WITH(recurrence_curve_points(0), Catch::Contains("trained r of at least 1"));
+}
+
+TEST_CASE("evaluate_parallel: the built-in probes scored by a model on two threads, task by task, are one thread's results",
+          "[eval][scorer]") {
+  ModelSpec spec = looped(2, Inject::linear);
+  spec.vocab = 256;  // the probes are bytes
+  Transformer<float> m(spec, 1, 128);
+  m.init(5);
+  eval::RunModel run = eval::run_model_of(m);
+  run.tokenizer = data::Tokenizer();  // byte-level
+  eval::ProbeOptions po;
+  po.seed = 3;
+  po.items_per_task = 6;
+  po.max_bytes = 128;
+  const eval::Bundle probes = eval::builtin_probes(po).bundle;
+  REQUIRE(probes.tasks.size() >= 8);
+  eval::EvalOptions opt;
+  opt.seed = 1;
+  train::HostBackend::set_threads(1);
+  ModelScorer one(run, 2);
+  const nlohmann::json serial = eval::to_json(eval::evaluate(probes, one, *run.tokenizer, opt));
+  train::HostBackend::set_threads(2);
+  const auto make = [&]() -> std::unique_ptr<eval::Scorer> { return std::make_unique<ModelScorer<>>(run, 2); };
+  CHECK(eval::to_json(eval::evaluate_parallel(probes, make, *run.tokenizer, opt, 2)) == serial);
+  train::HostBackend::set_threads(0);
 }

@@ -6,10 +6,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -378,6 +381,60 @@ TEST_CASE("score: sequences longer than the context lose tokens from the left, t
   ToyScorer tiny = toy(3);
   CHECK_THAT(bundle_error_of([&] { evaluate_task(t, tiny, bytes); }),
              Catch::Contains("task \"lm\" row 1: the scored span of the continuation is 3 tokens; a scorer context of 3 tokens holds at most 2"));
+}
+
+TEST_CASE("score: evaluate_parallel scores whole tasks on several threads, with evaluate's results in bundle order", "[eval]") {
+  // Deterministic and free of test assertions (Catch's are not for several threads): the log
+  // probability of a byte after another is a fixed function of the two; the argmax is prev + 1.
+  struct Hashed : Scorer {
+    std::string fail_on;  // a sequence containing this throws
+    std::int64_t context() const override { return 1024; }
+    std::vector<SequenceScores> score(std::span<const std::vector<std::int32_t>> sequences) override {
+      std::vector<SequenceScores> out;
+      for (const auto& s : sequences) {
+        const std::string text(s.begin(), s.end());
+        if (!fail_on.empty() && text.find(fail_on) != std::string::npos) throw std::runtime_error("hashed: refused " + text);
+        SequenceScores r;
+        for (std::size_t t = 0; t + 1 < s.size(); ++t) {
+          r.logp.push_back(-static_cast<float>(1 + (s[t] * 31 + s[t + 1]) % 7) / 4.0f);
+          r.argmax.push_back((s[t] + 1) % 256);
+        }
+        out.push_back(std::move(r));
+      }
+      return out;
+    }
+  };
+  Bundle b;
+  b.name = "toy";
+  Task lm2 = lm_task(), mc2 = mc_task();
+  lm2.label = "lm2";
+  mc2.label = "mc2";
+  b.tasks = {mc_task(), lm_task(), schema_task(), lm2, mc2};
+  Hashed one;
+  const nlohmann::json serial = to_json(evaluate(b, one, bytes));
+  for (const int threads : {1, 2, 3, 8}) {
+    INFO(threads << " threads");
+    std::atomic<int> made{0};
+    const auto make = [&]() -> std::unique_ptr<Scorer> {
+      ++made;
+      return std::make_unique<Hashed>();
+    };
+    CHECK(to_json(evaluate_parallel(b, make, bytes, EvalOptions{}, threads)) == serial);
+    CHECK(made.load() >= 1);
+    CHECK(made.load() <= std::min(threads, 5));
+  }
+  // Three tasks fail: the first in bundle order is the error, whichever thread met one first.
+  const auto failing = [&]() -> std::unique_ptr<Scorer> {
+    auto h = std::make_unique<Hashed>();
+    h->fail_on = "zz";  // in the rows of mc, schema and mc2
+    return h;
+  };
+  for (int rep = 0; rep < 5; ++rep)
+    REQUIRE_THROWS_WITH(evaluate_parallel(b, failing, bytes, EvalOptions{}, 3),
+                        Catch::StartsWith("hashed: refused Q:") && !Catch::Contains("xa"));  // mc's prompt, not schema's
+  // The bundle is checked before anything is scored, as evaluate checks it.
+  b.tasks = {lm_task(), lm_task()};
+  CHECK_THAT(bundle_error_of([&] { evaluate_parallel(b, failing, bytes, EvalOptions{}, 2); }), Catch::Contains("label \"lm\" is used twice"));
 }
 
 TEST_CASE("score: items that cannot be scored are errors naming the task and the row", "[eval]") {

@@ -192,8 +192,12 @@ check_identical "$work/array"
 # shell, what --signal=B:USR1@S sends) in the middle of a run and requeues itself. Both resume
 # their run from its checkpoint.
 write_script "$work/fault"
-job=$(sbatch --parsable "$work/fault.sbatch")
-echo "slurm_live: submitted job array $job (fault case)"
+# Submitted held and released one task at a time: the smoke runs take a second or two each, so
+# task 0 could finish its whole shard while the test deals with task 1 (it did, once runs trained
+# in thread lanes and were scored on both threads).
+job=$(sbatch --parsable --hold "$work/fault.sbatch")
+echo "slurm_live: submitted job array $job (fault case), held"
+scontrol release "${job}_1"
 plan_json=$("$bin" sweep plan --preset smoke --json)
 
 # The id of a run of shard $1 (of 2) that is training now and has not reached half of its steps:
@@ -236,6 +240,7 @@ sleep 3  # long enough for a task that would requeue itself to have done so
 scontrol requeue "${job}_1"
 echo "slurm_live: ${job}_1 stayed cancelled; requeued it"
 
+scontrol release "${job}_0"
 warned=$(training_run 0)
 scancel --batch --signal=USR1 "${job}_0"
 echo "slurm_live: sent USR1 to the batch shell of ${job}_0 while run $warned trained (at step $(step_of "$warned"))"

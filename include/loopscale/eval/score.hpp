@@ -45,12 +45,16 @@
 // A row number in a message counts the task's rows from 1 (its JSONL's non-blank lines).
 #pragma once
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -429,19 +433,25 @@ inline TaskResult evaluate_task(const Task& t, Scorer& scorer, const data::Token
   return res;
 }
 
-// Scores every task of `b` and aggregates per axis (see the top of the file).
-inline EvalResults evaluate(const Bundle& b, Scorer& scorer, const data::Tokenizer& tok, const EvalOptions& opt = {}) {
+namespace detail {
+
+// Every task of `b` checked before the first is scored; the results' header.
+inline EvalResults start_evaluation(const Bundle& b, const EvalOptions& opt) {
   EvalResults out;
   out.bundle = b.name;
   out.max_per_task = opt.max_per_task;
   out.seed = opt.seed;
   if (b.tasks.empty()) throw bundle_error(concat("eval: bundle \"", b.name, "\" has no tasks"));
-  for (const Task& t : b.tasks) {  // every task checked before the first is scored
+  for (const Task& t : b.tasks) {
     if (auto p = task_problem(t)) throw bundle_error(concat("eval: bundle \"", b.name, "\": ", *p));
     for (const Task& u : b.tasks)
       if (&u != &t && u.label == t.label) throw bundle_error(concat("eval: bundle \"", b.name, "\": label \"", t.label, "\" is used twice"));
   }
-  for (const Task& t : b.tasks) out.tasks.push_back(evaluate_task(t, scorer, tok, opt));
+  return out;
+}
+
+// Per axis and the CORE metric, from the tasks' results.
+inline void finish_evaluation(EvalResults& out) {
   for (const Axis a : {Axis::parametric_knowledge, Axis::reading_comprehension, Axis::math, Axis::reasoning_primitives, Axis::compositional_symbolic}) {
     AxisResult r;
     r.axis = a;
@@ -461,8 +471,54 @@ inline EvalResults evaluate(const Bundle& b, Scorer& scorer, const data::Tokeniz
   }
   for (const TaskResult& t : out.tasks) out.core += t.centered;
   out.core /= static_cast<double>(out.tasks.size());
+}
+
+}  // namespace detail
+
+// Scores every task of `b` and aggregates per axis (see the top of the file).
+inline EvalResults evaluate(const Bundle& b, Scorer& scorer, const data::Tokenizer& tok, const EvalOptions& opt = {}) {
+  EvalResults out = detail::start_evaluation(b, opt);
+  for (const Task& t : b.tasks) out.tasks.push_back(evaluate_task(t, scorer, tok, opt));
+  detail::finish_evaluation(out);
   return out;
 }
+
+// evaluate() with the tasks shared among `threads` OpenMP threads, each thread scoring whole tasks
+// with a scorer of its own, made on that thread by make_scorer() (returning a
+// std::unique_ptr<Scorer>) the first time it needs one. The results come in bundle order and are
+// those of evaluate() with such a scorer on one thread: a task is scored whole by one scorer, and
+// a host model's scorer called inside the threads' region runs its kernels on its own thread
+// (HostBackend::parallel_for and gemm run inline there). Why: a small model's forward shares its
+// kernels between threads badly (each parallel region waits for the slowest thread), so scoring
+// the 15 probe tasks of a sweep's tiny run took longer on two threads sharing kernels than on one
+// (docs/eval.md, "Evaluating on several threads"). A task that throws: the first such task's
+// error, in bundle order, after every thread has stopped.
+template <class MakeScorer>
+EvalResults evaluate_parallel(const Bundle& b, MakeScorer&& make_scorer, const data::Tokenizer& tok, const EvalOptions& opt, int threads) {
+  EvalResults out = detail::start_evaluation(b, opt);
+  const auto n = static_cast<std::int64_t>(b.tasks.size());
+  threads = static_cast<int>(std::clamp<std::int64_t>(threads, 1, n));
+  std::vector<TaskResult> results(b.tasks.size());
+  std::vector<std::exception_ptr> failed(b.tasks.size());
+  std::vector<std::unique_ptr<Scorer>> scorers(static_cast<std::size_t>(threads));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    try {  // nothing may leave an OpenMP region by an exception
+      std::unique_ptr<Scorer>& s = scorers[static_cast<std::size_t>(omp_get_thread_num())];
+      if (!s) s = make_scorer();
+      results[k] = evaluate_task(b.tasks[k], *s, tok, opt);
+    } catch (...) {
+      failed[k] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& f : failed)
+    if (f) std::rethrow_exception(f);
+  out.tasks = std::move(results);
+  detail::finish_evaluation(out);
+  return out;
+}
+
 
 // ---- output ---------------------------------------------------------------------------------
 

@@ -10,11 +10,13 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -90,32 +92,47 @@ inline eval::Bundle sweep_probes(const SweepSpec& spec, const fs::path& data, in
 }
 
 // Scores a trained run (eval::load_run of its folder) on `probes` at its trained r: per task and
-// per axis (eval/score.hpp), with the seconds it took.
-inline nlohmann::json evaluate_run(const eval::RunModel& model, const eval::Bundle& probes, std::uint64_t seed) {
+// per axis (eval/score.hpp), with the seconds it took; on `threads` host threads, each scoring whole
+// tasks with a scorer of its own (eval::evaluate_parallel: the results of one thread).
+inline nlohmann::json evaluate_run(const eval::RunModel& model, const eval::Bundle& probes, std::uint64_t seed, int threads = 1) {
   if (!model.tokenizer) return {{"skipped", "the run's corpus has no tokenizer loopscale can read, so task text cannot be encoded"}};
-  eval::ModelScorer<> scorer(model, model.spec.recur.r);
   eval::EvalOptions opt;
   opt.seed = seed;
   const auto t0 = std::chrono::steady_clock::now();
-  nlohmann::json j = eval::to_json(eval::evaluate(probes, scorer, *model.tokenizer, opt));
+  const auto scorer = [&]() -> std::unique_ptr<eval::Scorer> { return std::make_unique<eval::ModelScorer<>>(model, model.spec.recur.r); };
+  nlohmann::json j = eval::to_json(eval::evaluate_parallel(probes, scorer, *model.tokenizer, opt, threads));
   j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   j["r_eval"] = model.spec.recur.r;
   return j;
 }
 
 // A trained run's test-time recurrence curve: validation loss and bits per byte at each r_eval of
-// recurrence_curve_points(r) on `windows` windows of the corpus's val split.
-inline nlohmann::json recurrence_curve(const eval::RunModel& model, const fs::path& data, int64 seq_len, int64 windows) {
-  const data::Corpus val = data::open_corpus(data, data::Split::val, data::Verify::headers);
-  eval::ModelScorer<> scorer(model, model.spec.recur.r);
-  nlohmann::json points = nlohmann::json::array();
-  double seconds = 0;
-  for (const int64 r : eval::recurrence_curve_points(model.spec.recur.r)) {
-    scorer.set_recurrences(r);
-    const eval::ValidationResult v = eval::validation_loss(scorer, val, seq_len, windows);
-    seconds += v.seconds;
-    points.push_back({{"r_eval", r}, {"loss", v.loss}, {"bpb", std::isfinite(v.bpb) ? nlohmann::json(v.bpb) : nlohmann::json(nullptr)}});
+// recurrence_curve_points(r) on `windows` windows of the corpus's val split, and the wall seconds
+// it took. On `threads` host threads the r_eval points run side by side, each with a scorer of its
+// own on one thread (the largest first), with the losses one thread gives.
+inline nlohmann::json recurrence_curve(const eval::RunModel& model, const fs::path& data, int64 seq_len, int64 windows, int threads = 1) {
+  const std::vector<int64> rs = eval::recurrence_curve_points(model.spec.recur.r);
+  const auto n = static_cast<int64>(rs.size());
+  std::vector<eval::ValidationResult> v(rs.size());
+  std::vector<std::exception_ptr> failed(rs.size());
+  const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(static_cast<int>(std::clamp<int64>(threads, 1, n)))
+  for (int64 i = n - 1; i >= 0; --i) {
+    const auto k = static_cast<std::size_t>(i);
+    try {  // nothing may leave an OpenMP region by an exception
+      const data::Corpus val = data::open_corpus(data, data::Split::val, data::Verify::headers);
+      eval::ModelScorer<> scorer(model, rs[k]);
+      v[k] = eval::validation_loss(scorer, val, seq_len, windows);
+    } catch (...) {
+      failed[k] = std::current_exception();
+    }
   }
+  for (const std::exception_ptr& f : failed)
+    if (f) std::rethrow_exception(f);
+  nlohmann::json points = nlohmann::json::array();
+  for (std::size_t k = 0; k < rs.size(); ++k)
+    points.push_back({{"r_eval", rs[k]}, {"loss", v[k].loss}, {"bpb", std::isfinite(v[k].bpb) ? nlohmann::json(v[k].bpb) : nlohmann::json(nullptr)}});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {{"r", model.spec.recur.r}, {"windows", windows}, {"seq_len", seq_len}, {"points", points}, {"seconds", seconds}};
 }
 
@@ -216,13 +233,15 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
     }
     if (o.eval_items == 0 && o.curve_windows == 0) return summary;
     const eval::RunModel model = eval::load_run(req.dir);  // read once for the probes and the curve
+    // The run's host threads score side by side, each with a model of its own (as thread lanes train).
+    const int eval_threads = host ? std::max(1, c.threads) : 1;
     if (o.eval_items > 0) {
       if (!*probes) *probes = sweep_probes(*req.spec, req.data, o.eval_items);
       summary["eval"] = (*probes)->tasks.empty()
                             ? nlohmann::json{{"skipped", fmt::format("no built-in probe fits in the sweep's context of {} tokens", req.spec->seq_len)}}
-                            : evaluate_run(model, **probes, req.spec->seed);
+                            : evaluate_run(model, **probes, req.spec->seed, eval_threads);
     }
-    if (o.curve_windows > 0) summary["recurrence_curve"] = recurrence_curve(model, req.data, req.spec->seq_len, o.curve_windows);
+    if (o.curve_windows > 0) summary["recurrence_curve"] = recurrence_curve(model, req.data, req.spec->seq_len, o.curve_windows, eval_threads);
     return summary;
   };
 }
