@@ -147,7 +147,10 @@ void run_eval(EvalArgs a) {
     }
     if (tasks) {
       const auto t0 = std::chrono::steady_clock::now();
-      const eval::EvalResults res = eval::evaluate(bundle, scorer, model.text_tokenizer(), opt);
+      // The tasks shared among the threads, each with a scorer of its own (eval::evaluate_parallel:
+      // one thread's results; docs/eval.md, "Evaluating on several threads").
+      const auto make = [&]() -> std::unique_ptr<eval::Scorer> { return std::make_unique<eval::ModelScorer<>>(model, r, a.batch); };
+      const eval::EvalResults res = eval::evaluate_parallel(bundle, make, model.text_tokenizer(), opt, train::HostBackend::threads());
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       row["eval"] = eval::to_json(res);
       row["eval_seconds"] = s;
