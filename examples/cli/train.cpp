@@ -89,8 +89,8 @@ const bool registered_train = add_command([](CLI::App& app) {
   sub->add_option("--threads", c.threads, "threads (0: every core)")->capture_default_str();
   sub->add_option("--thread-split", c.thread_split,
                   "how the threads share a pass: batch (each thread its share of the sequences through a model of its own), "
-                  "kernels (all threads on each kernel of one model), auto (batch where the host, a dense model and a "
-                  "micro-batch the threads divide allow it)")
+                  "kernels (all threads on each kernel of one model), auto (batch on the host where the micro-batch gives "
+                  "every thread a sequence and the shares keep the threads at least 7/8 busy)")
       ->capture_default_str();
   sub->add_option("--device", c.device,
                   "auto (a CUDA device when this build has CUDA and one is usable, else the host) | host | cuda; a run may "

@@ -16,6 +16,7 @@
 #include "loopscale/account/memory.hpp"
 #include "loopscale/account/params.hpp"
 #include "loopscale/train/model.hpp"
+#include "loopscale/train/thread_lanes.hpp"
 #include "model_specs.hpp"
 #include "reference.hpp"
 
@@ -167,6 +168,37 @@ TEST_CASE("model: a thread-lane model keeps one attention scratch matrix and run
                           Catch::Contains("not on 2 threads"));
   HostBackend::set_threads(1);
   CHECK(lane0.forward_backward(in.data(), tgt.data()) == lane_loss[0]);  // one thread: fine anywhere
+  HostBackend::set_threads(0);
+}
+
+TEST_CASE("model: thread lanes of unequal shares give the micro-batch's mean loss and gradient", "[train][model][lanes]") {
+  using train::HostBackend;
+  const ModelSpec m = small_spec(2, Inject::linear);
+  const int64 micro = 5, T = 8;  // three sequences in lane 0, two in lane 1
+  const auto in = tokens(micro * T, m.vocab, 1), tgt = tokens(micro * T, m.vocab, 2);
+  HostBackend::set_threads(1);
+  Transformer<float> whole(m, micro, T);
+  whole.init(4);
+  const double loss = whole.forward_backward(in.data(), tgt.data());
+  const std::vector<float> grad(whole.grads().begin(), whole.grads().end());
+  HostBackend::set_threads(2);
+  const std::span<const float> params(whole.params_data(), static_cast<std::size_t>(whole.num_params()));
+  Transformer<float> lane0(train::thread_lane, m, 3, T, 15.0, {});  // lane 0 owns the parameters, as the trainer's model does
+  lane0.write_params(params);
+  train::ThreadLanes<float, HostBackend> lanes(lane0, 2, micro);
+  CHECK(lanes.batch() == micro);
+  CHECK(lanes.pass(in.data(), tgt.data(), true) == Approx(loss).epsilon(1e-6));
+  float scale = 0, worst = 0;
+  for (std::size_t i = 0; i < grad.size(); ++i) {
+    scale = std::max(scale, std::abs(grad[i]));
+    worst = std::max(worst, std::abs(grad[i] - lane0.grads()[i]));
+  }
+  CHECK(scale > 0);
+  CHECK(worst <= 1e-5f * scale);
+  CHECK(lanes.pass(in.data(), tgt.data(), false) == Approx(loss).epsilon(1e-6));  // a validation pass
+  // Lane 0 must hold the largest share, and every lane a sequence.
+  REQUIRE_THROWS_WITH((train::ThreadLanes<float, HostBackend>(lane0, 2, 4)), Catch::Contains("lane 0's model takes 3 sequences, not the 2 of its share"));
+  REQUIRE_THROWS_WITH((train::ThreadLanes<float, HostBackend>(lane0, 4, 3)), Catch::Contains("fewer sequences than lanes"));
   HostBackend::set_threads(0);
 }
 

@@ -180,17 +180,28 @@ constexpr MemoryEstimate count_memory(const ModelSpec& m, int64 batch, int64 seq
   return e;
 }
 
+// Sequences lane `lane` of `lanes` thread lanes takes of a batch of `batch` (train/thread_lanes.hpp):
+// batch / lanes, one more for the first batch % lanes lanes, so lane 0 is never smaller than another.
+constexpr int64 lane_sequences(int64 batch, int64 lanes, int64 lane) {
+  return batch / lanes + (lane < batch % lanes ? 1 : 0);
+}
+
 // count_memory for a batch of `batch` sequences trained in `lanes` thread lanes
-// (train/thread_lanes.hpp): each lane a model of batch / lanes sequences with its own activations
-// (attention's scratch for the one thread it runs on), tokens and gradients; the parameters and
-// the optimiser's moments once. One lane: count_memory on `threads` threads.
+// (train/thread_lanes.hpp): each lane a model of lane_sequences(batch, lanes, t) sequences with its
+// own activations (attention's scratch for the one thread it runs on), tokens and gradients; the
+// parameters and the optimiser's moments once. One lane: count_memory on `threads` threads.
 constexpr MemoryEstimate count_lane_memory(const ModelSpec& m, int64 batch, int64 seq_len, int64 threads, int64 lanes,
                                            AttentionScratch scratch = AttentionScratch::per_thread) {
-  MemoryEstimate e = count_memory(m, batch / lanes, seq_len, lanes > 1 ? 1 : threads, scratch);
-  e.activations *= lanes;
-  e.grads *= lanes;
-  e.tokens *= lanes;
-  e.indices *= lanes;
+  if (lanes <= 1) return count_memory(m, batch, seq_len, threads, scratch);
+  // Two lane sizes at most: batch / lanes + 1 sequences in the first batch % lanes lanes, batch / lanes in the rest.
+  const int64 larger = batch % lanes;
+  const MemoryEstimate big = count_memory(m, batch / lanes + 1, seq_len, 1, scratch);
+  const MemoryEstimate small = count_memory(m, batch / lanes, seq_len, 1, scratch);
+  MemoryEstimate e = small;
+  e.activations = larger * big.activations + (lanes - larger) * small.activations;
+  e.grads = larger * big.grads + (lanes - larger) * small.grads;
+  e.tokens = larger * big.tokens + (lanes - larger) * small.tokens;
+  e.indices = larger * big.indices + (lanes - larger) * small.indices;
   e.total = e.params + e.grads + e.optimizer + e.activations + e.tokens + e.indices;
   return e;
 }

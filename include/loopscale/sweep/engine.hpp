@@ -201,8 +201,9 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
     } else if (!req.spec->train.contains("threads")) {
       const int cores = std::max(1, omp_get_num_procs() / std::max(1, o.ranks));
       const int64 chunks = static_cast<int64>(std::max(1, o.ranks)) * c.accum;
-      const bool lanes = cores > 1 && c.thread_split != "kernels" && c.batch % chunks == 0 &&
-                         train::detail::why_no_lanes(c.batch / chunks, cores, true).empty();
+      const int64 micro = c.batch / chunks;
+      const bool lanes = c.batch % chunks == 0 && (c.thread_split == "batch" ? cores > 1 && train::detail::why_no_lanes(micro, cores, true).empty()
+                                                                             : c.thread_split == "auto" && train::detail::auto_lanes(micro, cores, true));
       c.threads = auto_threads(req.run->flops_per_token * static_cast<double>(req.spec->batch_tokens), cores, lanes);
     }
     if (c.checkpoint_every == 0) {

@@ -160,11 +160,13 @@ struct TrainConfig {
   int64 accum = 1;
   std::string reduction = "allreduce";
   // How a process's threads share a micro-batch's forward and backward pass (train/thread_lanes.hpp):
-  // batch: each thread takes micro-batch / threads of the sequences through a model of its own
-  // over the one set of parameters (a gradient buffer each, summed in thread order), so the
-  // threads meet once per pass instead of at every kernel; kernels: one model, all threads on each
-  // of its kernels; auto: batch where it applies (the host backend, more than one thread, a dense
-  // model, a micro-batch the threads divide), kernels elsewhere. Not part of the run's identity.
+  // batch: each thread takes its share of the micro-batch's sequences (equal shares, one more in
+  // the first threads where they do not divide) through a model of its own over the one set of
+  // parameters (a gradient buffer each, summed in thread order), so the threads meet once per
+  // pass instead of at every kernel; kernels: one model, all threads on each of its kernels; auto:
+  // batch where it applies and pays (the host backend, more than one thread, at least a sequence
+  // a thread, shares that keep the threads at least min_lane_balance busy), kernels elsewhere.
+  // Not part of the run's identity.
   std::string thread_split = "auto";
 };
 
@@ -421,22 +423,40 @@ inline int64 micro_batch(const TrainConfig& c, int ranks) {
 // Why lanes (below) cannot run a micro-batch of `micro` sequences on `threads` threads; empty where they can.
 inline std::string why_no_lanes(int64 micro, int threads, bool host_memory) {
   if (!host_memory) return "only the host backend runs a model per thread";
-  if (micro % threads != 0)
-    return "a micro-batch of " + std::to_string(micro) + " sequences does not split evenly over " + std::to_string(threads) + " threads";
+  if (micro < threads)
+    return "a micro-batch of " + std::to_string(micro) + " sequence(s) cannot give each of " + std::to_string(threads) + " threads a sequence";
   return {};
 }
 
+// The share of `threads` lanes' time that a micro-batch of `micro` sequences keeps busy: a pass
+// takes as long as the largest lane (lane_sequences, account/memory.hpp), so micro / (threads x
+// its sequences); 1 where the threads divide the micro-batch.
+inline double lane_balance(int64 micro, int threads) {
+  return static_cast<double>(micro) / static_cast<double>(threads * lane_sequences(micro, threads, 0));
+}
+// The balance below which auto leaves the threads on one model's kernels: on two threads of a
+// 2-core Intel Xeon (docs/benchmarks.md, "Threads over the batch") equal lanes ran the acceptance
+// model 1.93x one thread and shared kernels 1.71x, so lanes with 7/8 of the threads' time busy
+// (1.69x) are about level with the kernels, and smaller models, whose kernels share worse
+// (0.5-1.4x at d 32-192), gain more from lanes.
+inline constexpr double min_lane_balance = 0.875;
+
+// Whether auto (below) would run a micro-batch of `micro` sequences in lanes on `threads` threads.
+inline bool auto_lanes(int64 micro, int threads, bool host_memory) {
+  return threads > 1 && why_no_lanes(micro, threads, host_memory).empty() && lane_balance(micro, threads) >= min_lane_balance;
+}
+
 // The lanes of a micro-batch of `micro` sequences on `threads` threads (TrainConfig::thread_split):
-// that many models, one a thread, each on micro / lanes of the sequences; 1 where the threads share
+// that many models, one a thread, each on its share of the sequences; 1 where the threads share
 // every kernel of one model instead. `host_memory` is the backend's (B::host_memory): only the host
 // backend lets several threads run whole passes through it at once. MoE layers route in each lane as
 // in a micro-batch of accumulation (train/thread_lanes.hpp).
 inline int64 thread_lanes(const TrainConfig& c, int64 micro, int threads, bool host_memory) {
   if (c.thread_split == "kernels" || threads <= 1) return 1;
+  if (c.thread_split == "auto") return auto_lanes(micro, threads, host_memory) ? threads : 1;
   const std::string why = why_no_lanes(micro, threads, host_memory);
-  if (why.empty()) return threads;
-  if (c.thread_split == "batch") throw config_error("config: thread_split batch: " + why + "; use thread_split auto or kernels");
-  return 1;
+  if (!why.empty()) throw config_error("config: thread_split batch: " + why + "; use thread_split auto or kernels");
+  return threads;
 }
 
 // Bytes a rank's training takes: count_lane_memory's for its micro-batch, and with accum > 1 the
@@ -821,7 +841,7 @@ class Trainer {
         chunk_loss_(static_cast<std::size_t>(chunks_)),
         grad_sum_(cfg.accum > 1 ? static_cast<std::size_t>(model_.num_params()) : 0) {
     if constexpr (B::host_memory)
-      if (lanes_ > 1) thread_lanes_.emplace(model_, lanes_);  // lanes 1.. read model_'s parameters, which the optimiser updates in place
+      if (lanes_ > 1) thread_lanes_.emplace(model_, lanes_, micro_);  // lanes 1.. read model_'s parameters, which the optimiser updates in place
     // The routing statistics of a step's chunks: copied over (never reallocated) every step.
     if (chunks_ > 1)
       for (int64 i = 0; i < model_.moe_layers(); ++i) moe_sum_.push_back(model_.moe_stats(i));
@@ -880,8 +900,8 @@ class Trainer {
   // one attention scratch matrix; train/thread_lanes.hpp), else a model over every backend thread.
   static Transformer<float, B> make_model(const TrainConfig& cfg, int64 micro, int64 lanes) {
     if constexpr (B::host_memory)
-      if (lanes > 1) return Transformer<float, B>(thread_lane, cfg.spec, micro / lanes, cfg.seq_len, cfg.softcap, routing_of(cfg));
-    return Transformer<float, B>(cfg.spec, micro / lanes, cfg.seq_len, cfg.softcap, routing_of(cfg));
+      if (lanes > 1) return Transformer<float, B>(thread_lane, cfg.spec, lane_sequences(micro, lanes, 0), cfg.seq_len, cfg.softcap, routing_of(cfg));
+    return Transformer<float, B>(cfg.spec, micro, cfg.seq_len, cfg.softcap, routing_of(cfg));
   }
 
   void restore(const Checkpoint<float>& ckpt) {
@@ -1296,7 +1316,7 @@ class Trainer {
   const Reduction reduction_;
   const int64 chunks_;  // ranks x accum: the pieces a step's batch is cut into
   const int64 micro_;   // sequences per micro-batch (per forward pass of each lane together)
-  const int64 lanes_;   // thread lanes of a micro-batch (thread_lanes); model_ takes micro_ / lanes_ sequences
+  const int64 lanes_;   // thread lanes of a micro-batch (thread_lanes); model_ takes lane_sequences(micro_, lanes_, 0) sequences
   const TrainConfig& cfg_;
   const RunFiles& files_;
   const ProgressFn& progress_;

@@ -32,6 +32,12 @@ void add_into(const T* x, T* y, std::int64_t n) {
   B::parallel_for(n, [=] LOOPSCALE_HD(std::int64_t i) { y[i] += x[i]; });
 }
 
+// y += f x over n values.
+template <class B, class T>
+void add_scaled_into(const T* x, T* y, T f, std::int64_t n) {
+  B::parallel_for(n, [=] LOOPSCALE_HD(std::int64_t i) { y[i] += f * x[i]; });
+}
+
 // The sum of n values, in double, in the backend's fixed order.
 template <class B, class T>
 double sum_values(const T* x, std::int64_t n) {
