@@ -811,9 +811,13 @@ TEST_CASE("trainer: thread lanes train a share of the batch each, equal to accum
   // Lanes of unequal shares (a micro-batch of 3 on two threads: 2 and 1 sequences): each lane's
   // loss and gradient weighted by its share, so the steps are the kernels' up to the float sums.
   // Auto leaves such a split to the kernels (a balance of 3/4, below min_lane_balance); batch asks for it.
-  const auto uneven = [&](const std::string& name, const std::string& split) {
+  const auto uneven = [&](const std::string& name, const std::string& split, const std::string& moe_balance = "") {
     TrainConfig c = tiny_config(data, temp_dir(name));
     fs::remove_all(c.out);
+    if (!moe_balance.empty()) {
+      make_moe(c);
+      c.moe_balance = moe_balance;
+    }
     c.batch = 3;
     c.tokens = 3 * 16 * 12;
     c.thread_split = split;
@@ -834,6 +838,16 @@ TEST_CASE("trainer: thread lanes train a share of the batch each, equal to accum
   const MemoryEstimate un_mem = train::detail::training_memory(tiny_config(data, temp_dir("lanes_uneven")), 3, 2, 2, AttentionScratch::per_thread);
   CHECK(un_lanes.memory_estimate_bytes == un_mem.total);
   CHECK(un_mem.activations == count_memory(tiny_spec(), 2, 16, 1).activations + count_memory(tiny_spec(), 1, 16, 1).activations);
+  {  // MoE layers in unequal lanes (bias balancing: no aux loss, whose value over a lane's tokens is not a share of the whole's)
+    const auto [moe_l, moe_l_log] = uneven("lanes_uneven", "batch", "bias:0.05");
+    const auto [moe_k, moe_k_log] = uneven("lanes_uneven_auto", "kernels", "bias:0.05");
+    CHECK(moe_l_log[0].at("thread_split") == "batch");
+    const auto ml = losses(temp_dir("lanes_uneven") / "log.jsonl"), mk = losses(temp_dir("lanes_uneven_auto") / "log.jsonl");
+    REQUIRE(ml.size() == mk.size());
+    for (std::size_t i = 0; i < ml.size(); ++i) CHECK(ml[i].first == Approx(mk[i].first).margin(1e-4));
+    CHECK(moe_l.val_loss == Approx(moe_k.val_loss).margin(1e-4));
+    CHECK(moe_l.moe.at("bias") == moe_k.moe.at("bias"));
+  }
   bad.accum = 1;
   bad.thread_split = "threads";
   REQUIRE_THROWS_WITH(train::train(bad), Catch::Contains("thread_split must be auto, batch or kernels, not 'threads'"));
