@@ -54,9 +54,10 @@ inline SweepSpec looped_moe_preset(const std::string& name = "looped-moe") {
   // gate with aux-loss-free bias is not used: with one expert its gate sigmoid(z) is not 1, so
   // E = 1 would not be the dense model, and the bias balances over more steps than these runs have.
   // The rest as the dense CPU presets: a fixed validation sample of 64 sequences shared by all runs.
-  // No "threads": sweep run chooses them per run (sweep/engine.hpp, auto_threads): one for these
-  // tiny models, whose steps cost well under 2 GFLOP and whose MoE layers keep their threads off
-  // thread lanes; `sweep run --threads N` fixes them.
+  // No "threads": sweep run chooses them per run (sweep/engine.hpp, auto_threads): every core where
+  // a run's sequences form thread lanes (MoE layers route in each lane as in a micro-batch of
+  // accumulation), else one for these tiny models, whose steps cost well under 2 GFLOP;
+  // `sweep run --threads N` fixes them.
   s.train = {{"lr", 3e-3},
              {"warmup", 0.05},
              {"eval_tokens", 64 * 128},

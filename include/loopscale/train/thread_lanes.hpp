@@ -13,7 +13,8 @@
 // sequences, the same sums, an exact halving; tests/train/test_trainer.cpp). Where they differ
 // (a micro-batch the threads do not divide), each lane's mean loss and gradient count in
 // proportion to its sequences, so the pass still gives the micro-batch's mean loss and its
-// gradient, to rounding.
+// gradient, to rounding, except for a Switch aux loss: like each micro-batch's under --accum, each
+// lane's is of its own tokens' routing, not a share of the whole micro-batch's.
 //
 // Only for the host backend (B::host_memory): the guard backend opens and closes its memory
 // around each call, which threads running calls side by side would do under each other, and a
