@@ -25,7 +25,8 @@ endif()
 
 # The data layer (include/loopscale/data/): SentencePiece for the subword tokenizers (its encoder
 # and its trainer, two libraries) and xxHash's header for the checksums (compiled inline, nothing
-# to link). Debian's libsentencepiece-dev and libxxhash-dev (scripts/setup.sh).
+# to link). Debian's libsentencepiece-dev and libxxhash-dev (scripts/setup.sh). The same imported
+# target carries LBFGSpp's include folder (below) for the law fits.
 if(NOT TARGET loopscale_data_deps)
   find_path(LOOPSCALE_SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h)
   find_library(LOOPSCALE_SENTENCEPIECE_LIBRARY sentencepiece)
@@ -37,7 +38,14 @@ if(NOT TARGET loopscale_data_deps)
   if(NOT LOOPSCALE_XXHASH_INCLUDE_DIR)
     message(FATAL_ERROR "loopscale: xxhash.h not found; install Debian's libxxhash-dev (scripts/setup.sh)")
   endif()
+  # LBFGSpp (header-only) for the law fits (include/loopscale/law/): checked here so that a
+  # missing package is a configure error naming it, not a compile error in a law header.
+  find_path(LOOPSCALE_LBFGSPP_INCLUDE_DIR LBFGSB.h)
+  if(NOT LOOPSCALE_LBFGSPP_INCLUDE_DIR)
+    message(FATAL_ERROR "loopscale: LBFGSB.h (LBFGSpp) not found; install Debian's liblbfgspp-dev (scripts/setup.sh)")
+  endif()
   add_library(loopscale_data_deps INTERFACE IMPORTED)
-  target_include_directories(loopscale_data_deps INTERFACE ${LOOPSCALE_SENTENCEPIECE_INCLUDE_DIR} ${LOOPSCALE_XXHASH_INCLUDE_DIR})
+  target_include_directories(loopscale_data_deps INTERFACE ${LOOPSCALE_SENTENCEPIECE_INCLUDE_DIR} ${LOOPSCALE_XXHASH_INCLUDE_DIR}
+                                                        ${LOOPSCALE_LBFGSPP_INCLUDE_DIR})
   target_link_libraries(loopscale_data_deps INTERFACE ${LOOPSCALE_SENTENCEPIECE_TRAIN_LIBRARY} ${LOOPSCALE_SENTENCEPIECE_LIBRARY})
 endif()

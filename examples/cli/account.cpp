@@ -77,8 +77,12 @@ void print_table(const ModelSpec& m, const Accounting& a) {
 }
 
 // A spec from a file: a ModelSpec as JSON, a train config (its "spec"), or a run folder (its
-// config.json).
-ModelSpec read_spec(const std::string& arg) {
+// config.json); with the context length a train config or run records (0 where the file has none).
+struct SpecFile {
+  ModelSpec spec;
+  int64 seq_len = 0;
+};
+SpecFile read_spec(const std::string& arg) {
   std::filesystem::path path = arg;
   if (std::filesystem::is_directory(path)) path /= "config.json";
   std::ifstream in(path);
@@ -87,9 +91,12 @@ ModelSpec read_spec(const std::string& arg) {
   text << in.rdbuf();
   try {
     const nlohmann::json j = nlohmann::json::parse(text.str());
-    const ModelSpec m = (j.is_object() && j.contains("spec") ? j.at("spec") : j).get<ModelSpec>();
+    const bool config = j.is_object() && j.contains("spec");
+    const ModelSpec m = (config ? j.at("spec") : j).get<ModelSpec>();
     validate(m);
-    return m;
+    const int64 T = config && j.contains("seq_len") ? j.at("seq_len").get<int64>() : 0;
+    if (config && j.contains("seq_len") && T < 1) throw usage_error("--compare: " + path.string() + ": seq_len must be at least 1");
+    return {m, T};
   } catch (const nlohmann::json::exception& e) {
     throw usage_error("--compare: " + path.string() + " is not a model spec: " + e.what());
   } catch (const spec_error& e) {
@@ -97,18 +104,31 @@ ModelSpec read_spec(const std::string& arg) {
   }
 }
 
-void compare(const AccountArgs& args) {
+// The context length the comparison counts FLOPs at: --seq-len where given, else the one the
+// files record (train configs and runs: their seq_len; where they record different ones, the
+// user must choose, or two runs of different contexts would be compared at neither), else
+// --seq-len's default.
+int64 compare_seq_len(const AccountArgs& args, const SpecFile& a, const SpecFile& b, bool seq_len_given) {
+  if (seq_len_given) return args.seq_len;
+  if (a.seq_len > 0 && b.seq_len > 0 && a.seq_len != b.seq_len)
+    throw usage_error("--compare: the two record different context lengths (seq_len " + std::to_string(a.seq_len) + " and " +
+                      std::to_string(b.seq_len) + "); give --seq-len to compare both at one");
+  return a.seq_len > 0 ? a.seq_len : b.seq_len > 0 ? b.seq_len : args.seq_len;
+}
+
+void compare(const AccountArgs& args, bool seq_len_given) {
   const Convention c = parse_convention_flag(args.convention);
-  const ModelSpec a = read_spec(args.compare[0]), b = read_spec(args.compare[1]);
+  const SpecFile fa = read_spec(args.compare[0]), fb = read_spec(args.compare[1]);
+  const ModelSpec &a = fa.spec, &b = fb.spec;
   if (!(args.tolerance >= 0)) throw usage_error("--tolerance must not be negative");
-  const Accounting x = account(a, args.seq_len, c), y = account(b, args.seq_len, c);
+  const int64 T = compare_seq_len(args, fa, fb, seq_len_given);
+  const Accounting x = account(a, T, c), y = account(b, T, c);
   struct Check {
     std::string name;
     bool ok;
     std::function<void()> require;
   };
   const double tol = args.tolerance;
-  const int64 T = args.seq_len;
   const std::vector<Check> checks = {
       {"iso-depth", iso_depth(a, b), [&] { require_iso_depth(a, b); }},
       {"width", same_width(a, b), [&] { require_same_width(a, b); }},
@@ -124,11 +144,12 @@ void compare(const AccountArgs& args) {
     required.push_back(item);
   }
   if (args.json) {
-    nlohmann::json j = {{"A", accounting_json(x)}, {"B", accounting_json(y)}, {"tolerance", tol}, {"required", required}};
+    nlohmann::json j = {{"A", accounting_json(x)}, {"B", accounting_json(y)}, {"seq_len", T}, {"tolerance", tol}, {"required", required}};
     for (const Check& k : checks) j["checks"][k.name] = k.ok;
     std::cout << j.dump(2) << "\n";
   } else {
     const auto ratio = [](int64 p, int64 q) { return static_cast<double>(q) / static_cast<double>(p); };
+    fmt::print("seq_len {}   compute and params matched where |A - B| <= {} x max(A, B)\n\n", T, tol);
     fmt::print("{:<22} {:>16} {:>16} {:>9}\n", "", "A", "B", "B / A");
     fmt::print("{:<22} {:>16} {:>16}\n", "effective depth", x.effective_depth, y.effective_depth);
     fmt::print("{:<22} {:>16} {:>16}\n", "d_model", a.d_model, b.d_model);
@@ -156,7 +177,9 @@ const bool registered_account = add_command([](CLI::App& app) {
   auto args = std::make_shared<AccountArgs>();
   CLI::App* sub = app.add_subcommand("account", "print the parameter and FLOP accounting of a model spec, or compare two");
   args->spec.add_to(*sub);
-  sub->add_option("--seq-len", args->seq_len, "context length T")->capture_default_str();
+  sub->add_option("--seq-len", args->seq_len,
+                  "context length T (with --compare: by default the one the train configs or runs record)")
+      ->capture_default_str();
   sub->add_option("--convention", args->convention, "FLOP convention: " + name_choices<Convention>(" | "))->capture_default_str();
   sub->add_flag("--json", args->json, "print JSON");
   sub->add_option("--compare", args->compare,
@@ -164,14 +187,14 @@ const bool registered_account = add_command([](CLI::App& app) {
       ->expected(2);
   sub->add_option("--require", args->require, "with --compare: the checks that must hold (iso-depth, width, compute, params)")
       ->capture_default_str();
-  sub->add_option("--tolerance", args->tolerance, "with --compare: relative tolerance of compute and params")->capture_default_str();
+  sub->add_option("--tolerance", args->tolerance, "with --compare: relative tolerance of compute and params (|A - B| <= tolerance x max(A, B))")->capture_default_str();
   args->moe.add_to(*sub);
   sub->callback([args, sub] {
     if (args->seq_len < 1) throw usage_error("--seq-len must be at least 1");
     if (!args->compare.empty()) {
       for (const char* flag : {"--d-model", "--r", "--experts"})
         if (sub->count(flag) > 0) throw usage_error(std::string("--compare reads both specs from files; drop ") + flag);
-      compare(*args);
+      compare(*args, sub->count("--seq-len") > 0);
       return;
     }
     const ModelSpec m = args->spec.build();

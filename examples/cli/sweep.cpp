@@ -54,9 +54,13 @@ struct SpecSource {
       throw usage_error(file + ": " + e.what());
     }
   }
+  // The plan, with every run's training settings checked (the spec's "train" object read as each
+  // run's config), so that `plan` refuses what `run` would.
   Plan plan() const {
     try {
-      return make_plan(load());
+      Plan p = make_plan(load());
+      for (const auto& r : p.runs) train_config(p.spec, r, "x", "x");
+      return p;
     } catch (const sweep_error& e) {
       throw usage_error(e.what());
     }
@@ -198,12 +202,6 @@ const bool registered_sweep = add_command([](CLI::App& app) {
       }
       opt.out = *out;
       opt.data = data->empty() ? plan.spec.data : *data;
-      // Engine settings are checked before anything is written.
-      try {
-        for (const auto& r : plan.runs) train_config(plan.spec, r, "x", "x");
-      } catch (const sweep_error& e) {
-        throw usage_error(e.what());
-      }
       if (!fs::exists(opt.data / "train.bin") || !fs::exists(opt.data / "val.bin"))
         throw usage_error(fmt::format("{} has no train.bin and val.bin; build the corpus with scripts/corpus.sh or pass --data", opt.data.string()));
       EngineOptions eo;

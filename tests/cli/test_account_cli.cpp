@@ -172,6 +172,34 @@ TEST_CASE("account --compare: the run-time twins of the static checks", "[cli][a
   CHECK(tight.rc == 2);
   CHECK_THAT(tight.out, Catch::Contains(LOOPSCALE_MSG_MATCHED_COMPUTE));
 
+  // Train configs and runs record their context length, and the FLOPs per token are counted at it:
+  // at 64 tokens the two members differ in compute by 1.2%, at the default 2048 by 0.75%, so at a
+  // tolerance of 1% a comparison at 2048 would pass runs that are not matched.
+  const auto config_at = [&](const std::string& name, const ModelSpec& m, int64 T) {
+    std::filesystem::create_directories(dir + "/" + name);
+    std::ofstream(dir + "/" + name + "/config.json") << nlohmann::json{{"spec", m}, {"seq_len", T}}.dump();
+    return dir + "/" + name;
+  };
+  const std::string run1 = config_at("run1", spec_of<Family::member<1>>(), 64), run2 = config_at("run2", spec_of<Family::member<2>>(), 64);
+  const std::string run2_long = config_at("run2_long", spec_of<Family::member<2>>(), 128);
+  const auto at_run = run_cli("account --json --compare " + run1 + " " + run2 + " --tolerance 0.01");
+  REQUIRE(at_run.rc == 2);  // the runs' 64 tokens: not matched at 1%
+  CHECK_THAT(at_run.out, Catch::Contains(LOOPSCALE_MSG_MATCHED_COMPUTE));
+  const auto at_flag = run_cli("account --json --compare " + run1 + " " + run2 + " --tolerance 0.01 --seq-len 2048 --require iso-depth");
+  REQUIRE(at_flag.rc == 0);
+  const auto jf = nlohmann::json::parse(at_flag.out);
+  CHECK(jf["seq_len"] == 2048);
+  CHECK(jf["checks"]["compute"] == true);
+  const auto at_64 = run_cli("account --json --compare " + run1 + " " + run2 + " --require iso-depth");
+  REQUIRE(at_64.rc == 0);
+  const auto j64 = nlohmann::json::parse(at_64.out);
+  CHECK(j64["seq_len"] == 64);
+  CHECK(j64["A"]["flops_per_token"]["train"] == account_of<Family::member<1>>(64).flops_per_token.train);
+  CHECK(j64["B"]["flops_per_token"]["train"] == account_of<Family::member<2>>(64).flops_per_token.train);
+  const auto mixed = run_cli("account --compare " + run1 + " " + run2_long);
+  CHECK(mixed.rc == 2);
+  CHECK(mixed.out == "loopscale: error: --compare: the two record different context lengths (seq_len 64 and 128); give --seq-len to compare both at one\n");
+
   std::ofstream(dir + "/broken.json") << "{\"d_model\": 384";
   for (const std::string& args : {"account --compare " + r1 + " " + dir + "/missing.json", "account --compare " + r1 + " " + dir + "/broken.json",
                                   "account --compare " + r1 + " " + r4 + " --require sideways",

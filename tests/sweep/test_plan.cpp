@@ -408,6 +408,17 @@ TEST_CASE("cli: sweep plan --json lists every run, bad input is one line and exi
   CHECK(loopscale::test::count_lines(bad.out) == 1);
   const auto both = run_cli("sweep plan spec.json --preset smoke");
   CHECK(both.rc == 2);
+  // A typo inside "train" is refused by plan as by run, naming the key.
+  nlohmann::json typo = preset("smoke");
+  typo["train"]["lr_warmup"] = 0.1;
+  const std::string typo_file = (std::filesystem::temp_directory_path() / "loopscale_plan_typo.json").string();
+  std::ofstream(typo_file) << typo.dump();
+  for (const char* cmd : {"sweep plan ", "sweep run --out /tmp/loopscale_plan_typo_out "}) {
+    const auto t = run_cli(std::string(cmd) + typo_file);
+    CHECK(t.rc == 2);
+    CHECK(t.out == "loopscale: error: sweep spec: train: config: unknown key 'lr_warmup'\n");
+  }
+  std::filesystem::remove(typo_file);
   const auto shard = run_cli("sweep run --preset smoke --out /tmp/x --shard 3/2");
   CHECK(shard.rc == 2);
   CHECK(loopscale::test::count_lines(shard.out) == 1);
