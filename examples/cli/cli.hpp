@@ -16,6 +16,22 @@ struct usage_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// A whole-number option's lower bound, with a message that says it (CLI11's PositiveNumber and
+// NonNegativeNumber print their range up to 1.8e308 in full: "Value 0 not in range 0.000000 to 17976...").
+inline CLI::Validator at_least(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& v) -> std::string {
+        try {
+          std::size_t used = 0;
+          const long long x = std::stoll(v, &used);
+          if (used == v.size() && x >= lo) return {};
+        } catch (const std::exception&) {
+        }
+        return "must be a whole number of at least " + std::to_string(lo) + ", not '" + v + "'";
+      },
+      ">= " + std::to_string(lo));
+}
+
 using Register = std::function<void(CLI::App&)>;
 
 inline std::vector<Register>& registry() {

@@ -37,6 +37,8 @@ void run(const EquivalentArgs& a) {
     const InjectionCount inj = injection_option(a.injection.empty() ? "rec" : a.injection);
     try {
       e = law::looped_equivalence(law::paper_member(*a.d_model, static_cast<int64>(rr), a.vocab), phi, inj);
+    } catch (const law::data_error& err) {
+      throw usage_error(std::string("equivalent: ") + err.what());
     } catch (const spec_error& err) {
       throw usage_error(std::string("equivalent: --d-model ") + std::to_string(*a.d_model) + ": " + err.what());
     }

@@ -44,8 +44,7 @@ void run(const FitArgs& a) {
   if (!a.block.empty() && a.bootstrap == 0) throw usage_error("--block needs --bootstrap N");
   if (a.threads < 0) throw usage_error("--threads must not be negative");
   const law::RunTable table = law::read_table(a.data);
-  law::ColumnMap map;
-  for (const auto& [k, v] : assignments(a.map, "--map")) map[k] = v;
+  const law::ColumnMap map = column_map(a.map, {a.block, a.holdout.empty() ? std::string() : split_assignment(a.holdout, "--holdout").first});
   law::RunReader reader(table, map);
   if (!a.injection.empty()) reader.count_injection(injection_option(a.injection));
 
@@ -145,7 +144,15 @@ void run(const FitArgs& a) {
         if (c == std::string::npos) break;
         b = c + 1;
       }
-      opt.starts.push_back(law::theta_of(l, numeric_assignments(items, "--start")));
+      const Eigen::VectorXd th = law::theta_of(l, numeric_assignments(items, "--start"), "--start");
+      // The optimiser keeps to the law's box; a start outside it would be moved in without a word.
+      for (std::size_t j = 0; j < ps.size(); ++j) {
+        const double x = th[static_cast<Eigen::Index>(j)];
+        if (x < ps[j].lo || x > ps[j].hi)
+          throw usage_error(fmt::format("--start {}={:g}: outside the law's box, {} in [{:g}, {:g}]", ps[j].name, ps[j].to_value(x),
+                                        ps[j].fitted_name(), ps[j].lo, ps[j].hi));
+      }
+      opt.starts.push_back(th);
     }
   } else {
     opt.starts = law::make_starts(l, plan ? *plan : law::default_start_plan(l, a.seed));

@@ -17,8 +17,7 @@ void run(const LawArgs& a) {
   const law::AnyLaw l = law::law_by_name(a.law);
   const Eigen::VectorXd theta = law::theta_of(l, numeric_assignments(a.params, "--param"));
   const law::RunTable table = law::read_table(a.data);
-  law::ColumnMap map;
-  for (const auto& [k, v] : assignments(a.map, "--map")) map[k] = v;
+  const law::ColumnMap map = column_map(a.map);
   law::RunReader reader(table, map);
   if (!a.injection.empty()) reader.count_injection(injection_option(a.injection));
   const bool has_loss = reader.available("loss");

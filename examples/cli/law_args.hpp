@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,6 +37,22 @@ inline std::map<std::string, std::string> assignments(const std::vector<std::str
     m[k] = v;
   }
   return m;
+}
+
+// --map NAME=COLUMN items as a column map. NAME must be a variable the laws or the reader use
+// (docs/laws.md, "Data") or one of `also` (the columns --block and --holdout name): a typo in it
+// would otherwise be read by nothing and fit the file's own column instead.
+inline law::ColumnMap column_map(const std::vector<std::string>& items, const std::vector<std::string>& also = {}) {
+  static const std::vector<std::string> variables = {"N",   "D",     "C", "loss", "r", "N_once", "N_rec", "N_act", "N_loop", "N_total",
+                                                     "m",   "E",     "K", "R",    "G", "F",      "N_inject", "injection"};
+  law::ColumnMap map;
+  for (const auto& [k, v] : assignments(items, "--map")) {
+    if (std::find(variables.begin(), variables.end(), k) == variables.end() && std::find(also.begin(), also.end(), k) == also.end())
+      throw usage_error("--map " + k + "=" + v + ": no law reads a variable '" + k +
+                        "' (N, D, C, loss, r, N_once, N_rec, N_act, N_loop, N_total, m, E, K, R, G, F, N_inject, injection, or a --block / --holdout column)");
+    map[k] = v;
+  }
+  return map;
 }
 
 // --injection WORD: where the injection counts in N_once / N_rec (account/injection_convention.hpp).

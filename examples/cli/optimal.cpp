@@ -33,13 +33,25 @@ void run(const OptimalArgs& a) {
   if (l.name() == "chinchilla") rs = {1};  // a dense law knows no r
   nlohmann::json j{{"law", l.name()}, {"injection", a.injection}, {"allocations", nlohmann::json::array()},
                    {"exponents", nlohmann::json::object()}};
+  // Every allocation first, then the table: a bad budget or r is one line, not half a table.
+  std::vector<std::vector<law::Allocation>> per_r;
+  for (int64 r : rs) {
+    std::vector<law::Allocation>& points = per_r.emplace_back();
+    for (double c : a.budgets) try {
+        points.push_back(law::compute_optimal(l, theta, r, c, o));
+      } catch (const law::data_error& e) {
+        const std::string what = e.what();
+        throw usage_error(what.starts_with("optimal: ") ? what : "optimal: " + what);
+      }
+  }
   if (!a.json)
     fmt::print("{:>3} {:>10} {:>8} {:>12} {:>12} {:>8} {:>9}\n", "r", "budget", "d_model", "N*", "D*", "L*", "D*/N*");
-  for (int64 r : rs) {
-    std::vector<law::Allocation> points;
-    for (double c : a.budgets) {
-      const law::Allocation x = law::compute_optimal(l, theta, r, c, o);
-      points.push_back(x);
+  for (std::size_t i = 0; i < rs.size(); ++i) {
+    const int64 r = rs[i];
+    const std::vector<law::Allocation>& points = per_r[i];
+    for (std::size_t k = 0; k < points.size(); ++k) {
+      const law::Allocation& x = points[k];
+      const double c = a.budgets[k];
       j["allocations"].push_back({{"r", r}, {"budget", c}, {"n_opt", x.n_opt}, {"d_opt", x.d_opt}, {"loss_opt", x.loss_opt},
                                   {"d_model", x.best_width.d_model}, {"width_opt", x.width_opt}, {"at_edge", x.at_edge}});
       if (!a.json)

@@ -117,6 +117,24 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
   expect_error("law --law chinchilla --param E=1 --data " + epoch_csv + epoch_map, "needs --param");
   expect_error("equivalent --law iso-depth --param phi=0.4 --n-once 1e8 --n-rec -1 --r 4", "--n-rec");
   expect_error("optimal --law iso-depth --param phi=0.4 --budget 1e18", "needs --param");
+  // Found by following the docs as a user (4 Dec 2026): each was accepted, named the wrong flag or
+  // command, or printed half a table before its error.
+  expect_error(fit + epoch_csv + epoch_map + " --map Q=loss", "--map Q=loss: no law reads a variable 'Q'");
+  expect_error(fit + epoch_csv + epoch_map + " --start A=-400,B=400,E=2,alpha=.3,beta=.3", "--start A must be positive");
+  expect_error(fit + epoch_csv + epoch_map + " --start A=400,B=400,E=2,alpha=.3,beta=9", "--start beta=9: outside the law's box, beta in [0, 2.5]");
+  expect_error(fit + epoch_csv + epoch_map + " --holdout \"N=(1e9,\"", "an interval opens with ( or [ and closes with ) or ]");
+  expect_error(fit + epoch_csv + epoch_map + " --holdout \"N=1e9,2e9]\"", "an interval opens with");
+  expect_error(fit + temp_file("dup.csv", "N,D,loss,loss\n1e8,1e10,3,6\n"), "column 'loss' appears twice in the header (columns 3 and 4)");
+  const std::string optimal = "optimal --law iso-depth --param E=1.56773 --param A=28.027 --param B=915.82 --param alpha=0.19924 "
+                              "--param beta=0.36863 --param phi=0.459 ";
+  expect_error(optimal + "--budget 1e18 --budget -5", "optimal: the budget must be a positive number");
+  expect_error(optimal + "--budget 1e18 --r 3", "optimal: the paper's family at d_model");
+  expect_error("equivalent --law iso-depth --param phi=0.459 --d-model 2048 --r 0", "equivalent: the paper's family at d_model 2048, r 0");
+  expect_error("design --law chinchilla --param A=400 --param B=400 --param E=1.7 --param alpha=0.3 --param beta=0.3 --epsilon 0.01 "
+               "--n-act 1e8 --n-loop 5e7 --expert-params 3e7 --budget 1e19",
+               "design: law chinchilla reads no recurrence count R");
+  expect_error("account --experts 8 --top-k 0", "--top-k: must be a whole number of at least 1, not '0'");
+  expect_error("account --experts 8 --expert-ff 0", "--expert-ff: must be a whole number of at least 1");
 }
 
 TEST_CASE("the --injection option: where the injection counts, on equivalent, optimal, fit and law", "[law][cli][injection]") {
@@ -213,6 +231,7 @@ TEST_CASE("loopscale design: the smallest (R, E) within the fit's RMSE of the be
   expect_error("design --fit " + temp_file("design_bad.json", "{\"law\": 1}") + space, "lacks law, params or rmse");
   expect_error("design --fit " + fit + space + " --memory-gib 0.5", "no (R, E) fits");
   expect_error("design --fit " + fit + " --n-act 6e8 --n-loop 7e8 --expert-params 4e8 --budget 1e23", "N_loop <= N_act");
-  expect_error("design --fit " + fit + space + " --E 1,0.5", "every E must be >= top_k");
+  expect_error("design --fit " + fit + space + " --E 1,0.5", "every E must be a whole number >= top_k, not 0.5");
+  expect_error("design --fit " + fit + space + " --R 1,2.5", "every R must be a whole number >= 1, not 2.5");
   expect_error("design --fit " + fit + space + " --law iso-depth", "the fit in");
 }

@@ -138,4 +138,12 @@ TEST_CASE("shards: I/N parse, every run in exactly one shard, merge joins them a
   // A partial merge says what is missing.
   const auto part = merge_results(plan, {dir / "results.shard-1-of-3.jsonl"}, dir / "partial");
   CHECK(part.missing.size() == plan.runnable() - part.runs);
+  // A merged folder is never replaced by fewer runs: one shard merged into the full merge without
+  // the folder itself among the inputs is refused, the file kept; with it, the merge goes on.
+  CHECK_THROWS_WITH(merge_results(plan, {dir / "results.shard-1-of-3.jsonl"}, dir / "merged"),
+                    Catch::Contains("run(s) the inputs do not") && Catch::Contains("among the inputs to keep them"));
+  CHECK(read_results(dir / "merged" / "results.jsonl").size() == plan.runnable());
+  CHECK_THROWS_WITH(merge_results(plan, {dir / "merged", dir / "results.shard-1-of-3.jsonl"}, dir / "merged"), Catch::Contains("appears twice"));
+  CHECK(merge_results(plan, {dir / "merged"}, dir / "merged").runs == plan.runnable());
+  CHECK(merge_results(plan, {dir / "partial", dir / "results.shard-0-of-3.jsonl"}, dir / "partial").runs > part.runs);
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "loopscale/account/flops.hpp"
@@ -49,7 +50,7 @@ inline ModelSpec paper_member(int64 d, int64 r, int64 vocab) {
   try {
     return loopscale::family_member(f, r, d);
   } catch (const spec_error& e) {
-    throw data_error(std::string("optimal: ") + e.what());
+    throw data_error("the paper's family at d_model " + std::to_string(d) + ", r " + std::to_string(r) + ": " + e.what());
   }
 }
 

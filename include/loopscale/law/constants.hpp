@@ -14,7 +14,8 @@ namespace loopscale::law {
 
 using Constants = std::map<std::string, double>;
 
-inline Eigen::VectorXd theta_of(const AnyLaw& law, const Constants& c) {
+// `flag` names where the constants came from in errors (--param; the fit's --start).
+inline Eigen::VectorXd theta_of(const AnyLaw& law, const Constants& c, const std::string& flag = "--param") {
   const Parameters ps = law.parameters();
   Eigen::VectorXd th(static_cast<Eigen::Index>(ps.size()));
   std::string missing;
@@ -25,13 +26,13 @@ inline Eigen::VectorXd theta_of(const AnyLaw& law, const Constants& c) {
       continue;
     }
     if (!std::isfinite(it->second) || (ps[j].scale == Scale::log && it->second <= 0))
-      throw data_error("--param " + ps[j].name + " must be " + (ps[j].scale == Scale::log ? "positive" : "finite"));
+      throw data_error(flag + " " + ps[j].name + " must be " + (ps[j].scale == Scale::log ? "positive" : "finite"));
     th[static_cast<Eigen::Index>(j)] = ps[j].to_fitted(it->second);
   }
-  if (!missing.empty()) throw data_error("law " + law.name() + " needs --param for " + missing);
+  if (!missing.empty()) throw data_error("law " + law.name() + " needs " + flag + " for " + missing);
   for (const auto& [name, v] : c)
     if (index_of(ps, name) < 0)
-      throw data_error("--param " + name + ": law " + law.name() + " has no such parameter (it has " + names_of(ps) + ")");
+      throw data_error(flag + " " + name + ": law " + law.name() + " has no such parameter (it has " + names_of(ps) + ")");
   return th;
 }
 

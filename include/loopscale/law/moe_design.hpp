@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,10 +61,23 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
   if (!(*s.epsilon >= 0) || !std::isfinite(*s.epsilon)) throw data_error("design: epsilon must be a finite number >= 0");
   if (!(s.memory_bytes >= 0) || !(s.bytes_per_weight > 0) || !(s.max_inference_flops >= 0))
     throw data_error("design: the memory limit and the inference limit must be >= 0, bytes per weight > 0");
+  // Recurrences and experts are counts: R = 2.5 is no design.
+  const auto fmt_number = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return std::string(b);
+  };
   for (const double r : s.R)
-    if (!(r >= 1) || !std::isfinite(r)) throw data_error("design: every R must be >= 1");
+    if (!(r >= 1) || !std::isfinite(r) || r != std::floor(r)) throw data_error("design: every R must be a whole number >= 1, not " + fmt_number(r));
   for (const double e : s.E)
-    if (!(e >= s.top_k) || !std::isfinite(e)) throw data_error("design: every E must be >= top_k");
+    if (!(e >= s.top_k) || !std::isfinite(e) || e != std::floor(e))
+      throw data_error("design: every E must be a whole number >= top_k, not " + fmt_number(e));
+  // A law that does not read R cannot tell the recurrences apart: every design would predict the same loss.
+  {
+    const std::vector<std::string> cols = law.columns();
+    if (std::find(cols.begin(), cols.end(), "R") == cols.end())
+      throw data_error("design: law " + law.name() + " reads no recurrence count R; design needs a looped-MoE law (looped-moe and its baselines)");
+  }
   const std::size_t nr = s.R.size(), ne = s.E.size();
   MoEDesign d;
   d.epsilon = *s.epsilon;

@@ -50,7 +50,12 @@ struct SliceRange {
 };
 
 inline std::optional<SliceRange> parse_range(const std::string& text, const std::string& what) {
-  if (text.size() < 3 || (text.front() != '(' && text.front() != '[') || (text.back() != ')' && text.back() != ']')) return std::nullopt;
+  const bool opens = !text.empty() && (text.front() == '(' || text.front() == '[');
+  const bool closes = !text.empty() && (text.back() == ')' || text.back() == ']');
+  // Half an interval ("(1e9," or "1e9,2e9]") is a typo, not a label to match.
+  if (opens != closes || (opens && text.size() < 3))
+    throw data_error(what + ": an interval opens with ( or [ and closes with ) or ], as in (a,b], not '" + text + "'");
+  if (!opens) return std::nullopt;
   const std::string inner = text.substr(1, text.size() - 2);
   const auto comma = inner.find(',');
   if (comma == std::string::npos || inner.find(',', comma + 1) != std::string::npos)

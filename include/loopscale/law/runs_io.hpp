@@ -66,6 +66,12 @@ inline RunTable read_csv(std::istream& in, const std::string& source) {
   if (!detail::csv_record(in, fields, line)) throw data_error("data: " + source + " is empty (no CSV header)");
   t.header = fields;
   for (auto& h : t.header) h.erase(h.find_last_not_of(" \t") + 1), h.erase(0, h.find_first_not_of(" \t"));
+  // A column named twice: which one a variable reads would be an accident of order.
+  for (std::size_t i = 0; i < t.header.size(); ++i)
+    for (std::size_t k = 0; k < i; ++k)
+      if (t.header[i] == t.header[k])
+        throw data_error("data: " + source + " line 1: column '" + t.header[i] + "' appears twice in the header (columns " +
+                         std::to_string(k + 1) + " and " + std::to_string(i + 1) + ")");
   t.cells.assign(t.header.size(), {});
   while (true) {
     const long start = line + 1;

@@ -78,8 +78,19 @@ inline MergeSummary merge_results(const Plan& plan, const std::vector<fs::path>&
       sum.missing.push_back(r.id);
     }
   }
+  // Finished results are never dropped: a merged file already in OUT whose runs the inputs lack
+  // (OUT itself not among them) stops the merge instead of being replaced by fewer runs.
+  const fs::path merged = out / "results.jsonl";
+  if (fs::exists(merged) && !seen_files.count(fs::weakly_canonical(merged))) {
+    std::vector<std::string> lost;
+    for (const RunResult& r : read_results(merged))
+      if (!by_id.count(r.id)) lost.push_back(r.id);
+    if (!lost.empty())
+      throw sweep_error(fmt::format("{} holds {} run(s) the inputs do not ({}{}); list {} among the inputs to keep them, or remove the file to replace it",
+                                    merged.string(), lost.size(), lost.front(), lost.size() > 1 ? ", ..." : "", out.string()));
+  }
   claim_folder(out, plan);
-  write_file_atomic(out / "results.jsonl", text);
+  write_file_atomic(merged, text);
   return sum;
 }
 
