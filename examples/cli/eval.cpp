@@ -55,7 +55,10 @@ nlohmann::json run_config(const std::filesystem::path& run) {
 std::filesystem::path corpus_of(const EvalArgs& a, const nlohmann::json& cfg) {
   if (!a.corpus.empty()) return a.corpus;
   const std::string d = cfg.value("data", std::string());
-  return d.empty() || !std::filesystem::exists(std::filesystem::path(d) / "val.bin") ? std::filesystem::path() : std::filesystem::path(d);
+  if (d.empty()) return {};
+  const std::filesystem::path p(d);
+  // Either layout: val.bin, or a manifest's shards (`data prepare`, `data import`).
+  return std::filesystem::exists(p / "val.bin") || data::has_manifest(p) ? p : std::filesystem::path();
 }
 
 // The seed of the probes' text a run trained on (`train --mix-probes` records it in probes.json),
@@ -74,6 +77,7 @@ void run_eval(EvalArgs a) {
   if (a.max_bytes < 16) throw usage_error("--max-bytes must be at least 16");
   if (a.max_per_task < 0) throw usage_error("--max-per-task must be 0 (all) or more");
   if (a.batch < 1) throw usage_error("--batch must be at least 1");
+  if (a.val_tokens < -1) throw usage_error("--val-tokens must be 0 (none) or more");
   train::HostBackend::set_threads(a.threads);
   if (!a.write_builtin.empty()) {
     if (!a.run.empty()) throw usage_error("--write-builtin writes the probe bundle and evaluates nothing: give no RUN_DIR");
@@ -114,6 +118,16 @@ void run_eval(EvalArgs a) {
   std::optional<data::Corpus> val;
   int64 windows = 0;
   const int64 seq = model.seq_len;
+  if (corpus.empty() && a.val_tokens < 0) {
+    // Not found where config.json says (a relative path read from another folder, say): without
+    // tasks there is nothing to do; with them the validation line is left out, and said so.
+    const std::string where = cfg.value("data", std::string("(none recorded)"));
+    if (!tasks)
+      throw usage_error(fmt::format("nothing to evaluate: the run's corpus {} was not found from {} (give --corpus DIR) and --tasks is none",
+                                    where, std::filesystem::current_path().string()));
+    std::fprintf(stderr, "loopscale: warning: the run's corpus %s was not found from %s: no validation windows (give --corpus DIR)\n",
+                 where.c_str(), std::filesystem::current_path().string().c_str());
+  }
   if (a.val_tokens != 0 && !corpus.empty()) {
     val = data::open_corpus(corpus, data::Split::val);
     windows = a.val_tokens > 0 ? std::max<int64>(1, a.val_tokens / seq)
@@ -172,8 +186,7 @@ struct SampleArgs {
   bool json = false;
 };
 
-void run_sample(const SampleArgs& a) {
-  if (a.r_eval < 0) throw usage_error("--r-eval must be at least 1");
+void run_sample(const SampleArgs& a, bool max_new_given) {
   if (!(a.temperature >= 0)) throw usage_error("--temperature must be 0 (greedy) or more");
   train::HostBackend::set_threads(a.threads);
   const eval::RunModel model = eval::load_run(a.run);
@@ -182,13 +195,15 @@ void run_sample(const SampleArgs& a) {
   const std::vector<std::int32_t> prompt = tok.encode(a.prompt);
   if (prompt.empty()) throw usage_error("--prompt is empty");
   const int64 room = model.context() - static_cast<int64>(prompt.size());
-  if (room < a.max_new)
+  // The default asks for at most what the context leaves; a --max-new given must fit.
+  const int64 max_new = max_new_given ? a.max_new : std::min(a.max_new, room);
+  if (room < max_new || room < 1)
     throw usage_error(fmt::format("--prompt ({} tokens) and --max-new {} exceed the model's context of {} tokens", prompt.size(),
-                                  a.max_new, model.context()));
+                                  max_new, model.context()));
   const int64 r = a.r_eval > 0 ? a.r_eval : model.spec.recur.r;
   eval::Generator<> g(model, r);
   const auto t0 = std::chrono::steady_clock::now();
-  const eval::Generation out = g.generate(prompt, a.max_new, {a.temperature, a.top_k, a.seed});
+  const eval::Generation out = g.generate(prompt, max_new, {a.temperature, a.top_k, a.seed});
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string text = tok.decode(out.tokens);
   if (a.json) {
@@ -218,7 +233,7 @@ const bool registered_eval = add_command([](CLI::App& app) {
   sub->add_option("--corpus", a->corpus, "corpus folder for the validation windows and the cloze probes (default: the run's)");
   sub->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the trainer's windows; 0: none)");
   sub->add_option("--batch", a->batch, "sequences per forward")->capture_default_str();
-  sub->add_option("--threads", a->threads, "threads (0: every core)")->capture_default_str();
+  sub->add_option("--threads", a->threads, "threads (0: every core)")->capture_default_str()->check(at_least(0));
   sub->add_option("--write-builtin", a->write_builtin, "write the built-in probe bundle to DIR and stop");
   sub->add_flag("--json", a->json, "print the results as one JSON object");
   sub->callback([a, sub] {
@@ -230,14 +245,14 @@ const bool registered_eval = add_command([](CLI::App& app) {
   CLI::App* smp = app.add_subcommand("sample", "generate text from a trained run (KV cache, any number of recurrences)");
   smp->add_option("run", s->run, "the run folder (loopscale train --out)")->required();
   smp->add_option("--prompt", s->prompt, "the text to continue")->required();
-  smp->add_option("--max-new", s->max_new, "tokens to generate")->capture_default_str();
+  smp->add_option("--max-new", s->max_new, "tokens to generate (default: 200, or what the context leaves)")->capture_default_str()->check(at_least(1));
   smp->add_option("--temperature", s->temperature, "0: greedy")->capture_default_str();
   smp->add_option("--top-k", s->top_k, "draw among the k most likely tokens (0: all)")->capture_default_str();
-  smp->add_option("--r-eval", s->r_eval, "number of recurrences (default: the trained r)");
+  smp->add_option("--r-eval", s->r_eval, "number of recurrences (default: the trained r)")->check(at_least(1));
   smp->add_option("--seed", s->seed, "seed of the draws")->capture_default_str();
-  smp->add_option("--threads", s->threads, "threads (0: every core)")->capture_default_str();
+  smp->add_option("--threads", s->threads, "threads (0: every core)")->capture_default_str()->check(at_least(0));
   smp->add_flag("--json", s->json, "print the sample and its log-probability as JSON");
-  smp->callback([s] { run_sample(*s); });
+  smp->callback([s, smp] { run_sample(*s, smp->get_option("--max-new")->count() > 0); });
 });
 
 }  // namespace

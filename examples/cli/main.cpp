@@ -1,6 +1,7 @@
 // The `loopscale` program: a thin layer over the library, one file per subcommand. Exit status:
 // 0 done, 1 failed, 2 bad input (or a folder in use by another process), 75 stopped by a signal
 // with its state saved (loopscale::exit_interrupted; run the same command again to continue).
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -16,6 +17,9 @@
 #include "loopscale/util/openmp_wait.hpp"
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) must make a write fail (EFBIG: one line, exit 1, the temporary
+  // file removed, as a full disk does), not kill the process mid-checkpoint with SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   // Idle OpenMP threads sleep rather than spin unless the user says otherwise (util/openmp_wait.hpp).
   loopscale::prefer_passive_openmp_wait(argv);
   CLI::App app{"loopscale: looped transformers, mixture of experts and their scaling laws"};

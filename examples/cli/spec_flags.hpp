@@ -55,13 +55,13 @@ struct SpecFlags {
         ->capture_default_str();
     app.add_option("--recur-layers", recur_layers, "layers k of the shared block");
     app.add_option("--r", r, "recurrences of the shared block")->capture_default_str();
-    app.add_option("--inject", inject, "linear | additive | passthrough | hyper:L (L lanes) (default: linear for r > 1, none for r = 1)");
+    app.add_option("--inject", inject, "none | linear | additive | passthrough | hyper:L | hyper-shared:L (L lanes) (default: linear for r > 1, none for r = 1)");
     app.add_option("--bptt", bptt, "recurrences that get gradients: full | half | K")->capture_default_str();
     app.add_option("--activation", activation, "relu2 | gelu | swiglu")->capture_default_str();
     app.add_option("--mlp-mult", mlp_mult, "MLP expansion (hidden = mult * d_model)")->capture_default_str();
     app.add_option("--experts", experts, "routed experts per MoE layer (0: dense MLP)")->capture_default_str();
-    app.add_option("--top-k", top_k, "experts per token");
-    app.add_option("--expert-ff", expert_ff, "hidden width of one expert (default: mlp-mult * d_model)");
+    app.add_option("--top-k", top_k, "experts per token (default 1)")->check(at_least(1));
+    app.add_option("--expert-ff", expert_ff, "hidden width of one expert (default: mlp-mult * d_model)")->check(at_least(1));
     app.add_flag("--shared-expert", shared_expert, "add one always-on expert");
     app.add_option("--moe-every", moe_every, "every N-th layer is MoE (2: dense and MoE layers alternate)")->capture_default_str();
     app.add_option("--moe-first-dense", moe_first_dense, "the first K layers stay dense (DeepSeek style)")->capture_default_str();

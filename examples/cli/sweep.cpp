@@ -130,11 +130,11 @@ void check_folder(const std::string& dir, const SpecSource& src) {
 }
 
 void add_analyse_options(CLI::App& sub, AnalyseOptions& o) {
-  sub.add_option("--starts", o.starts, "random starts per law fit (the paper: 500)")->capture_default_str()->check(CLI::PositiveNumber);
+  sub.add_option("--starts", o.starts, "random starts per law fit (the paper: 500)")->capture_default_str()->check(at_least(1));
   sub.add_option("--bootstrap", o.bootstrap, "block-bootstrap resamples over (C, r) cells (the paper: 200; 0: none)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  sub.add_option("--bootstrap-starts", o.bootstrap_starts, "random starts per resample, besides the full fit's optimum")->capture_default_str();
+      ->check(at_least(0));
+  sub.add_option("--bootstrap-starts", o.bootstrap_starts, "random starts per resample, besides the full fit's optimum")->capture_default_str()->check(at_least(0));
   sub.add_option("--level", o.level, "interval level")->capture_default_str()->check(CLI::Range(0.5, 0.999));
   sub.add_option("--seed", o.seed, "seed of starts and resamples")->capture_default_str();
 }
@@ -174,7 +174,7 @@ const bool registered_sweep = add_command([](CLI::App& app) {
     sub->add_option("--data", *data, "corpus folder (default: the spec's, data/corpus)");
     sub->add_option("--shard", *shard, "run only the runs with index = I mod N")->capture_default_str();
     sub->add_option("--threads", *threads,
-                    "training threads of every run (0: the spec's, else chosen per run: one below 2 GFLOP a training step, every core above)")->capture_default_str()->check(CLI::NonNegativeNumber);
+                    "training threads of every run (0: the spec's, else chosen per run: one below 2 GFLOP a training step, every core above)")->capture_default_str()->check(at_least(0));
     sub->add_option("--eval-items", *eval_items, "items per task of the built-in probes each finished run is scored on")
         ->capture_default_str()
         ->check(CLI::Range(2, 100000));

@@ -238,14 +238,28 @@ const bool registered_train = add_command([](CLI::App& app) {
 
     if (a->dry_run) {
       train::detail::check_config(cfg);
+      // What the run checks before it trains, but the checksums: the corpus, its vocabulary and
+      // context, the probe tasks, and (on the host) the memory below.
+      for (const data::Split split : {data::Split::train, data::Split::val}) {
+        const data::Corpus c = data::open_corpus(cfg.data, split, data::Verify::headers);
+        data::check_vocab(c, cfg.spec, c.name());
+        data::check_fits(c, cfg.seq_len);
+      }
+      if (cfg.mix_frac > 0) try {
+          (void)eval::probe_training_text({a->mix_probes_seed, 200, std::min<int64>(256, cfg.seq_len), {}}, a->mix_probes_tasks, 1,
+                                          static_cast<std::size_t>(cfg.seq_len + 1));
+        } catch (const std::invalid_argument& e) {
+          throw usage_error(fmt::format("--mix-probes: {}", e.what()));
+        }
       const train::TrainingLength b = train::training_length(cfg);
       // A device's forms of attention keep a T x T gradient per sequence, the host's one per thread;
       // only the host runs thread lanes.
       const bool on_host = device == "host";
       const int threads = on_host ? (cfg.threads > 0 ? cfg.threads : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) : 1;
       const int64 micro = train::detail::micro_batch(cfg, 1);
-      const train::detail::LanePlan plan = train::detail::plan_lanes(cfg, micro, threads, on_host, attention_scratch(on_host),
-                                                                     on_host ? train::available_memory_bytes() : 0);
+      const int64 avail = on_host ? train::available_memory_bytes() : 0;
+      const train::detail::LanePlan plan = train::detail::plan_lanes(cfg, micro, threads, on_host, attention_scratch(on_host), avail);
+      train::detail::check_memory_fits(cfg, micro, plan, avail);
       const MemoryEstimate& m = plan.memory;
       nlohmann::json j = {{"config", cfg}, {"device", device}, {"thread_lanes", plan.lanes}, {"steps", b.steps}, {"tokens", b.tokens},
                           {"flops_per_token", b.flops_per_token},

@@ -137,6 +137,13 @@ TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
   bad("sample " + run.string() + " --prompt x --max-new 1000", "context");
   bad("sample " + run.string() + " --prompt '' --max-new 10", "empty");
   bad("sample " + run.string() + " --prompt x --temperature -1", "temperature");
+  bad("sample " + run.string() + " --prompt x --r-eval 0", "--r-eval: must be a whole number of at least 1");
+  bad("sample " + run.string() + " --prompt x --threads -2", "--threads: must be a whole number of at least 0");
+  bad("eval " + run.string() + " --threads -1", "--threads: must be a whole number of at least 0");
+  bad("eval " + run.string() + " --val-tokens -5", "--val-tokens must be 0 (none) or more");
+  // Its corpus not found from here (config.json's relative path, read from another folder): an
+  // error where nothing else is asked for, not an empty report.
+  bad("eval " + run.string() + " --tasks none --corpus /nonexistent/corpus", "/nonexistent/corpus");
   // A run folder's errors name the folder, not a subcommand (sample once printed "eval: ...").
   const auto missing = run_cli("sample /nonexistent/run --prompt x");
   CHECK(missing.rc == 2);

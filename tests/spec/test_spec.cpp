@@ -96,6 +96,23 @@ TEST_CASE("spec JSON: uniform stacks keep their form, mixed stacks list their la
   bad = j;
   bad["prelude"]["depth"] = 3;
   CHECK_THROWS_WITH(bad.get<ModelSpec>(), Catch::Contains("unknown stack field 'depth'"));
+  // A misspelt field anywhere in the spec is an error, not a default (4 Dec 2026: "qknorm" in an
+  // attn object, "d_modl", "stat_norm" were read as the defaults).
+  bad = j;
+  bad["d_modl"] = 64;
+  CHECK_THROWS_WITH(bad.get<ModelSpec>(), Catch::Contains("unknown model field 'd_modl'"));
+  bad = j;
+  bad["recur"]["stat_norm"] = "per_recurrence";
+  CHECK_THROWS_WITH(bad.get<ModelSpec>(), Catch::Contains("unknown recur field 'stat_norm'"));
+  bad = j;
+  bad["recur"]["inject"]["lane"] = 2;
+  CHECK_THROWS_WITH(bad.get<ModelSpec>(), Catch::Contains("unknown inject field 'lane'"));
+  bad = j;
+  bad["prelude"]["layer"]["attn"]["qknorm"] = false;
+  CHECK_THROWS_WITH(bad.get<ModelSpec>(), Catch::Contains("unknown attn field 'qknorm'"));
+  bad = j;
+  bad["prelude"]["layer"]["mlp"] = nlohmann::json::object();
+  CHECK_THROWS_WITH(bad.get<ModelSpec>(), Catch::Contains("unknown layer field 'mlp' (attn, ffn)"));
   bad = k;
   bad["recur"]["block"]["layer"] = nlohmann::json::object();
   CHECK_THROWS_WITH(bad.get<ModelSpec>(), Catch::Contains("takes no 'layer'"));

@@ -671,6 +671,22 @@ TEST_CASE("loopscale train --recipe: the recipe's defaults, flags and files over
     CHECK(j.at("thread_lanes") == 2);
     CHECK(nlohmann::json::parse(test::run_cli(base + " --thread-split kernels --dry-run").out).at("thread_lanes") == 1);
   }
+  // The dry run refuses what the run refuses (it passed these until 4 Dec 2026): a missing corpus,
+  // a vocabulary that is not the corpus's, a probe task that does not exist, a model too big.
+  const std::string dry = "train --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --threads 2 --peak-flops 1e11 --tokens 320 --out " +
+                          out.string() + " ";
+  const std::string small = "--d-model 32 --seq-len 16 --batch 2 ";
+  for (const auto& [args, what] : std::vector<std::pair<std::string, std::string>>{
+           {small + "--data /nonexistent/corpus", "/nonexistent/corpus does not exist"},
+           {small + "--vocab 300 --data " + data.string(), "does not match the corpus"},
+           {small + "--mix-probes 0.1 --mix-probes-tasks bogus --data " + data.string(), "'bogus' is not a task"},
+           {"--d-model 4096 --seq-len 4096 --batch 64 --data " + data.string(), "MiB are available"}}) {
+    const auto r = test::run_cli(dry + args + " --dry-run");
+    INFO(args << "\n" << r.out);
+    CHECK(r.rc == 2);
+    CHECK(test::count_lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::Contains(what));
+  }
   REQUIRE(plain.at("lr") == 0.003);
   REQUIRE(plain.at("weight_decay") == 0.1);
   // A config file's recipe, and a flag over it.

@@ -131,7 +131,7 @@ inline train::Checkpoint<float> load_run_checkpoint(const train::detail::RunFile
     } catch (const train::checkpoint_error& e) {
       throw train::checkpoint_error(concat("no usable checkpoint in ", f.out.string(), ": ", why, "; and ", e.what()));
     }
-    warning = concat("warning: ", why, "; evaluating ", f.prev.string(), " (step ", c.meta.value("step", int64{-1}), ")");
+    warning = concat(why, "; evaluating ", f.prev.string(), " (step ", c.meta.value("step", int64{-1}), ")");
     return c;
   };
   if (!current) return from_previous(f.checkpoint.string() + " is missing");

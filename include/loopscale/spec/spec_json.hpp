@@ -8,6 +8,7 @@
 // hyperconnections; it reads as the model it was (see from_json of RecurSpec).
 #pragma once
 
+#include <initializer_list>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -32,6 +33,29 @@ inline void from_json(const nlohmann::json& j, Inject& i) {
   i = *v;
 }
 
+namespace detail {
+// Reading is strict about field names too: a misspelt key ("qknorm") would otherwise be ignored
+// and the model built with the default, silently.
+inline void only_fields(const nlohmann::json& j, const char* what, std::initializer_list<const char*> fields) {
+  if (!j.is_object()) throw spec_error(concat("spec: ", what, " must be an object, got ", j.dump().substr(0, 200)));
+  for (const auto& [k, v] : j.items()) {
+    bool known = false;
+    std::string list;
+    for (const char* f : fields) {
+      known = known || k == f;
+      list += (list.empty() ? "" : ", ") + std::string(f);
+    }
+    if (!known) throw spec_error(concat("spec: unknown ", what, " field '", k, "' (", list, ")"));
+  }
+}
+// A layer object and its attn and ffn objects.
+inline void check_layer_fields(const nlohmann::json& j) {
+  only_fields(j, "layer", {"attn", "ffn"});
+  if (j.contains("attn")) only_fields(j.at("attn"), "attn", {"heads", "head_dim", "kv_heads", "rope", "qk_norm"});
+  if (j.contains("ffn")) only_fields(j.at("ffn"), "ffn", {"act", "mult_num", "mult_den", "hidden", "experts", "top_k", "shared_expert"});
+}
+}  // namespace detail
+
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AttentionSpec, heads, head_dim, kv_heads, rope, qk_norm)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FfnSpec, act, mult_num, mult_den, hidden, experts, top_k, shared_expert)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LayerSpec, attn, ffn)
@@ -50,9 +74,11 @@ inline void from_json(const nlohmann::json& j, StackSpec& s) {
   const nlohmann::json& n = j.contains("layers") ? j.at("layers") : nlohmann::json(0);
   if (n.is_array()) {
     if (j.contains("layer")) throw spec_error("spec: a stack with a list of layers takes no 'layer'");
+    for (const nlohmann::json& l : n) detail::check_layer_fields(l);
     s.layers = n.get<std::vector<LayerSpec>>();
     return;
   }
+  if (j.contains("layer")) detail::check_layer_fields(j.at("layer"));
   if (!n.is_number_integer() || n.get<int64>() < 0)
     throw spec_error(concat("spec: a stack's 'layers' must be a count >= 0 or a list of layers, got ", n.dump()));
   // Checked before the layers are made: "layers": 1e12 would otherwise fill the memory (tests/fuzz).
@@ -80,6 +106,8 @@ inline void to_json(nlohmann::json& j, const RecurSpec& r) {
   j = {{"block", r.block}, {"r", r.r}, {"inject", r.inject}, {"bptt", r.bptt}, {"state_norm", r.state_norm}};
 }
 inline void from_json(const nlohmann::json& j, RecurSpec& r) {
+  detail::only_fields(j, "recur", {"block", "r", "inject", "bptt", "state_norm"});
+  if (j.contains("inject")) detail::only_fields(j.at("inject"), "inject", {"kind", "lanes"});
   const RecurSpec defaults{};
   r.block = j.value("block", defaults.block);
   r.r = j.value("r", defaults.r);
@@ -92,6 +120,19 @@ inline void from_json(const nlohmann::json& j, RecurSpec& r) {
     if (r.inject.kind == Inject::hyper) r.inject.kind = Inject::hyper_shared;
   }
 }
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelSpec, d_model, vocab, vocab_multiple, prelude, recur, coda)
+inline void to_json(nlohmann::json& j, const ModelSpec& m) {
+  j = {{"d_model", m.d_model}, {"vocab", m.vocab}, {"vocab_multiple", m.vocab_multiple},
+       {"prelude", m.prelude}, {"recur", m.recur},  {"coda", m.coda}};
+}
+inline void from_json(const nlohmann::json& j, ModelSpec& m) {
+  detail::only_fields(j, "model", {"d_model", "vocab", "vocab_multiple", "prelude", "recur", "coda"});
+  const ModelSpec defaults{};
+  m.d_model = j.value("d_model", defaults.d_model);
+  m.vocab = j.value("vocab", defaults.vocab);
+  m.vocab_multiple = j.value("vocab_multiple", defaults.vocab_multiple);
+  m.prelude = j.value("prelude", defaults.prelude);
+  m.recur = j.value("recur", defaults.recur);
+  m.coda = j.value("coda", defaults.coda);
+}
 
 }  // namespace loopscale

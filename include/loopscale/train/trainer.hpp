@@ -637,6 +637,16 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
 
 // Checks the config, the data and the memory and loads the checkpoint to resume; sets the backend's
 // threads (the memory estimate depends on them).
+// The run's memory estimate against `avail` bytes (0: unknown) of the host or of a device
+// (`where`: " on DEVICE"): config_error naming what to change where it does not fit.
+inline void check_memory_fits(const TrainConfig& cfg, int64 micro, const LanePlan& plan, int64 avail, const std::string& where = {}) {
+  if (avail > 0 && plan.memory.total > avail)
+    throw config_error("config: batch " + std::to_string(micro) + " x " + std::to_string(cfg.seq_len) + " needs about " +
+                       std::to_string(plan.memory.total >> 20) + " MiB but only " + std::to_string(avail >> 20) + " MiB are available" +
+                       where + "; lower --batch or --seq-len, raise --accum, or use truncated BPTT" +
+                       (plan.lanes > 1 ? " or --thread-split kernels (one gradient buffer instead of one per thread)" : ""));
+}
+
 template <class B>
 RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks = 1) {
   check_config(cfg);
@@ -670,11 +680,7 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
   const LanePlan plan = plan_lanes(cfg, micro, B::threads(), B::host_memory, attention_scratch(B::nested_gemm), avail);
   in.lanes = plan.lanes;
   in.memory = plan.memory;
-  if (avail > 0 && in.memory.total > avail)
-    throw config_error("config: batch " + std::to_string(micro) + " x " + std::to_string(cfg.seq_len) + " needs about " +
-                       std::to_string(in.memory.total >> 20) + " MiB but only " + std::to_string(avail >> 20) + " MiB are available" +
-                       where + "; lower --batch or --seq-len, raise --accum, or use truncated BPTT" +
-                       (in.lanes > 1 ? " or --thread-split kernels (one gradient buffer instead of one per thread)" : ""));
+  check_memory_fits(cfg, micro, plan, avail, where);
   in.checkpoint = checkpoint_to_resume(cfg, files);
   // The same token ids must mean the same text: a resumed run keeps its tokenizer.
   if (in.checkpoint)
@@ -873,7 +879,8 @@ class Trainer {
       }
       TrainProgress& p = s.progress;
       const bool last = p.step == length_.steps;
-      if (last || due(cfg_.eval_every, p.step)) evaluate_into(p);
+      // A signal during the validation cuts it short (the run then stops below, even after the last step).
+      const bool cut = (last || due(cfg_.eval_every, p.step)) && !evaluate_into(p);
       p.seconds = elapsed();
       write_log_line(p, s.moe);
       if (last || due(cfg_.checkpoint_every, p.step)) checkpoint(p.step);
@@ -882,14 +889,14 @@ class Trainer {
       // run like the callback does, after the step; on the last step the run is done anyway.
       int sig = interrupt_signal();
       if (comm_.size() > 1) agree_to_stop(go_on, sig);
-      if ((!go_on || sig != 0) && !last) {
+      if ((!go_on || sig != 0) && (!last || cut)) {
         if (last_good_ != p.step) checkpoint(p.step);
         if (sig != 0) return interrupted(sig, p.step);
         return finish("stopped", "stopped by the caller after step " + std::to_string(p.step) + "; resume to continue");
       }
     }
     if (!std::isfinite(res_.val_loss)) {  // resumed after the last step: evaluate the final model
-      res_.val_loss = evaluate();
+      res_.val_loss = *evaluate();
       res_.val_bpb = valset_.corpus().bits_per_byte(res_.val_loss);
     }
     return finish("done", "trained " + std::to_string(res_.steps) + " steps, " + std::to_string(res_.tokens) + " tokens");
@@ -1113,11 +1120,14 @@ class Trainer {
 
   // Mean validation loss over the fixed validation sample: forward passes of micro_ windows,
   // dealt to the ranks in turn, their losses gathered and summed in order (the same sum for any
-  // rank count).
-  double evaluate() {
+  // rank count). `interruptible`: nothing where a signal comes during it (one rank only: ranks
+  // would have to agree first), so a stop request waits for a forward pass, not for a whole
+  // validation sample that can take minutes.
+  std::optional<double> evaluate(bool interruptible = false) {
     const int64 calls = eval_batches_ * cfg_.batch / micro_;
     eval_loss_.assign(static_cast<std::size_t>(calls), 0.0);
     for (int64 k = comm_.rank(); k < calls; k += comm_.size()) {
+      if (interruptible && comm_.size() == 1 && interrupt_signal() != 0) return std::nullopt;
       valset_.batch(k * micro_, micro_, inputs_.data(), targets_.data());
       eval_loss_[static_cast<std::size_t>(k)] = micro_pass(false);
     }
@@ -1127,11 +1137,15 @@ class Trainer {
     return sum / static_cast<double>(calls);
   }
 
-  void evaluate_into(TrainProgress& p) {
-    p.val_loss = evaluate();
+  // False where a signal cut the validation short (p then carries no validation loss).
+  bool evaluate_into(TrainProgress& p) {
+    const std::optional<double> v = evaluate(true);
+    if (!v) return false;
+    p.val_loss = *v;
     p.val_bpb = valset_.corpus().bits_per_byte(*p.val_loss);
     res_.val_loss = *p.val_loss;
     res_.val_bpb = *p.val_bpb;
+    return true;
   }
 
   void write_log_line(const TrainProgress& p, const nlohmann::json& moe) {
@@ -1256,9 +1270,11 @@ class Trainer {
   // The step's loss or gradient norm was not finite: the run ends, the last checkpoint is kept.
   TrainResult diverged(const TrainProgress& p) {
     const double loss = p.loss, norm = p.grad_norm;
-    return finish("diverged", std::string("the loss became ") + (std::isfinite(loss) ? "finite but the gradient " : "") +
-                                  (std::isnan(loss) || std::isnan(norm) ? "NaN" : "Inf") + " at step " + std::to_string(p.step) +
-                                  "; stopped, the last good checkpoint (step " + std::to_string(last_good_) + ") is kept");
+    const std::string what = std::isfinite(loss) ? "the loss stayed finite but the gradient norm became " : "the loss became ";
+    const bool kept = std::filesystem::exists(files_.checkpoint);
+    return finish("diverged", what + (std::isnan(loss) || std::isnan(norm) ? "NaN" : "Inf") + " at step " + std::to_string(p.step) +
+                                  (kept ? "; stopped, the last good checkpoint (step " + std::to_string(last_good_) + ") is kept"
+                                        : "; stopped before the first checkpoint (none written; lower --lr or set --grad-clip)"));
   }
 
   // Stopped by signal `sig` after `step` steps, checkpoint written: the log and summary say so.
