@@ -139,7 +139,10 @@ inline std::uint64_t below(SplitMix64& g, std::uint64_t m) {
   return std::min<std::uint64_t>(m - 1, static_cast<std::uint64_t>(g.uniform() * static_cast<double>(m)));
 }
 
-inline std::string row_where(const Task& t, std::int64_t row) { return concat("eval: task \"", t.label, "\" row ", row + 1); }
+// Where a row's problem is: its file in the bundle (dataset_uri, where the task came from one), task and row.
+inline std::string row_where(const Task& t, std::int64_t row) {
+  return concat("eval: ", t.dataset_uri.empty() ? std::string() : t.dataset_uri + ": ", "task \"", t.label, "\" row ", row + 1);
+}
 
 // printf into a std::string.
 __attribute__((format(printf, 1, 2))) inline std::string printf_string(const char* fmt, ...) {

@@ -395,7 +395,8 @@ inline void check_config(const TrainConfig& c) {
   check(c.device == "auto" || c.device == "host" || c.device == "cuda", "device must be auto, host or cuda, not '" + c.device + "'");
   check(parse_precision(c.precision).has_value(), "precision must be bf16, tf32 or fp32, not '" + c.precision + "'");
   check(c.eval_every >= 0 && c.checkpoint_every >= 0, "eval_every and checkpoint_every must not be negative");
-  check(c.eval_tokens >= c.seq_len, "eval_tokens must hold at least one sequence");
+  check(c.eval_tokens >= c.seq_len, "eval_tokens (" + std::to_string(c.eval_tokens) + ") must hold at least one sequence of seq_len " +
+                                         std::to_string(c.seq_len) + " tokens; raise --eval-tokens or lower --seq-len");
   check(!c.data.empty(), "no data folder given");
   check(!c.out.empty(), "no output folder given");
   check(c.mix_frac >= 0 && c.mix_frac < 1, "mix_frac must be in [0, 1)");
