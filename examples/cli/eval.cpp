@@ -145,7 +145,7 @@ void run_eval(EvalArgs a) {
   opt.seed = a.seed;
   opt.batch = 4 * a.batch;
   nlohmann::json out = {{"run", a.run}, {"step", model.step}, {"trained_r", model.spec.recur.r}, {"seed", a.seed},
-                        {"checkpoint", model.checkpoint.string()}, {"tasks", tasks ? bundle.name : std::string("none")},
+                        {"checkpoint", model.checkpoint.string()}, {"tasks", !tasks ? std::string("none") : a.tasks == "builtin" ? std::string("builtin") : a.tasks},  // what was asked; the bundle's own name is under "bundle"
                         {"threads", train::HostBackend::threads()}, {"results", nlohmann::json::array()}};
   for (const eval::LeftOut& l : left_out) out["left_out"][l.label] = l.reason;
   for (const int64 r : rs) {

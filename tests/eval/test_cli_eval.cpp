@@ -97,6 +97,7 @@ TEST_CASE("eval: a written built-in bundle reads back and scores, sample is dete
   REQUIRE(j.at("results").size() == 1);
   CHECK_FALSE(j.at("results")[0].contains("validation"));
   CHECK(j.at("results")[0].at("eval").at("tasks").size() >= 10);
+  CHECK(j.at("tasks") == bundle.string());  // the folder asked for, not the written bundle's name "builtin"
 
   const std::string sample = "sample " + run.string() + " --prompt 'The ' --max-new 24 --json ";
   const auto a = run_cli(sample + "--seed 7"), b = run_cli(sample + "--seed 7"), c = run_cli(sample + "--seed 8");
