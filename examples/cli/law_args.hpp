@@ -43,13 +43,15 @@ inline std::map<std::string, std::string> assignments(const std::vector<std::str
 // (docs/laws.md, "Data") or one of `also` (the columns --block and --holdout name): a typo in it
 // would otherwise be read by nothing and fit the file's own column instead.
 inline law::ColumnMap column_map(const std::vector<std::string>& items, const std::vector<std::string>& also = {}) {
-  static const std::vector<std::string> variables = {"N",   "D",     "C", "loss", "r", "N_once", "N_rec", "N_act", "N_loop", "N_total",
-                                                     "m",   "E",     "K", "R",    "G", "F",      "N_inject", "injection"};
+  static const std::vector<std::string> variables = {"N", "D", "C", "loss", "r", "N_once", "N_rec", "N_act", "N_loop", "N_total",
+                                                     "m", "E", "K", "R",    "G", "F",      "N_inject", "injection"};
   law::ColumnMap map;
   for (const auto& [k, v] : assignments(items, "--map")) {
-    if (std::find(variables.begin(), variables.end(), k) == variables.end() && std::find(also.begin(), also.end(), k) == also.end())
-      throw usage_error("--map " + k + "=" + v + ": no law reads a variable '" + k +
-                        "' (N, D, C, loss, r, N_once, N_rec, N_act, N_loop, N_total, m, E, K, R, G, F, N_inject, injection, or a --block / --holdout column)");
+    if (std::find(variables.begin(), variables.end(), k) == variables.end() && std::find(also.begin(), also.end(), k) == also.end()) {
+      std::string names;
+      for (const std::string& n : variables) names += n + ", ";
+      throw usage_error("--map " + k + "=" + v + ": no law reads a variable '" + k + "' (" + names + "or a --block / --holdout column)");
+    }
     map[k] = v;
   }
   return map;

@@ -210,13 +210,17 @@ const bool registered_train = add_command([](CLI::App& app) {
       const nlohmann::json record = {{"seed", po.seed}, {"tasks", a->mix_probes_tasks}, {"items_per_task", po.items_per_task},
                                      {"max_bytes", po.max_bytes}, {"window", cfg.seq_len + 1}};
       const std::filesystem::path record_path = std::filesystem::path(cfg.out) / "probes.json";
-      if (!a->dry_run && comm.root() && !std::filesystem::exists(cfg.mix_data)) {
-        std::string text;
+      // The text (or, for --dry-run, its first byte: the same checks of the task names and items).
+      const auto probe_text = [&](std::size_t n) {
         try {
-          text = eval::probe_training_text(po, a->mix_probes_tasks, bytes, static_cast<std::size_t>(cfg.seq_len + 1));
+          return eval::probe_training_text(po, a->mix_probes_tasks, n, static_cast<std::size_t>(cfg.seq_len + 1));
         } catch (const std::invalid_argument& e) {
           throw usage_error(fmt::format("--mix-probes: {}", e.what()));  // a task named wrongly, or too few items
         }
+      };
+      if (a->dry_run) (void)probe_text(1);
+      if (!a->dry_run && comm.root() && !std::filesystem::exists(cfg.mix_data)) {
+        const std::string text = probe_text(bytes);
         std::vector<std::int32_t> tokens(text.begin(), text.end());
         for (std::int32_t& t : tokens) t &= 0xFF;  // char may be signed
         std::filesystem::create_directories(cfg.out);
@@ -239,18 +243,8 @@ const bool registered_train = add_command([](CLI::App& app) {
     if (a->dry_run) {
       train::detail::check_config(cfg);
       // What the run checks before it trains, but the checksums: the corpus, its vocabulary and
-      // context, the probe tasks, and (on the host) the memory below.
-      for (const data::Split split : {data::Split::train, data::Split::val}) {
-        const data::Corpus c = data::open_corpus(cfg.data, split, data::Verify::headers);
-        data::check_vocab(c, cfg.spec, c.name());
-        data::check_fits(c, cfg.seq_len);
-      }
-      if (cfg.mix_frac > 0) try {
-          (void)eval::probe_training_text({a->mix_probes_seed, 200, std::min<int64>(256, cfg.seq_len), {}}, a->mix_probes_tasks, 1,
-                                          static_cast<std::size_t>(cfg.seq_len + 1));
-        } catch (const std::invalid_argument& e) {
-          throw usage_error(fmt::format("--mix-probes: {}", e.what()));
-        }
+      // context (the probe tasks above), and (on the host) the memory below.
+      for (const data::Split split : {data::Split::train, data::Split::val}) (void)train::detail::open_run_corpus(cfg, split, data::Verify::headers);
       const train::TrainingLength b = train::training_length(cfg);
       // A device's forms of attention keep a T x T gradient per sequence, the host's one per thread;
       // only the host runs thread lanes.

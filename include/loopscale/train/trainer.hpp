@@ -638,6 +638,15 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
 
 // Checks the config, the data and the memory and loads the checkpoint to resume; sets the backend's
 // threads (the memory estimate depends on them).
+// One split of the run's corpus, checked against the run: the model's vocabulary and a window of
+// seq_len + 1 tokens (`--dry-run` reads the headers only).
+inline Corpus open_run_corpus(const TrainConfig& cfg, data::Split split, data::Verify verify = data::Verify::checksums) {
+  Corpus c = data::open_corpus(cfg.data, split, verify);
+  data::check_vocab(c, cfg.spec, c.name());
+  data::check_fits(c, cfg.seq_len);
+  return c;
+}
+
 // The run's memory estimate against `avail` bytes (0: unknown) of the host or of a device
 // (`where`: " on DEVICE"): config_error naming what to change where it does not fit.
 inline void check_memory_fits(const TrainConfig& cfg, int64 micro, const LanePlan& plan, int64 avail, const std::string& where = {}) {
@@ -654,12 +663,8 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
   const int64 micro = micro_batch(cfg, ranks);
   const std::filesystem::path data(cfg.data);
   RunInputs in;
-  in.train = data::open_corpus(data, data::Split::train);
-  in.val = data::open_corpus(data, data::Split::val);
-  for (const Corpus* c : {&in.train, &in.val}) {
-    data::check_vocab(*c, cfg.spec, c->name());
-    data::check_fits(*c, cfg.seq_len);
-  }
+  in.train = open_run_corpus(cfg, data::Split::train);
+  in.val = open_run_corpus(cfg, data::Split::val);
   in.tokenizer = data::tokenizer_record(data, in.train);
   if (cfg.mix_frac > 0) {
     in.mix = Corpus(data::read_token_file(cfg.mix_data));
