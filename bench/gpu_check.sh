@@ -13,6 +13,8 @@
 # nvcc and the Debian headers scripts/setup.sh installs). A GPU machine without those headers runs
 # programs built elsewhere for sm_90: on the build machine, `bench/gpu_check.sh --collect BIN_DIR`
 # copies them out of ./build (or $GPU_CHECK_BUILD).
+# Each program is stopped after GPU_CHECK_TIMEOUT seconds (default 240: a hang must not spend a
+# lent machine's time) and counts as failed.
 # Exit status: 0 all passed, 1 a check failed, 2 bad usage, 77 no usable CUDA device.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,9 +59,11 @@ run() {  # name, program, arguments...
   local name=$1
   shift
   local t0=$SECONDS
-  "$@" 2>&1 | tee "$out/$name.txt"
+  timeout -k 10 "${GPU_CHECK_TIMEOUT:-240}" "$@" 2>&1 | tee "$out/$name.txt"
   local rc=${PIPESTATUS[0]}
-  echo "gpu_check: $name exit $rc in $((SECONDS - t0)) s" | tee -a "$out/status.txt"
+  local why=""
+  [ "$rc" = 124 ] || [ "$rc" = 137 ] && why=" (stopped after ${GPU_CHECK_TIMEOUT:-240} s)"
+  echo "gpu_check: $name exit $rc in $((SECONDS - t0)) s$why" | tee -a "$out/status.txt"
   if [ "$rc" = 77 ]; then exit 77; fi
   [ "$rc" = 0 ] || status=1
 }
