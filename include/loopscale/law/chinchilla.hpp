@@ -185,7 +185,7 @@ struct ChinchillaForm {
           }
         }
         vd fs = v::splat(0), g0 = fs, g1 = fs, g2 = fs, g3 = fs, g4 = fs, g5 = fs;
-        // v::lanes points (4, or 8 under AVX-512); `pad` (the last, partial step) holds copies of
+        // v::lanes points (2, 4 or 8: simd_math.hpp); `pad` (the last, partial step) holds copies of
         // the last point, and `live` zeroes their contributions.
         // A template over `Table`, so the loop without the table is the plain one.
         const auto step = [&]<bool Table>(std::bool_constant<Table>, Eigen::Index i, const double* pad, const vd live) {

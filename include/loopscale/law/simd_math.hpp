@@ -1,6 +1,7 @@
-// exp and log on a few doubles at once (GCC/Clang vector extensions: one AVX-512 register of 8
-// doubles where the build targets AVX-512, else 4 doubles, one AVX2 register or two SSE2 ones),
-// for the fitter's fused objective (chinchilla.hpp).
+// exp and log on a few doubles at once (GCC/Clang vector extensions: one register, of 8 doubles
+// where the build targets AVX-512, 4 with AVX, 2 with x86-64's baseline SSE2), for the fitter's
+// fused objective (chinchilla.hpp). Never wider than a register: without AVX a 32-byte vector
+// passed by value has another ABI than in an AVX build, and GCC warned (-Wpsabi) at every call.
 //
 // Why not Eigen's: its double exp and log are rational approximations with a division each, and
 // measured 4.6 and 6.8 ns a value here; these are a polynomial (exp) and fdlibm's log with one
@@ -17,10 +18,13 @@
 namespace loopscale::law::simd {
 
 #if defined(__AVX512F__)
-inline constexpr int lanes = 8;
+#define LOOPSCALE_SIMD_MATH_LANES 8
+#elif defined(__AVX__) || !(defined(__x86_64__) || defined(__i386__))
+#define LOOPSCALE_SIMD_MATH_LANES 4
 #else
-inline constexpr int lanes = 4;
+#define LOOPSCALE_SIMD_MATH_LANES 2
 #endif
+inline constexpr int lanes = LOOPSCALE_SIMD_MATH_LANES;
 inline constexpr int bytes = lanes * 8;
 typedef double vd __attribute__((vector_size(bytes)));
 typedef std::int64_t vi __attribute__((vector_size(bytes)));
@@ -43,10 +47,12 @@ inline vd vmax(vd a, vd b) { return a > b ? a : b; }
 inline vd vabs(vd a) { return as_double(as_int(a) & splat_bits(0x7FFFFFFFFFFFFFFF)); }
 // A fixed order (pairwise), so a sum is the same bits on every run of a build.
 inline double hsum(vd v) {
-#if defined(__AVX512F__)
+#if LOOPSCALE_SIMD_MATH_LANES == 8
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
-#else
+#elif LOOPSCALE_SIMD_MATH_LANES == 4
   return (v[0] + v[1]) + (v[2] + v[3]);
+#else
+  return v[0] + v[1];
 #endif
 }
 

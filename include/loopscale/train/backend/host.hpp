@@ -477,7 +477,7 @@ struct PeakIsa {
 // 12 chains per thread: an FMA's latency is 4 cycles and a core issues up to 2 per cycle (Skylake-X,
 // Ice Lake, Sapphire Rapids, Zen 3 and 4), so 8 chains keep both ports busy; 12 leave margin for
 // cores with a 5-cycle FMA or a third port, and still fit the register file beside the two
-// constants (16 ymm registers with AVX2, 32 zmm with AVX-512).
+// constants (16 xmm registers with SSE2, 16 ymm with AVX2, 32 zmm with AVX-512).
 inline constexpr int peak_chains = 12;
 
 inline constexpr PeakIsa peak_isa() {
@@ -486,7 +486,7 @@ inline constexpr PeakIsa peak_isa() {
 #elif defined(__FMA__) && defined(__AVX__)
   return {"avx2+fma", 8, peak_chains};
 #else
-  return {"portable", 8, peak_chains};
+  return {"portable", 4, peak_chains};  // one SSE2 register: x86-64's baseline
 #endif
 }
 
@@ -546,14 +546,19 @@ inline double fma_chains(int threads, int64 iters, double* slowest_cpu_s = nullp
     for (int c = 1; c < peak_chains; ++c) s = _mm256_add_ps(s, a[c]);
     _mm256_store_ps(out, s);
 #else
-    // Portable fallback: GCC vector extensions (a multiply and an add where there is no FMA).
-    typedef float v8 __attribute__((vector_size(32)));
-    v8 a[peak_chains];
-    for (int c = 0; c < peak_chains; ++c) a[c] = v8{} + static_cast<float>(c);
-    detail::fma_loop(a, v8{} + (0.999999f + t), v8{} + 1e-6f, iters, [](v8 x, v8 m, v8 d) { return x * m + d; });
-    v8 s = a[0];
+    // Portable fallback: GCC vector extensions of one SSE2 register (a multiply and an add where
+    // there is no FMA). Two registers a chain (8 floats) would need 24 for the 12 chains, more
+    // than the 16 there are: the chains spilled to memory and the peak read 17.9 GFLOP/s a thread
+    // where oneDNN's SSE4.1 GEMM ran 27.0 (an MFU above 1; Intel Xeon family 6 model 207, 4 Dec
+    // 2026); one register a chain measured 31.2 on the same core. A 32-byte vector would also
+    // pass through memory at every call without AVX (GCC's -Wpsabi).
+    typedef float v4 __attribute__((vector_size(16)));
+    v4 a[peak_chains];
+    for (int c = 0; c < peak_chains; ++c) a[c] = v4{} + static_cast<float>(c);
+    detail::fma_loop(a, v4{} + (0.999999f + t), v4{} + 1e-6f, iters, [](v4 x, v4 m, v4 d) { return x * m + d; });
+    v4 s = a[0];
     for (int c = 1; c < peak_chains; ++c) s += a[c];
-    for (int i = 0; i < 8; ++i) out[i] = s[i];
+    for (int i = 0; i < 4; ++i) out[i] = s[i];
 #endif
     for (float v : out) sink += v;
     slowest = detail::thread_cpu_seconds() - cpu0;
