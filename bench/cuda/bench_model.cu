@@ -3,7 +3,9 @@
 // loopscale's estimate (account/memory.hpp). Parameters, activations and optimiser state are fp32;
 // the GEMMs run in PRECISION (backend/precision.hpp), by default the backend's default, bf16.
 //
-//   bench_cuda_model OUT.json [STEPS [PRECISION]]      PRECISION: bf16 (default), tf32 or fp32
+//   bench_cuda_model OUT.json [STEPS [PRECISION [MODELS]]]
+//     PRECISION: bf16 (default), tf32 or fp32; MODELS: all (default) or a comma-separated list of
+//     dense, truncated, moe
 //
 // Models: d_model 1024, seq 1024, depth 20 (prelude 2, a block of 4 run r = 4 times, coda 2), 8
 // heads, batch 8 (8,192 tokens a step), with full and with truncated BPTT (the last 2
@@ -17,6 +19,12 @@
 // else the MFUs are written as null. summary.json records the precision, the device, its peak and
 // where that peak came from. The first run's device memory includes cuBLASLt's 32 MiB workspace
 // and the library handles, made at its first GEMM.
+//
+// The timed steps, and only they, lie between cudaProfilerStart and cudaProfilerStop, so a
+// profiler started with its capture off (`ncu --profile-from-start off`, bench/gpu_profile.sh)
+// sees the steady state and not the warm-up's plan searches and first touches.
+#include <cuda_profiler_api.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -90,7 +98,7 @@ std::string json_number(double v, bool known = true) { return known ? std::to_st
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_cuda_model OUT.json [STEPS [PRECISION]]   (PRECISION: bf16, tf32 or fp32)\n");
+    std::fprintf(stderr, "usage: bench_cuda_model OUT.json [STEPS [PRECISION [MODELS]]]   (PRECISION: bf16, tf32 or fp32; MODELS: all or dense,truncated,moe)\n");
     return 2;
   }
   if (!CudaBackend::available()) {
@@ -107,6 +115,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_cuda_model: PRECISION must be bf16, tf32 or fp32, not %s\n", argv[3]);
     return 2;
   }
+  const std::string models = argc > 4 ? argv[4] : "all";
+  const auto wanted = [&](const char* key) {
+    if (models == "all") return true;
+    const std::string list = "," + models + ",";
+    return list.find("," + std::string(key) + ",") != std::string::npos;
+  };
+  for (std::size_t at = 0; models != "all";) {  // every name in MODELS must be one of the three
+    const std::size_t comma = models.find(',', at);
+    const std::string name = models.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (name != "dense" && name != "truncated" && name != "moe") {
+      std::fprintf(stderr, "bench_cuda_model: MODELS must be all or a comma-separated list of dense, truncated, moe, not %s\n", argv[4]);
+      return 2;
+    }
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
   CudaBackend::set_precision(*precision);
   const train::CudaDeviceInfo device = train::cuda_device_info();
   const Peak peak = device_peak(device, *precision);
@@ -115,11 +139,16 @@ int main(int argc, char** argv) {
               peak.flops > 0 ? (std::to_string(peak.flops / 1e12) + " TFLOP/s (" + peak.source + ")").c_str()
                              : "unknown: set LOOPSCALE_GPU_PEAK_TFLOPS for an MFU");
   constexpr int64 batch = 8, seq = 1024;
-  const struct {
+  struct Run {
+    const char* key;
     const char* name;
     int64 bptt;
     bool moe;
-  } runs[] = {{"dense, full BPTT", full_bptt, false}, {"dense, truncated BPTT (last 2)", 2, false}, {"MoE E8 K2, full BPTT", full_bptt, true}};
+  };
+  std::vector<Run> runs;
+  for (const Run& r : {Run{"dense", "dense, full BPTT", full_bptt, false}, Run{"truncated", "dense, truncated BPTT (last 2)", 2, false},
+                       Run{"moe", "MoE E8 K2, full BPTT", full_bptt, true}})
+    if (wanted(r.key)) runs.push_back(r);
 
   std::string out = "{\n  \"device\": " + json_string(device.name) + ",\n  \"sm_count\": " + std::to_string(device.sm_count) +
                     ",\n  \"compute_capability\": " + json_string(device.compute_capability()) +
@@ -127,7 +156,7 @@ int main(int argc, char** argv) {
                     json_string(train::precision_name(*precision)) + ",\n  \"gemm_library\": " + json_string(CudaBackend::gemm_library) +
                     ",\n  \"peak_flops\": " + json_number(peak.flops, peak.flops > 0) + ",\n  \"peak_source\": " +
                     (peak.source.empty() ? std::string("null") : json_string(peak.source)) + ",\n  \"runs\": [\n";
-  for (std::size_t k = 0; k < std::size(runs); ++k) {
+  for (std::size_t k = 0; k < runs.size(); ++k) {
     const ModelSpec spec = model_spec(runs[k].bptt, runs[k].moe);
     const std::size_t free0 = train::cuda_memory_info().free;
     double tokens_per_s = 0, seconds = 0;
@@ -150,9 +179,11 @@ int main(int argc, char** argv) {
       };
       step();  // warm-up: cuBLASLt's plans (one heuristic query per GEMM shape), first touches
       train::cuda_detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      train::cuda_detail::check(cudaProfilerStart(), "cudaProfilerStart");
       const auto t0 = std::chrono::steady_clock::now();
       for (int s = 0; s < steps; ++s) step();
       train::cuda_detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      train::cuda_detail::check(cudaProfilerStop(), "cudaProfilerStop");
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       tokens_per_s = static_cast<double>(batch * seq) * steps / seconds;
       used = free0 - train::cuda_memory_info().free;
@@ -168,7 +199,7 @@ int main(int argc, char** argv) {
            ", \"mfu\": " + json_number(known ? flops / peak.flops : 0, known) +
            ", \"mfu_bf16_peak\": " + json_number(known_bf16 ? flops / peak.bf16 : 0, known_bf16) +
            ", \"device_memory_bytes\": " + std::to_string(used) + ", \"memory_estimate_bytes\": " + json_number(estimate) + "}" +
-           (k + 1 < std::size(runs) ? ",\n" : "\n");
+           (k + 1 < runs.size() ? ",\n" : "\n");
   }
   out += "  ]\n}\n";
   FILE* f = std::fopen(argv[1], "w");
