@@ -226,6 +226,29 @@ int main() {
     compare("rmsnorm backward in place (dx == dy)" + w, dxy, down(DXY));
   }
 
+  // QK-norm's strided form at a real head width (q 128: four values a lane), 1,001 tokens (the last
+  // block part full), 3 heads of q and k inside rows of stride 3 * 2 * 128 + 5, and in place as
+  // the model runs it (y == x, dx == dy).
+  {
+    const int64 rr = 1001, qq = 128, hh = 6, stride = 3 * 2 * qq + 5, n = rr * stride;
+    const auto x = randn(static_cast<std::size_t>(n), 60), dy = randn(static_cast<std::size_t>(n), 61);
+    std::vector<float> y = x, rs(rr * hh), dx = dy;
+    k::rmsnorm_forward_strided<HostBackend>(y.data(), y.data(), rs.data(), rr, qq, stride, hh);
+    k::rmsnorm_backward_from_output<HostBackend>(y.data(), rs.data(), dx.data(), dx.data(), rr, qq, stride, hh);
+    const auto run = [&](int what) {
+      Dev Y = up(x), R(rr * hh), DX = up(dy);
+      k::rmsnorm_forward_strided<CudaBackend>(Y.data(), Y.data(), R.data(), rr, qq, stride, hh);
+      k::rmsnorm_backward_from_output<CudaBackend>(Y.data(), R.data(), DX.data(), DX.data(), rr, qq, stride, hh);
+      return down(what == 0 ? Y : what == 1 ? R : DX);
+    };
+    const std::string w = " (q 128, 6 vectors a row, 1001 rows, in place)";
+    compare("rmsnorm strided forward" + w, y, run(0));
+    compare("rmsnorm strided 1/rms" + w, rs, run(1));
+    compare("rmsnorm backward from output" + w, dx, run(2));
+    deterministic("rmsnorm strided forward" + w, [&] { return run(0); });
+    deterministic("rmsnorm backward from output" + w, [&] { return run(2); });
+  }
+
   // ---- embedding (repeated tokens: the backward's scatter-add) ----
   {
     std::vector<std::int32_t> tok(rows);
@@ -244,6 +267,28 @@ int main() {
     compare("embedding forward", out, run(false));
     compare("embedding backward", dE, run(true));
     deterministic("embedding backward", [&] { return run(true); });
+  }
+
+  // The embedding gradient at the sizes a step has: 4,096 tokens over a vocabulary of 300 with
+  // one id in six the same (a byte-level corpus's spaces), widths 64 and 1,000, into a gradient
+  // that already holds values (the sum over a step's micro-batches). The device kernel adds the
+  // same values in the same order as the host: the same bits, not just close.
+  for (const int64 dd : {int64{64}, int64{1000}}) {
+    const int64 n = 4096, V = 300;
+    std::vector<std::int32_t> tok(n);
+    for (int64 i = 0; i < n; ++i) tok[i] = static_cast<std::int32_t>(i % 6 == 0 ? 32 : (i * 2654435761u) % V);
+    const auto dout = randn(static_cast<std::size_t>(n * dd), 62), dE0 = randn(static_cast<std::size_t>(V * dd), 63);
+    std::vector<float> dE = dE0;
+    k::embedding_backward<HostBackend>(tok.data(), dout.data(), dE.data(), n, dd);
+    const auto run = [&] {
+      DevI T = up(tok);
+      Dev DO = up(dout), G = up(dE0);
+      k::embedding_backward<CudaBackend>(T.data(), DO.data(), G.data(), n, dd);
+      return down(G);
+    };
+    const std::string w = " (4096 tokens, vocabulary 300, d " + std::to_string(dd) + ", bit for bit)";
+    compare("embedding backward" + w, dE, run(), 0.0, 0.0);
+    deterministic("embedding backward" + w, run);
   }
 
   // ---- softcapped cross-entropy ----

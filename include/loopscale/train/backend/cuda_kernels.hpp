@@ -8,6 +8,12 @@
 //     the row (coalesced) and the row's sum of squares or dot product reduced by warp shuffles. The
 //     scale gradient dg is a sum over rows: per-block partials over fixed chunks of rows, then one
 //     thread per column adds the chunks in order, so it is deterministic (no atomics).
+//   rmsnorm_forward_strided, rmsnorm_backward_from_output (QK-norm, inside the fused QKV rows): one
+//     warp per head vector. The portable form ran one thread per token walking all its heads, a
+//     row apart from its neighbours: 16 blocks on 132 multiprocessors at 8,192 tokens, and by an
+//     estimate from the code (not a measurement) most of the non-GEMM time of the first H200 run.
+//   embedding_backward (kernels/embedding.hpp): the ids sorted with their positions, one block per
+//     run of equal ids adding their rows in position order (the host's order: the same bits).
 //   softcap_ce_forward, softcap_ce_backward (kernels/loss.hpp): one block per row of logits, the
 //     threads striding the vocabulary, max and sum reduced over the block in a fixed tree.
 //   softcap_ce_fused (kernels/loss.hpp, a training step's loss and gradient together): one block
@@ -23,8 +29,9 @@
 //
 // The arithmetic is the host twin's term by term (the same formulas, products in the same order);
 // only the order of the sums differs (trees instead of one pass in index order), so results agree
-// to rounding, and each is the same bits from run to run on one device. Nothing here has yet run
-// on a GPU in this project; tests/cuda/kernels_device.cu checks them against the host twins.
+// to rounding, and each is the same bits from run to run on one device. tests/cuda/kernels_device.cu
+// checks them against the host twins; all but the QK-norm and embedding kernels passed it on an
+// NVIDIA H200 (4 Dec 2026), those two came after that run and have not yet run on a GPU.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -167,7 +174,8 @@ __global__ void rmsnorm_dg_sum(const T* part, T* dg, int64 chunks, int64 d) {
 }
 
 // Device scratch of one element type, kept and grown as needed until exit (as the cuBLAS handle
-// is): the dg partials (T) and the radix sort's temporary storage (bytes).
+// is): the dg partials (T), the radix sort's temporary storage (bytes), the embedding backward's
+// ids and positions (int32).
 // cudaFree waits for the device, so no kernel still reads the old block when it goes.
 template <class T>
 T* device_scratch(std::size_t n) {
@@ -178,7 +186,7 @@ T* device_scratch(std::size_t n) {
     p = nullptr;
     capacity = 0;
     cuda_detail::check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc",
-                       std::to_string(n * sizeof(T)) + " bytes of scratch (RMSNorm scale gradient partials, or the MoE sort's)");
+                       std::to_string(n * sizeof(T)) + " bytes of scratch (RMSNorm scale gradient partials, a radix sort's, or the embedding gradient's)");
     capacity = n;
   }
   return p;
@@ -213,6 +221,58 @@ void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx,
     rmsnorm_dg_sum<T><<<static_cast<unsigned>((d + 255) / 256), 256>>>(part, dg, chunks, d);
     launched("rmsnorm_dg_sum");
   }
+}
+
+// ---- QK-norm: RMSNorm of the head vectors inside the fused QKV rows (kernels/rmsnorm.hpp) -------
+
+// Vector v = (row v / per_row, head v % per_row) starts at (v / per_row) * stride + (v % per_row) * d.
+__device__ inline int64 strided_offset(int64 v, int64 d, int64 stride, int64 per_row) { return (v / per_row) * stride + (v % per_row) * d; }
+
+// One warp per head vector: y = x * r, r = 1 / sqrt(mean(x^2) + eps) kept in rstd[v]. y may be x:
+// each lane reads x[j] before it writes y[j], and only its own j.
+template <class T>
+__global__ void rmsnorm_forward_strided_rows(const T* x, T* y, T* rstd, int64 vectors, int64 d, int64 stride, int64 per_row, T eps) {
+  const int64 v = static_cast<int64>(blockIdx.x) * rows_per_block + threadIdx.x / 32;
+  if (v >= vectors) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64 o = strided_offset(v, d, stride, per_row);
+  T ss = 0;
+  for (int64 j = lane; j < d; j += 32) ss += x[o + j] * x[o + j];
+  ss = warp_reduce(ss, Sum{});
+  const T r = T(1) / std::sqrt(ss / T(d) + eps);
+  if (lane == 0) rstd[v] = r;
+  for (int64 j = lane; j < d; j += 32) y[o + j] = x[o + j] * r;
+}
+
+// One warp per head vector: dx = r (dy - y c), c = <dy, y> / d. dx may be dy: every lane has read
+// its part of dy for the dot product before the shuffles, and then reads dy[j] before writing dx[j].
+template <class T>
+__global__ void rmsnorm_backward_from_output_rows(const T* y, const T* rstd, const T* dy, T* dx, int64 vectors, int64 d, int64 stride,
+                                                  int64 per_row) {
+  const int64 v = static_cast<int64>(blockIdx.x) * rows_per_block + threadIdx.x / 32;
+  if (v >= vectors) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64 o = strided_offset(v, d, stride, per_row);
+  T dot = 0;
+  for (int64 j = lane; j < d; j += 32) dot += dy[o + j] * y[o + j];
+  dot = warp_reduce(dot, Sum{});
+  const T c = dot / T(d);
+  const T r = rstd[v];
+  for (int64 j = lane; j < d; j += 32) dx[o + j] = r * (dy[o + j] - y[o + j] * c);
+}
+
+template <class T>
+void rmsnorm_forward_strided(const T* x, T* y, T* rstd, int64 rows, int64 d, int64 stride, int64 per_row, T eps) {
+  if (rows <= 0 || d <= 0 || per_row <= 0) return;
+  rmsnorm_forward_strided_rows<T><<<row_blocks(rows * per_row), 32 * rows_per_block>>>(x, y, rstd, rows * per_row, d, stride, per_row, eps);
+  launched("rmsnorm_forward_strided_rows");
+}
+
+template <class T>
+void rmsnorm_backward_from_output(const T* y, const T* rstd, const T* dy, T* dx, int64 rows, int64 d, int64 stride, int64 per_row) {
+  if (rows <= 0 || d <= 0 || per_row <= 0) return;
+  rmsnorm_backward_from_output_rows<T><<<row_blocks(rows * per_row), 32 * rows_per_block>>>(y, rstd, dy, dx, rows * per_row, d, stride, per_row);
+  launched("rmsnorm_backward_from_output_rows");
 }
 
 // ---- softcapped cross-entropy (kernels/loss.hpp) ------------------------------------------------
@@ -464,6 +524,51 @@ inline void sort_pairs(const std::int32_t* keys_in, std::int32_t* keys_out, cons
   unsigned char* temp = device_scratch<unsigned char>(bytes > 0 ? bytes : 1);
   cuda_detail::check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, vals_in, vals_out, n, 0, key_bits),
                      "cub::DeviceRadixSort::SortPairs", std::to_string(n) + " pairs, " + std::to_string(key_bits) + " key bits");
+}
+
+// ---- embedding backward (kernels/embedding.hpp) --------------------------------------------------
+
+template <class I>
+__global__ void iota_kernel(I* v, int64 n) {
+  const int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) v[i] = static_cast<I>(i);
+}
+
+// One block per position of the token ids sorted with their positions (stable: equal ids keep
+// their positions in order). The block at the start of a run of equal ids adds the run's rows of
+// dout into that id's row of dE, its threads across the columns, the rows in position order: the
+// host twin's additions in the host twin's order, so the same bits. The other blocks return.
+template <class T>
+__global__ void embedding_backward_runs(const std::int32_t* ids, const std::int32_t* positions, const T* dout, T* dE, int64 n, int64 d) {
+  const int64 k = blockIdx.x;
+  const std::int32_t id = ids[k];
+  if (k > 0 && ids[k - 1] == id) return;
+  T* row = dE + static_cast<int64>(id) * d;
+  for (int64 j = threadIdx.x; j < d; j += blockDim.x) {
+    T acc = row[j];
+    for (int64 m = k; m < n && ids[m] == id; ++m) acc += dout[static_cast<int64>(positions[m]) * d + j];
+    row[j] = acc;
+  }
+}
+
+// dE[tok[i]] += dout[i] for the n tokens (ids in [0, 2^31)): the ids sorted with their positions
+// (sort_pairs above), then one block per run of equal ids. The portable form gives one thread a
+// column over all n tokens: d threads, 4 blocks of 256 at d 1024 and one at d 256, on a GPU with
+// 132 multiprocessors (an estimate from the code, not a measurement, put it at 5-10 ms of the
+// d 1024 model's 225 ms step and more of a small model's).
+template <class T>
+void embedding_backward(const std::int32_t* tok, const T* dout, T* dE, int64 n, int64 d) {
+  if (n <= 0 || d <= 0) return;
+  if (n > std::numeric_limits<int>::max())
+    throw std::length_error("embedding_backward: " + std::to_string(n) + " tokens in one call; at most 2^31 - 1 (one block each)");
+  std::int32_t* scratch = device_scratch<std::int32_t>(static_cast<std::size_t>(3 * n));
+  std::int32_t *positions = scratch, *ids = scratch + n, *sorted_positions = scratch + 2 * n;
+  iota_kernel<std::int32_t><<<static_cast<unsigned>((n + 255) / 256), 256>>>(positions, n);
+  launched("iota_kernel");
+  sort_pairs(tok, ids, positions, sorted_positions, n, 31);
+  const unsigned threads = d >= 256 ? 256u : static_cast<unsigned>((d + 31) / 32 * 32);
+  embedding_backward_runs<T><<<static_cast<unsigned>(n), threads>>>(ids, sorted_positions, dout, dE, n, d);
+  launched("embedding_backward_runs");
 }
 
 }  // namespace loopscale::train::cuda_kernels

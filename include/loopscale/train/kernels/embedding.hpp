@@ -26,6 +26,12 @@ void embedding_forward(const std::int32_t* tok, const T* E, T* out, int64 n, int
 // is added in token order either way, so the slice changes no bit.
 template <class B, class T>
 void embedding_backward(const std::int32_t* tok, const T* dout, T* dE, int64 n, int64 d) {
+  // A backend's own kernel where it has one (CUDA: the ids sorted, a block per run of equal ids,
+  // the same additions in the same order).
+  if constexpr (requires { B::embedding_backward(tok, dout, dE, n, d); }) {
+    B::embedding_backward(tok, dout, dE, n, d);
+    return;
+  }
   constexpr int64 slice = B::nested_gemm ? 16 : 1;
   const int64 slices = (d + slice - 1) / slice;
   B::parallel_for(slices, [=] LOOPSCALE_HD(int64 s) {

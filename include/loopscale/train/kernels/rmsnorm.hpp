@@ -15,8 +15,9 @@ namespace loopscale::train::kernels {
 
 inline constexpr double rms_eps = 1e-6;
 
-// A backend with a kernel of its own for these two (backend/host.hpp, "Kernels of a backend's
-// own": CUDA's one warp per row) runs it instead, with rms_eps passed in.
+// A backend with a kernel of its own for these (backend/host.hpp, "Kernels of a backend's own":
+// CUDA's one warp per row, or per head vector for the strided pair below) runs it instead, with
+// rms_eps passed in.
 //
 // `copy`, when given, receives x as well, in the same pass: a layer's residual stream is copied
 // to where the next GEMM adds into it right where the norm reads it (model.hpp), which saves
@@ -84,7 +85,12 @@ template <class B, class T>
 void rmsnorm_backward_from_output(const T* y, const T* rstd, const T* dy, T* dx, int64 rows, int64 d, int64 stride,
                                   int64 per_row) {
   // `rows` groups of `per_row` vectors of length d, the groups `stride` apart: the Q and K heads of
-  // each token inside the fused QKV row.
+  // each token inside the fused QKV row. A task per row on the host; CUDA's own kernel takes a
+  // warp per vector (a thread per row strode a row apart from its neighbours on a device).
+  if constexpr (requires { B::rmsnorm_backward_from_output(y, rstd, dy, dx, rows, d, stride, per_row); }) {
+    B::rmsnorm_backward_from_output(y, rstd, dy, dx, rows, d, stride, per_row);
+    return;
+  }
   B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
     for (int64 h = 0; h < per_row; ++h) {
       const int64 o = i * stride + h * d;
@@ -98,6 +104,10 @@ void rmsnorm_backward_from_output(const T* y, const T* rstd, const T* dy, T* dx,
 // Forward of the same strided, parameter-free form: y = x / rms(x) per head vector.
 template <class B, class T>
 void rmsnorm_forward_strided(const T* x, T* y, T* rstd, int64 rows, int64 d, int64 stride, int64 per_row) {
+  if constexpr (requires { B::rmsnorm_forward_strided(x, y, rstd, rows, d, stride, per_row, T(rms_eps)); }) {
+    B::rmsnorm_forward_strided(x, y, rstd, rows, d, stride, per_row, T(rms_eps));
+    return;
+  }
   B::parallel_for(rows, [=] LOOPSCALE_HD(int64 i) {
     for (int64 h = 0; h < per_row; ++h) {
       const int64 o = i * stride + h * d;
