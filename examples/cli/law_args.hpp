@@ -104,6 +104,10 @@ inline nlohmann::json fit_json(const law::FitResult& r, bool with_residuals = tr
   for (std::size_t k = 0; k < r.parameters.size(); ++k)
     if (r.frozen[k]) frozen.push_back(r.parameters[k].name);
   j["frozen"] = frozen;
+  nlohmann::json edges = nlohmann::json::array();  // free parameters that ended on an edge of the box
+  for (std::size_t k = 0; k < r.parameters.size(); ++k)
+    if (!r.box_edge(k).empty()) edges.push_back(r.parameters[k].name);
+  j["at_box_edge"] = edges;
   j["objective"] = r.objective;
   j["r2"] = r.r2;
   j["rmse"] = r.rmse;
@@ -129,6 +133,8 @@ inline void print_fit(const law::AnyLaw& law, const law::FitResult& r, const law
     fmt::print("  {:<8} {:>14.6g}", r.parameters[k].name, r.values[i]);
     if (r.frozen[k]) fmt::print("  (frozen)");
     else if (ci) fmt::print("  [{:.6g}, {:.6g}]", ci->ci[k].lo, ci->ci[k].hi);
+    if (const std::string_view e = r.box_edge(k); !e.empty())
+      fmt::print("  (at the {} edge of the law's box: the data do not determine it)", e);
     fmt::print("\n");
   }
   if (ci) fmt::print("intervals: {:.0f}% percentile, {} resamples ({} failed)\n", 100 * ci->level, ci->resamples, ci->failed);

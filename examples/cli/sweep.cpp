@@ -374,6 +374,9 @@ const bool registered_sweep = add_command([](CLI::App& app) {
         fmt::print("phi = {:.3f}  (no interval: --bootstrap 0; R^2 {:.4f}, {} runs)\n", a.joint->fit.value("phi"), a.joint->fit.r2, a.runs.size());
       else
         fmt::print("no joint fit: {}\n", a.joint_problem);
+      if (a.joint)
+        if (const auto edges = a.joint->fit.box_edges(); !edges.empty())
+          fmt::print("not determined: the joint fit ended on an edge of the law's box for {} (report.md says more)\n", fmt::join(edges, ", "));
       if (!f.plot_problem.empty()) fmt::print("plots: {}\n", f.plot_problem);
       fmt::print("report: {}\n", f.markdown.string());
     });

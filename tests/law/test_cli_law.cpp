@@ -34,6 +34,7 @@ TEST_CASE("loopscale fit --json on Epoch's data", "[law][cli]") {
   CHECK(j["objective"].get<double>() <= 0.00101827402);
   CHECK(j["params"]["E"].get<double>() == Approx(1.8172).epsilon(0.005));
   CHECK(j["residuals"].size() == 240);
+  CHECK(j["at_box_edge"] == nlohmann::json::array());  // every parameter inside the box
 }
 
 // The fitter before its scout (SciPy's rules and More-Thuente's search for every start, then the

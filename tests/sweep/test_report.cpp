@@ -53,6 +53,7 @@ TEST_CASE("report: report.md with phi and its interval, analysis.json, runs.csv 
   CHECK(md.find(fmt::format("**phi = {:.3f}, 95% interval [{:.3f}, {:.3f}]**", phi, f.analysis.joint->phi_lo, f.analysis.joint->phi_hi)) !=
         std::string::npos);
   CHECK(md.find("restricted phi = 0") != std::string::npos);
+  CHECK(md.find("**Not determined**") == std::string::npos);
   CHECK(md.find("**116 of 116 planned runs finished**") != std::string::npos);
   const auto j = nlohmann::json::parse(slurp(f.json));
   CHECK(j["joint"]["phi"].get<double>() == phi);
@@ -123,4 +124,35 @@ TEST_CASE("compare: delta-phi of two sweeps with different phi, and the CLI arou
   const auto none = run_cli("sweep report /nonexistent/dir");
   CHECK(none.rc == 2);
   CHECK(loopscale::test::count_lines(none.out) == 1);
+}
+
+TEST_CASE("report: a joint fit that ends on an edge of the law's box says its value is not determined") {
+  // The smoke preset's report once headlined "phi = -3.000" (the box's lower edge) as if measured.
+  // Here the losses come from phi = -6: one more recurrence costs far more than the box allows.
+  const fs::path dir = synthetic_folder("report_edge", -6.0, 0.002, 31);
+  ReportOptions o;
+  o.analyse.starts = 40;
+  o.plots = false;
+  const ReportFiles f = write_report(dir, o);
+  REQUIRE(f.analysis.joint);
+  const law::FitResult& fit = f.analysis.joint->fit;
+  const auto k = static_cast<std::size_t>(law::index_of(fit.parameters, "phi"));
+  CHECK(fit.value("phi") == Approx(-3.0).margin(1e-3));
+  CHECK(fit.box_edge(k) == "lower");
+  const std::string md = slurp(f.markdown);
+  CHECK_THAT(md, Catch::Contains("**Not determined**: the joint fit ended on an edge of the law's box for "));
+  CHECK_THAT(md, Catch::Contains("phi (lower edge, -3)"));
+  const auto cli = loopscale::test::run_cli("sweep report " + dir.string() + " --starts 40 --bootstrap 0 --no-plots");
+  INFO(cli.out);
+  CHECK(cli.rc == 0);
+  CHECK_THAT(cli.out, Catch::Contains("not determined: the joint fit ended on an edge of the law's box for ") &&
+                          Catch::Contains("phi (lower edge, -3)"));
+  // A fit inside the box names no edge (the paper's phi, above, reports none either).
+  law::FitResult inside = fit;
+  inside.theta[static_cast<Eigen::Index>(k)] = 0.459;
+  CHECK(inside.box_edge(k).empty());
+  inside.theta[static_cast<Eigen::Index>(k)] = 3.0;
+  CHECK(inside.box_edge(k) == "upper");
+  inside.frozen[k] = true;  // a frozen parameter is the user's value, not the fit's
+  CHECK(inside.box_edge(k).empty());
 }

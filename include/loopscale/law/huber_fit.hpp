@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <Eigen/Core>
@@ -99,6 +101,30 @@ struct FitResult {
   // Where the injection counts in the N_once / N_rec (N_act / N_loop) the law read (Runs::injection:
   // rec, once, excluded); empty for a law that reads none of them, or data that do not say.
   std::string injection;
+
+  // Where free parameter k ended on an edge of the law's box (within 1e-4 of the box's width):
+  // "lower" or "upper", else empty. There the data did not pin the parameter down inside the box,
+  // and the value printed is the box's edge, not an estimate (a smoke sweep's joint fit ended at
+  // phi = -3, the lower edge, and its report printed that as phi).
+  std::string_view box_edge(std::size_t k) const {
+    if (k >= parameters.size() || frozen[k]) return {};
+    const Parameter& p = parameters[k];
+    const double t = theta[static_cast<Eigen::Index>(k)], tol = 1e-4 * (p.hi - p.lo);
+    if (t <= p.lo + tol) return "lower";
+    if (t >= p.hi - tol) return "upper";
+    return {};
+  }
+  // The free parameters on an edge of the box, as "phi (lower edge, -3)"; empty when none is.
+  std::vector<std::string> box_edges() const {
+    std::vector<std::string> out;
+    for (std::size_t k = 0; k < parameters.size(); ++k)
+      if (const std::string_view e = box_edge(k); !e.empty()) {
+        char v[32];
+        std::snprintf(v, sizeof v, "%.6g", values[static_cast<Eigen::Index>(k)]);
+        out.push_back(parameters[k].name + " (" + std::string(e) + " edge, " + v + ")");
+      }
+    return out;
+  }
 
   double value(const std::string& name) const {
     const int i = index_of(parameters, name);

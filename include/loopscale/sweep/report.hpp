@@ -315,6 +315,10 @@ inline std::string report_markdown(const SweepSpec& spec, const Plan& plan, cons
                        j.fit.value("phi"), 100 * j.level, j.phi_lo, j.phi_hi, j.boot_phi.size(), j.cells, j.boot_failed);
     else
       m += fmt::format("**phi = {:.3f}** (no bootstrap interval: run with --bootstrap N).\n\n", j.fit.value("phi"));
+    if (const auto edges = j.fit.box_edges(); !edges.empty())
+      m += fmt::format("**Not determined**: the joint fit ended on an edge of the law's box for {}: those values are the box's "
+                       "edges, not estimates, because these runs do not pin them down (too few, too small, or too few r).\n\n",
+                       fmt::join(edges, ", "));
     m += "| fit | E | A | alpha | B | beta | phi | R^2 | RMSE |\n|---|---|---|---|---|---|---|---|---|\n";
     const auto row = [&](const char* name, const law::FitResult& f) {
       m += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.4f} | {:.4f} |\n", name, g3(f.value("E")), g3(f.value("A")),
@@ -343,6 +347,12 @@ inline std::string report_markdown(const SweepSpec& spec, const Plan& plan, cons
     else
       m += fmt::format("| {} | {} | {} | | | | | | | | | {} | {} |\n", f.r, f.points, f.problem, am, bm);
   }
+  std::string undetermined;  // per-r fits with a parameter on an edge of the box
+  for (const ArchFit& f : a.per_r)
+    if (f.fit)
+      if (const auto edges = f.fit->box_edges(); !edges.empty()) undetermined += fmt::format("{}r = {}: {}", undetermined.empty() ? "" : "; ", f.r, fmt::join(edges, ", "));
+  if (!undetermined.empty())
+    m += "\nOn an edge of the law's box, so not determined by these runs (the table shows the edge): " + undetermined + ".\n";
 
   m += "\n## Iso-FLOP minima per (C, r) cell\n\nA parabola in ln N through each cell's runs; its vertex is the "
        "compute-optimal N* (D* from a line through ln D against ln N).\n\n";
