@@ -12,7 +12,9 @@
 # test_cuda_gradcheck, bench_cuda_model). Without it they are built here into build-gpu (CMake,
 # nvcc and the Debian headers scripts/setup.sh installs). A GPU machine without those headers runs
 # programs built elsewhere for sm_90: on the build machine, `bench/gpu_check.sh --collect BIN_DIR`
-# copies them out of ./build (or $GPU_CHECK_BUILD).
+# copies them, loopscale and the shared libraries they need out of ./build (or $GPU_CHECK_BUILD);
+# build that tree with -DLOOPSCALE_NATIVE=OFF -DLOOPSCALE_MPI=OFF for a machine whose CPU and
+# libraries are not the build machine's (bench/gpu_session.sh runs everything there).
 # Each program is stopped after GPU_CHECK_TIMEOUT seconds (default 240: a hang must not spend a
 # lent machine's time) and counts as failed.
 # Exit status: 0 all passed, 1 a check failed, 2 bad usage, 77 no usable CUDA device.
@@ -28,10 +30,16 @@ if [ "${1:-}" = "--collect" ]; then
     [ -x "$src/$p" ] || { echo "gpu_check: $src/$p is not built (cmake --build $src)" >&2; exit 2; }
     cp "$src/$p" "$bin/"
   done
-  # The OpenMP runtime they were linked with goes along: a GPU machine's image need not have GCC's.
-  gomp=$(ldd "$bin/test_cuda_model" | awk '/libgomp/ { print $3 }')
-  [ -n "$gomp" ] && cp "$gomp" "$bin/"
-  echo "gpu_check: copied ${#programs[@]} programs${gomp:+ and $(basename "$gomp")} into $bin"
+  # loopscale itself where it was built (bench/gpu_mix_probes.sh and bench/gpu_session.sh use it).
+  [ -x "$src/loopscale" ] && cp "$src/loopscale" "$bin/"
+  # The shared libraries they were linked with go along (oneDNN, {fmt}, SentencePiece, GCC's
+  # OpenMP runtime): a GPU machine's image need not have them. Not the C library, libstdc++ or the
+  # CUDA libraries, which such an image has (newer ones, which run these programs).
+  libs=$(for p in "$bin"/*; do [ -x "$p" ] && ldd "$p" 2>/dev/null; done | awk '$3 ~ /^\// { print $3 }' | sort -u |
+    grep -v -E '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt)\.so')
+  for l in $libs; do cp -L "$l" "$bin/"; done
+  echo "gpu_check: copied $(ls "$bin" | wc -l) files into $bin (programs and $(echo "$libs" | grep -c .) libraries)"
+  echo "gpu_check: a build for that machine's CPU: -DLOOPSCALE_NATIVE=OFF (any x86-64), -DLOOPSCALE_MPI=OFF (no MPI there)"
   exit 0
 fi
 

@@ -1017,6 +1017,9 @@ class Trainer {
     const double lr = sched_.at(step);
     opt_.step(std::span<float>(model_.params_data(), g.size()), g, lr, norm);
     model_.update_moe_bias();
+    // A device backend returns once the update's kernels are queued: wait for them, so the step's
+    // time (tokens/s, MFU) is its own and not partly the next step's.
+    if constexpr (requires { B::synchronize(); }) B::synchronize();
     const double dt = std::chrono::duration<double>(clock::now() - t0).count();
     step_seconds_ += dt;
     if constexpr (DeviceBackend<B>) {

@@ -39,6 +39,9 @@
 #include <thrust/system/cuda/execution_policy.h>
 #include <thrust/transform_reduce.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -150,13 +153,28 @@ struct CudaBackend {
   // parallel_for and single return once their kernel is queued (par_nosync): thrust::cuda::par
   // waits for the stream after every for_each, about 240 waits a step of the d 1024 model. Nothing
   // needs them: every kernel, Thrust's and cuBLASLt's, goes to the default stream in order, and the
-  // host reads device memory only through download's cudaMemcpy or sum's result, which wait.
+  // host reads device memory only through download's cudaMemcpy or sum's result, which wait. A
+  // fault inside a kernel then surfaces at the next call that waits, under that call's name;
+  // LOOPSCALE_CUDA_SYNC=1 in the environment makes each call wait, so the fault is named where it
+  // happens (slower; for debugging).
+  static bool wait_each_call() {
+    static const bool on = [] {
+      const char* v = std::getenv("LOOPSCALE_CUDA_SYNC");
+      return v && *v && std::string_view(v) != "0";
+    }();
+    return on;
+  }
   template <class F>
   static void parallel_for(int64 n, F f) {
     if (n <= 0) return;
-    thrust::for_each(thrust::cuda::par_nosync, thrust::counting_iterator<int64>(0), thrust::counting_iterator<int64>(n), f);
+    if (wait_each_call())
+      thrust::for_each(thrust::cuda::par, thrust::counting_iterator<int64>(0), thrust::counting_iterator<int64>(n), f);
+    else
+      thrust::for_each(thrust::cuda::par_nosync, thrust::counting_iterator<int64>(0), thrust::counting_iterator<int64>(n), f);
     cuda_detail::check(cudaGetLastError(), "parallel_for");
   }
+  // Waits until the device has done everything queued (the trainer's step time).
+  static void synchronize() { cuda_detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
   template <class F>
   static double sum(int64 n, F f) {
     if (n <= 0) return 0.0;
@@ -167,7 +185,10 @@ struct CudaBackend {
   }
   template <class F>
   static void single(F f) {
-    thrust::for_each(thrust::cuda::par_nosync, thrust::counting_iterator<int64>(0), thrust::counting_iterator<int64>(1), cuda_detail::Once<F>{f});
+    if (wait_each_call())
+      thrust::for_each(thrust::cuda::par, thrust::counting_iterator<int64>(0), thrust::counting_iterator<int64>(1), cuda_detail::Once<F>{f});
+    else
+      thrust::for_each(thrust::cuda::par_nosync, thrust::counting_iterator<int64>(0), thrust::counting_iterator<int64>(1), cuda_detail::Once<F>{f});
     cuda_detail::check(cudaGetLastError(), "single");
   }
 

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Everything a lent GPU machine is for, in one command that keeps what it finished: the device
+# tests and the training speed (bench/gpu_check.sh), where a step's time goes (bench/gpu_profile.sh),
+# and issue 15's acceptance pair (bench/gpu_mix_probes.sh), within SECONDS in all. After every
+# stage OUT_DIR/results.tgz is written again (atomically: a machine taken back mid-stage still
+# returns the stages before) beside OUT_DIR/summary.txt; two files, so a lease's limit on returned
+# files never bites.
+#
+#   bench/gpu_session.sh OUT_DIR BIN_DIR [CORPUS [SECONDS]]
+#
+# BIN_DIR: on the build machine, configure a tree for the GPU machine (-DLOOPSCALE_NATIVE=OFF
+# -DLOOPSCALE_MPI=OFF -DLOOPSCALE_BUILD_BENCH=ON), build its CUDA programs and loopscale, then
+# `GPU_CHECK_BUILD=that-tree bench/gpu_check.sh --collect BIN_DIR`. CORPUS: the byte-level corpus
+# folder (default data/corpus) or a .tar.xz of it (a fifth of the size to carry). SECONDS: default
+# 780 (13 minutes of a 15-minute lease). STAGES (environment): default "check profile mix".
+# Exit status: 0 every stage ran, 1 a stage failed, 2 bad usage, 77 no usable CUDA device.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: bench/gpu_session.sh OUT_DIR BIN_DIR [CORPUS [SECONDS]]}
+bin=${2:?usage: bench/gpu_session.sh OUT_DIR BIN_DIR [CORPUS [SECONDS]]}
+corpus=${3:-$here/data/corpus}
+budget=${4:-780}
+stages=${STAGES:-check profile mix}
+t0=$SECONDS
+left() { echo $((budget - (SECONDS - t0))); }
+mkdir -p "$out" || { echo "gpu_session: cannot create $out" >&2; exit 2; }
+bin=$(cd "$bin" 2>/dev/null && pwd) || { echo "gpu_session: no folder $2" >&2; exit 2; }
+work=$(mktemp -d /tmp/gpu_session.XXXXXX)
+summary="$out/summary.txt"
+note() { echo "gpu_session: [$((SECONDS - t0)) s] $*" | tee -a "$summary"; }
+keep() {  # results.tgz again, from everything the stages wrote so far
+  tar -czf "$out/results.tgz.part" --exclude='*.bin' -C "$work" . 2>/dev/null && mv "$out/results.tgz.part" "$out/results.tgz"
+}
+
+# The CUDA libraries of the machine's image (the toolkit's, or a Python wheel's) and BIN_DIR's own.
+libdirs=$(find /usr/local /opt /usr/lib -name 'libcublasLt.so.1*' 2>/dev/null | xargs -r -n1 dirname | sort -u | head -3 | tr '\n' ':')
+export LD_LIBRARY_PATH="$bin:${libdirs}${LD_LIBRARY_PATH:-}"
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv 2>&1
+  grep -m1 'model name' /proc/cpuinfo
+  echo "cores $(nproc); $(ldd --version | head -1)"
+  missing=$(ldd "$bin/loopscale" "$bin/bench_cuda_model" 2>&1 | grep 'not found' | sort -u)
+  [ -n "$missing" ] && echo "missing libraries: $missing"
+} 2>&1 | tee -a "$summary"
+keep
+
+if [[ -f "$corpus" ]]; then  # a tarball of the corpus folder, unpacked beside the results (not into them)
+  unpacked=$(mktemp -d /tmp/gpu_session_corpus.XXXXXX)
+  tar -xJf "$corpus" -C "$unpacked" || { note "cannot unpack $corpus"; exit 2; }
+  corpus=$(dirname "$(find "$unpacked" -name train.bin | head -1)")
+fi
+
+status=0
+if [[ " $stages " == *" check "* ]]; then
+  note "check: bench/gpu_check.sh ($(left) s left)"
+  GPU_CHECK_TIMEOUT=${GPU_CHECK_TIMEOUT:-90} bash "$here/bench/gpu_check.sh" "$work/check" "$bin" >"$work/check.log" 2>&1
+  rc=$?
+  cat "$work/check/status.txt" >>"$summary" 2>/dev/null
+  tail -n 4 "$work/check/bench.txt" >>"$summary" 2>/dev/null
+  note "check exit $rc"
+  keep
+  [ "$rc" = 77 ] && exit 77
+  [ "$rc" = 0 ] || status=1
+fi
+if [[ " $stages " == *" profile "* ]] && [ "$(left)" -gt 200 ]; then
+  note "profile: bench/gpu_profile.sh ($(left) s left)"
+  GPU_PROFILE_TIMEOUT=150 bash "$here/bench/gpu_profile.sh" "$work/profile" "$bin" dense >"$work/profile.log" 2>&1
+  rc=$?
+  head -n 25 "$work/profile/kernels.txt" >>"$summary" 2>/dev/null
+  note "profile exit $rc"
+  keep
+  [ "$rc" = 0 ] || status=1
+fi
+if [[ " $stages " == *" mix "* ]]; then
+  mix_seconds=$(($(left) - ${NOMIX_RESERVE:-100} - ${EVAL_RESERVE:-60}))
+  if [ "$mix_seconds" -lt 120 ]; then
+    note "mix: skipped, $(left) s left"
+  else
+    note "mix: bench/gpu_mix_probes.sh, the mix run stopped after $mix_seconds s ($(left) s left)"
+    MIX_SECONDS=$mix_seconds NOMIX_TOKENS=${NOMIX_TOKENS:-4e7} MIX_TOKENS=${MIX_TOKENS:-3e8} \
+      bash "$here/bench/gpu_mix_probes.sh" "$work/mix" "$bin/loopscale" "$corpus" >"$work/mix.log" 2>&1
+    rc=$?
+    grep 'gpu_mix_probes:' "$work/mix.log" >>"$summary"
+    cat "$work/mix/nomix.eval.txt" "$work/mix/mix10.eval.txt" >>"$summary" 2>/dev/null
+    note "mix exit $rc"
+    keep
+    [ "$rc" = 0 ] || status=1
+  fi
+fi
+note "done, exit $status"
+keep
+exit $status
