@@ -225,17 +225,25 @@ void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx,
 
 // ---- QK-norm: RMSNorm of the head vectors inside the fused QKV rows (kernels/rmsnorm.hpp) -------
 
-// Vector v = (row v / per_row, head v % per_row) starts at (v / per_row) * stride + (v % per_row) * d.
-__device__ inline int64 strided_offset(int64 v, int64 d, int64 stride, int64 per_row) { return (v / per_row) * stride + (v % per_row) * d; }
+// The head vector of this warp: v = (row v / per_row, head v % per_row), which starts at
+// (v / per_row) * stride + (v % per_row) * d; v >= vectors for the spare warps of the last block.
+struct StridedVector {
+  int64 v, offset;
+  int lane;
+  __device__ StridedVector(int64 d, int64 stride, int64 per_row)
+      : v(static_cast<int64>(blockIdx.x) * rows_per_block + threadIdx.x / 32),
+        offset((v / per_row) * stride + (v % per_row) * d),
+        lane(static_cast<int>(threadIdx.x % 32)) {}
+};
 
 // One warp per head vector: y = x * r, r = 1 / sqrt(mean(x^2) + eps) kept in rstd[v]. y may be x:
 // each lane reads x[j] before it writes y[j], and only its own j.
 template <class T>
 __global__ void rmsnorm_forward_strided_rows(const T* x, T* y, T* rstd, int64 vectors, int64 d, int64 stride, int64 per_row, T eps) {
-  const int64 v = static_cast<int64>(blockIdx.x) * rows_per_block + threadIdx.x / 32;
-  if (v >= vectors) return;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64 o = strided_offset(v, d, stride, per_row);
+  const StridedVector w(d, stride, per_row);
+  if (w.v >= vectors) return;
+  const int64 v = w.v, o = w.offset;
+  const int lane = w.lane;
   T ss = 0;
   for (int64 j = lane; j < d; j += 32) ss += x[o + j] * x[o + j];
   ss = warp_reduce(ss, Sum{});
@@ -249,10 +257,10 @@ __global__ void rmsnorm_forward_strided_rows(const T* x, T* y, T* rstd, int64 ve
 template <class T>
 __global__ void rmsnorm_backward_from_output_rows(const T* y, const T* rstd, const T* dy, T* dx, int64 vectors, int64 d, int64 stride,
                                                   int64 per_row) {
-  const int64 v = static_cast<int64>(blockIdx.x) * rows_per_block + threadIdx.x / 32;
-  if (v >= vectors) return;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64 o = strided_offset(v, d, stride, per_row);
+  const StridedVector w(d, stride, per_row);
+  if (w.v >= vectors) return;
+  const int64 v = w.v, o = w.offset;
+  const int lane = w.lane;
   T dot = 0;
   for (int64 j = lane; j < d; j += 32) dot += dy[o + j] * y[o + j];
   dot = warp_reduce(dot, Sum{});
