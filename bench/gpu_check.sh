@@ -57,17 +57,16 @@ fi
 for p in "${programs[@]}"; do
   [ -x "$bin/$(basename "$p")" ] || { echo "gpu_check: $bin/$(basename "$p") is missing" >&2; exit 2; }
 done
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib "$bin"; do
-  [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$out/gpu.csv" 2>&1 || true
+. "$here/bench/gpu_env.sh"
+libpath=$(gpu_library_path "$bin")
+timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$out/gpu.csv" 2>&1 || true
 
 status=0
 run() {  # name, program, arguments...
   local name=$1
   shift
   local t0=$SECONDS
-  timeout -k 10 "${GPU_CHECK_TIMEOUT:-240}" "$@" 2>&1 | tee "$out/$name.txt"
+  LD_LIBRARY_PATH=$libpath timeout -k 10 "${GPU_CHECK_TIMEOUT:-240}" "$@" 2>&1 | tee "$out/$name.txt"
   local rc=${PIPESTATUS[0]}
   local why=""
   [ "$rc" = 124 ] || [ "$rc" = 137 ] && why=" (stopped after ${GPU_CHECK_TIMEOUT:-240} s)"

@@ -9,8 +9,9 @@
 # LOOPSCALE is the program (default build/loopscale, built with CUDA); CORPUS the byte-level corpus
 # folder (default data/corpus, scripts/corpus.sh). Environment: MIX_TOKENS (default 3e8) and
 # NOMIX_TOKENS (4e7) tokens; MIX_SECONDS (default 420): the mix run is stopped with SIGTERM after
-# that many seconds, which writes its checkpoint, and is then scored as it stands. DEVICE=host
-# (default cuda) tries the script on a CPU, with small token counts.
+# that many seconds, which writes its checkpoint, and is then scored as it stands; the run without
+# the mix likewise after NOMIX_SECONDS (default 150), each scoring after EVAL_SECONDS (default 90).
+# DEVICE=host (default cuda) tries the script on a CPU (give small MIX_TOKENS and NOMIX_TOKENS).
 # Writes OUT_DIR/{nomix,mix10}.{log,eval.json,eval.txt} and the runs under OUT_DIR/runs.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +21,8 @@ corpus=${3:-$here/data/corpus}
 mkdir -p "$out/runs" || { echo "gpu_mix_probes: cannot create $out" >&2; exit 2; }
 [ -x "$ls" ] || { echo "gpu_mix_probes: $ls is not built" >&2; exit 2; }
 [ -f "$corpus/train.bin" ] || { echo "gpu_mix_probes: no corpus at $corpus (scripts/corpus.sh)" >&2; exit 2; }
+. "$here/bench/gpu_env.sh"
+libpath=$(gpu_library_path "$(dirname "$ls")")
 
 # d 256, four heads of 64, prelude 1 + two shared layers x r 2 + coda 1, seq 128: 766,000 tokens/s
 # at batch 256 on one H200 (docs/benchmarks.md).
@@ -28,7 +31,7 @@ model=(--d-model 256 --head-dim 64 --prelude 1 --coda 1 --recur-layers 2 --r 2 -
   --checkpoint-every 1000 --device "${DEVICE:-cuda}")
 
 score() {  # run name: loopscale eval on the host, the summary table beside the JSON
-  "$ls" eval "$out/runs/$1" --max-per-task 200 --json >"$out/$1.eval.json" 2>"$out/$1.eval.err"
+  LD_LIBRARY_PATH=$libpath timeout -k 10 "${EVAL_SECONDS:-90}" "$ls" eval "$out/runs/$1" --max-per-task 200 --json >"$out/$1.eval.json" 2>"$out/$1.eval.err"
   echo "gpu_mix_probes: $1 scored, exit $?"
   python3 - "$out/$1.eval.json" <<'PY' | tee "$out/$1.eval.txt"
 import json, sys
@@ -40,10 +43,11 @@ for res in d["results"]:
 PY
 }
 
-"$ls" train "${model[@]}" --tokens "${NOMIX_TOKENS:-4e7}" --out "$out/runs/nomix" >"$out/nomix.log" 2>&1
-echo "gpu_mix_probes: nomix trained, exit $?; $(grep '^done' "$out/nomix.log")"
+LD_LIBRARY_PATH=$libpath timeout -k 10 -s TERM "${NOMIX_SECONDS:-150}" "$ls" train "${model[@]}" --tokens "${NOMIX_TOKENS:-4e7}" \
+  --out "$out/runs/nomix" >"$out/nomix.log" 2>&1
+echo "gpu_mix_probes: nomix trained, exit $? (124: stopped at NOMIX_SECONDS with a checkpoint); $(grep -v '^step' "$out/nomix.log" | tail -1)"
 score nomix
-timeout -s TERM "${MIX_SECONDS:-420}" "$ls" train "${model[@]}" --tokens "${MIX_TOKENS:-3e8}" --out "$out/runs/mix10" \
+LD_LIBRARY_PATH=$libpath timeout -k 20 -s TERM "${MIX_SECONDS:-420}" "$ls" train "${model[@]}" --tokens "${MIX_TOKENS:-3e8}" --out "$out/runs/mix10" \
   --mix-probes 0.1 --mix-probes-tasks induction,var_assign_d0_math >"$out/mix10.log" 2>&1
 echo "gpu_mix_probes: mix10 trained, exit $? (124: stopped at MIX_SECONDS with a checkpoint); $(grep -v '^step' "$out/mix10.log" | tail -1)"
 score mix10

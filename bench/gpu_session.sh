@@ -11,15 +11,16 @@
 # BIN_DIR: on the build machine, configure a tree for the GPU machine (-DLOOPSCALE_NATIVE=OFF
 # -DLOOPSCALE_MPI=OFF -DLOOPSCALE_BUILD_BENCH=ON), build its CUDA programs and loopscale, then
 # `GPU_CHECK_BUILD=that-tree bench/gpu_check.sh --collect BIN_DIR`. CORPUS: the byte-level corpus
-# folder (default data/corpus) or a .tar.xz of it (a fifth of the size to carry). SECONDS: default
-# 780 (13 minutes of a 15-minute lease). STAGES (environment): default "check profile mix".
+# folder (default data/corpus) or a .tar.xz of it (a fifth of the size to carry), read by the mix
+# stage only. SECONDS: default 540; keep it a minute under the limit of the command that runs this
+# (a lent machine's call runs at most 600 s). STAGES (environment): default "check profile mix".
 # Exit status: 0 every stage ran, 1 a stage failed, 2 bad usage, 77 no usable CUDA device.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: bench/gpu_session.sh OUT_DIR BIN_DIR [CORPUS [SECONDS]]}
 bin=${2:?usage: bench/gpu_session.sh OUT_DIR BIN_DIR [CORPUS [SECONDS]]}
 corpus=${3:-$here/data/corpus}
-budget=${4:-780}
+budget=${4:-540}
 stages=${STAGES:-check profile mix}
 t0=$SECONDS
 left() { echo $((budget - (SECONDS - t0))); }
@@ -32,24 +33,16 @@ keep() {  # results.tgz again, from everything the stages wrote so far
   tar -czf "$out/results.tgz.part" --exclude='*.bin' -C "$work" . 2>/dev/null && mv "$out/results.tgz.part" "$out/results.tgz"
 }
 
-# The CUDA libraries of the machine's image (the toolkit's, or a Python wheel's) and BIN_DIR's own.
-libdirs=$(find /usr/local /opt /usr/lib -name 'libcublasLt.so.1*' 2>/dev/null | xargs -r -n1 dirname | sort -u | head -3 | tr '\n' ':')
-export LD_LIBRARY_PATH="$bin:${libdirs}${LD_LIBRARY_PATH:-}"
+. "$here/bench/gpu_env.sh"
 {
   date -u
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv 2>&1
+  timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv 2>&1
   grep -m1 'model name' /proc/cpuinfo
   echo "cores $(nproc); $(ldd --version | head -1)"
-  missing=$(ldd "$bin/loopscale" "$bin/bench_cuda_model" 2>&1 | grep 'not found' | sort -u)
+  missing=$(LD_LIBRARY_PATH=$(gpu_library_path "$bin") ldd "$bin/loopscale" "$bin/bench_cuda_model" 2>&1 | grep 'not found' | sort -u)
   [ -n "$missing" ] && echo "missing libraries: $missing"
 } 2>&1 | tee -a "$summary"
 keep
-
-if [[ -f "$corpus" ]]; then  # a tarball of the corpus folder, unpacked beside the results (not into them)
-  unpacked=$(mktemp -d /tmp/gpu_session_corpus.XXXXXX)
-  tar -xJf "$corpus" -C "$unpacked" || { note "cannot unpack $corpus"; exit 2; }
-  corpus=$(dirname "$(find "$unpacked" -name train.bin | head -1)")
-fi
 
 status=0
 if [[ " $stages " == *" check "* ]]; then
@@ -73,12 +66,23 @@ if [[ " $stages " == *" profile "* ]] && [ "$(left)" -gt 200 ]; then
   [ "$rc" = 0 ] || status=1
 fi
 if [[ " $stages " == *" mix "* ]]; then
-  mix_seconds=$(($(left) - ${NOMIX_RESERVE:-100} - ${EVAL_RESERVE:-60}))
-  if [ "$mix_seconds" -lt 120 ]; then
+  mix_seconds=$(($(left) - ${NOMIX_RESERVE:-100} - ${EVAL_RESERVE:-90}))
+  if [[ -f "$corpus" ]]; then  # a tarball of the corpus folder, unpacked beside the results (not into them)
+    unpacked=$(mktemp -d /tmp/gpu_session_corpus.XXXXXX)
+    tar -xJf "$corpus" -C "$unpacked" 2>>"$summary" || note "cannot unpack $corpus"
+    found=$(find "$unpacked" -name train.bin | head -1)
+    corpus=${found:+$(dirname "$found")}
+    mix_seconds=$(($(left) - ${NOMIX_RESERVE:-100} - ${EVAL_RESERVE:-90}))
+  fi
+  if [ ! -f "$corpus/train.bin" ]; then
+    note "mix: skipped, no corpus (train.bin) in ${3:-data/corpus}"
+    status=1
+  elif [ "$mix_seconds" -lt 120 ]; then
     note "mix: skipped, $(left) s left"
   else
     note "mix: bench/gpu_mix_probes.sh, the mix run stopped after $mix_seconds s ($(left) s left)"
-    MIX_SECONDS=$mix_seconds NOMIX_TOKENS=${NOMIX_TOKENS:-4e7} MIX_TOKENS=${MIX_TOKENS:-3e8} \
+    MIX_SECONDS=$mix_seconds NOMIX_SECONDS=${NOMIX_SECONDS:-90} EVAL_SECONDS=${EVAL_SECONDS:-40} \
+      NOMIX_TOKENS=${NOMIX_TOKENS:-4e7} MIX_TOKENS=${MIX_TOKENS:-3e8} \
       bash "$here/bench/gpu_mix_probes.sh" "$work/mix" "$bin/loopscale" "$corpus" >"$work/mix.log" 2>&1
     rc=$?
     grep 'gpu_mix_probes:' "$work/mix.log" >>"$summary"

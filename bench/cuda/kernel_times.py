@@ -6,15 +6,17 @@
 Kernels are grouped by the loopscale function that launched them where the demangled name holds
 one (a Thrust for_each over a kernel lambda is named after the lambda's enclosing function), else
 by the kernel's own name without template arguments. WALL.json (bench_cuda_model's output for
-the same model, unprofiled) gives each run's step time, so the table says what share of a step
-the device spent in kernels at all. Standard library only.
+the same model, unprofiled) gives its first run's step time, so the table says what share of a
+step the device spent in kernels at all (profile one model, as gpu_profile.sh does by default).
+Standard library only.
 """
 import csv
 import json
 import re
 import sys
 
-UNIT = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
+# ncu writes the unit in words ("nsecond") or in symbols ("ns"), by version.
+UNIT = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 def key(name):
@@ -33,7 +35,10 @@ def main():
     for r in csv.DictReader(rows):
         if r.get("Metric Name") != "gpu__time_duration.sum":
             continue
-        s = float(r["Metric Value"].replace(",", "")) * UNIT.get(r["Metric Unit"], 1e-9)
+        unit = r["Metric Unit"].strip()
+        if unit not in UNIT:
+            sys.exit(f"kernel_times.py: unknown time unit {unit!r} in {sys.argv[1]}")
+        s = float(r["Metric Value"].replace(",", "")) * UNIT[unit]
         k = key(r["Kernel Name"])
         t, n = by.get(k, (0.0, 0))
         by[k] = (t + s, n + 1)

@@ -22,7 +22,8 @@
 // so the model keeps one code path and a backend without the member runs the portable kernel. The
 // arguments are the kernel's own, with its constants (rms_eps) and shape structs (LossShape) passed
 // as plain values, so a backend need not include the kernels. Hooked now: rmsnorm_forward,
-// rmsnorm_backward (kernels/rmsnorm.hpp), softcap_ce_forward, softcap_ce_backward, softcap_ce_fused
+// rmsnorm_backward, rmsnorm_forward_strided, rmsnorm_backward_from_output (kernels/rmsnorm.hpp),
+// embedding_backward (kernels/embedding.hpp), softcap_ce_forward, softcap_ce_backward, softcap_ce_fused
 // (kernels/loss.hpp), causal_softmax, causal_softmax_backward (kernels/attention.hpp, device form),
 // row_dots (kernels/moe.hpp, device form), sort_pairs (kernels/moe_router.hpp: the MoE grouping as
 // a sort); CudaBackend supplies all of them (backend/cuda_kernels.hpp), GuardDeviceBackend
