@@ -142,6 +142,8 @@ TEST_CASE("report: a joint fit that ends on an edge of the law's box says its va
   const std::string md = slurp(f.markdown);
   CHECK_THAT(md, Catch::Contains("**Not determined**: the joint fit ended on an edge of the law's box for "));
   CHECK_THAT(md, Catch::Contains("phi (lower edge, -3)"));
+  const auto analysis = nlohmann::json::parse(slurp(f.json));
+  CHECK_THAT(analysis["joint"]["fit"]["at_box_edge"].dump(), Catch::Contains("\"phi\""));
   const auto cli = loopscale::test::run_cli("sweep report " + dir.string() + " --starts 40 --bootstrap 0 --no-plots");
   INFO(cli.out);
   CHECK(cli.rc == 0);
