@@ -405,10 +405,13 @@ const bool registered_sweep = add_command([](CLI::App& app) {
         return;
       }
       for (const SweepPhi* s : {&c.a, &c.b})
-        fmt::print("{:<24} phi = {:.3f}  [{:.3f}, {:.3f}]  R^2 {:.4f}  {} runs{}\n", s->name, s->phi, s->lo, s->hi, s->r2, s->runs,
-                   s->from_cache ? "  (analysis.json)" : "");
+        fmt::print("{:<24} phi = {:.3f}  [{:.3f}, {:.3f}]  R^2 {:.4f}  {} runs{}{}\n", s->name, s->phi, s->lo, s->hi, s->r2, s->runs,
+                   s->from_cache ? "  (analysis.json)" : "",
+                   s->phi_edge.empty() ? "" : "  (on the " + s->phi_edge + " edge of the law's box: not determined)");
       fmt::print("delta phi (A - B) = {:+.3f}  {:.0f}% interval [{:+.3f}, {:+.3f}]  ({:.0f}% of {} paired resamples have A > B)\n", c.delta,
                  100 * c.level, c.lo, c.hi, 100 * c.share_above, c.pairs);
+      if (!c.a.phi_edge.empty() || !c.b.phi_edge.empty())
+        fmt::print("not determined: a phi on an edge of the law's box is the edge, not an estimate, so this difference is not one either\n");
     });
   }
 });

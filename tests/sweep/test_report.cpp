@@ -144,6 +144,14 @@ TEST_CASE("report: a joint fit that ends on an edge of the law's box says its va
   CHECK_THAT(md, Catch::Contains("phi (lower edge, -3)"));
   const auto analysis = nlohmann::json::parse(slurp(f.json));
   CHECK_THAT(analysis["joint"]["fit"]["at_box_edge"].dump(), Catch::Contains("\"phi\""));
+  // sweep compare reads the bootstrap draws from analysis.json, and says the difference is not one.
+  const auto cmp = loopscale::test::run_cli("sweep compare " + dir.string() + " " + dir.string());
+  INFO(cmp.out);
+  CHECK(cmp.rc == 0);
+  CHECK_THAT(cmp.out, Catch::Contains("(on the lower edge of the law's box: not determined)") &&
+                          Catch::Contains("not determined: a phi on an edge of the law's box"));
+  CHECK(phi_box_edge(0.459).empty());
+  CHECK(phi_box_edge(3.0) == "upper");
   const auto cli = loopscale::test::run_cli("sweep report " + dir.string() + " --starts 40 --bootstrap 0 --no-plots");
   INFO(cli.out);
   CHECK(cli.rc == 0);

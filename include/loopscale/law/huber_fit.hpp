@@ -79,6 +79,15 @@ struct FitOptions {
   LineSearch line_search = LineSearch::weak_wolfe;
 };
 
+// Where a fitted coordinate sits on an edge of its parameter's box (within 1e-4 of the box's
+// width): "lower" or "upper", else empty. FitResult::box_edge and sweep compare use this rule.
+inline std::string_view box_edge_of(const Parameter& p, double fitted) {
+  const double tol = 1e-4 * (p.hi - p.lo);
+  if (fitted <= p.lo + tol) return "lower";
+  if (fitted >= p.hi - tol) return "upper";
+  return {};
+}
+
 struct FitResult {
   std::string law;
   Parameters parameters;
@@ -108,11 +117,7 @@ struct FitResult {
   // phi = -3, the lower edge, and its report printed that as phi).
   std::string_view box_edge(std::size_t k) const {
     if (k >= parameters.size() || frozen[k]) return {};
-    const Parameter& p = parameters[k];
-    const double t = theta[static_cast<Eigen::Index>(k)], tol = 1e-4 * (p.hi - p.lo);
-    if (t <= p.lo + tol) return "lower";
-    if (t >= p.hi - tol) return "upper";
-    return {};
+    return box_edge_of(parameters[k], theta[static_cast<Eigen::Index>(k)]);
   }
   // The free parameters on an edge of the box, as "phi (lower edge, -3)"; empty when none is.
   std::vector<std::string> box_edges() const {

@@ -21,7 +21,18 @@ struct SweepPhi {
   double phi = 0, lo = 0, hi = 0, r2 = 0;
   std::vector<double> draws;
   bool from_cache = false;  // read from DIR/analysis.json
+  // phi on an edge of the joint law's box (law::box_edge_of): not an estimate, and a difference
+  // taken from it is none either.
+  std::string phi_edge;
 };
+
+// The edge of the joint law's phi box that phi sits on, if any ("lower", "upper" or empty).
+inline std::string phi_box_edge(double phi) {
+  const law::AnyLaw iso = law::IsoDepth{};
+  const law::Parameters& ps = iso.parameters();
+  const law::Parameter& p = ps[static_cast<std::size_t>(law::index_of(ps, "phi"))];
+  return std::string(law::box_edge_of(p, p.to_fitted(phi)));
+}
 
 struct Comparison {
   SweepPhi a, b;
@@ -55,6 +66,7 @@ inline SweepPhi sweep_phi(const fs::path& dir, const AnalyseOptions& opt) {
       s.r2 = j["joint"]["fit"]["r2"].get<double>();
       s.draws = j["joint"]["bootstrap"]["phi"].get<std::vector<double>>();
       s.from_cache = true;
+      s.phi_edge = phi_box_edge(s.phi);
       return s;
     }
   }
@@ -66,6 +78,7 @@ inline SweepPhi sweep_phi(const fs::path& dir, const AnalyseOptions& opt) {
   s.hi = a.joint->phi_hi;
   s.r2 = a.joint->fit.r2;
   s.draws = a.joint->boot_phi;
+  s.phi_edge = phi_box_edge(s.phi);
   return s;
 }
 
@@ -89,7 +102,8 @@ inline Comparison compare_phi(const SweepPhi& a, const SweepPhi& b, double level
 inline nlohmann::json comparison_json(const Comparison& c) {
   const auto side = [](const SweepPhi& s) {
     return nlohmann::json{{"sweep", s.name}, {"fingerprint", s.fingerprint}, {"runs", s.runs}, {"phi", s.phi},
-                          {"phi_lo", s.lo}, {"phi_hi", s.hi}, {"r2", s.r2}, {"draws", s.draws.size()}};
+                          {"phi_lo", s.lo}, {"phi_hi", s.hi}, {"r2", s.r2}, {"draws", s.draws.size()},
+                          {"phi_at_box_edge", s.phi_edge.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.phi_edge)}};
   };
   return {{"a", side(c.a)}, {"b", side(c.b)}, {"delta_phi", c.delta}, {"lo", c.lo}, {"hi", c.hi}, {"level", c.level},
           {"pairs", c.pairs}, {"share_a_above_b", c.share_above}};
