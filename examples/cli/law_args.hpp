@@ -43,13 +43,13 @@ inline std::map<std::string, std::string> assignments(const std::vector<std::str
 // (docs/laws.md, "Data") or one of `also` (the columns --block and --holdout name): a typo in it
 // would otherwise be read by nothing and fit the file's own column instead.
 inline law::ColumnMap column_map(const std::vector<std::string>& items, const std::vector<std::string>& also = {}) {
-  static const std::vector<std::string> variables = {"N", "D", "C", "loss", "r", "N_once", "N_rec", "N_act", "N_loop", "N_total",
-                                                     "m", "E", "K", "R",    "G", "F",      "N_inject", "injection"};
+  const auto& variables = law::detail::variable_domains();
   law::ColumnMap map;
   for (const auto& [k, v] : assignments(items, "--map")) {
-    if (std::find(variables.begin(), variables.end(), k) == variables.end() && std::find(also.begin(), also.end(), k) == also.end()) {
+    if (!variables.contains(k) && k != "injection" && std::find(also.begin(), also.end(), k) == also.end()) {
       std::string names;
-      for (const std::string& n : variables) names += n + ", ";
+      for (const auto& [n, domain] : variables) names += n + ", ";
+      names += "injection, ";
       throw usage_error("--map " + k + "=" + v + ": no law reads a variable '" + k + "' (" + names + "or a --block / --holdout column)");
     }
     map[k] = v;
@@ -104,10 +104,7 @@ inline nlohmann::json fit_json(const law::FitResult& r, bool with_residuals = tr
   for (std::size_t k = 0; k < r.parameters.size(); ++k)
     if (r.frozen[k]) frozen.push_back(r.parameters[k].name);
   j["frozen"] = frozen;
-  nlohmann::json edges = nlohmann::json::array();  // free parameters that ended on an edge of the box
-  for (std::size_t k = 0; k < r.parameters.size(); ++k)
-    if (!r.box_edge(k).empty()) edges.push_back(r.parameters[k].name);
-  j["at_box_edge"] = edges;
+  j["at_box_edge"] = r.box_edge_names();  // free parameters that ended on an edge of the box
   j["objective"] = r.objective;
   j["r2"] = r.r2;
   j["rmse"] = r.rmse;

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <string>
@@ -22,6 +21,7 @@
 #endif
 
 #include "loopscale/law/law.hpp"
+#include "loopscale/util/text.hpp"
 #include "loopscale/law/small_lbfgsb.hpp"
 #include "loopscale/law/starts.hpp"
 
@@ -119,15 +119,19 @@ struct FitResult {
     if (k >= parameters.size() || frozen[k]) return {};
     return box_edge_of(parameters[k], theta[static_cast<Eigen::Index>(k)]);
   }
-  // The free parameters on an edge of the box, as "phi (lower edge, -3)"; empty when none is.
+  // The names of the free parameters on an edge of the box (analysis.json's and fit --json's at_box_edge).
+  std::vector<std::string> box_edge_names() const {
+    std::vector<std::string> out;
+    for (std::size_t k = 0; k < parameters.size(); ++k)
+      if (!box_edge(k).empty()) out.push_back(parameters[k].name);
+    return out;
+  }
+  // The same, as "phi (lower edge, -3)"; empty when none is.
   std::vector<std::string> box_edges() const {
     std::vector<std::string> out;
     for (std::size_t k = 0; k < parameters.size(); ++k)
-      if (const std::string_view e = box_edge(k); !e.empty()) {
-        char v[32];
-        std::snprintf(v, sizeof v, "%.6g", values[static_cast<Eigen::Index>(k)]);
-        out.push_back(parameters[k].name + " (" + std::string(e) + " edge, " + v + ")");
-      }
+      if (const std::string_view e = box_edge(k); !e.empty())
+        out.push_back(concat(parameters[k].name, " (", e, " edge, ", values[static_cast<Eigen::Index>(k)], ")"));
     return out;
   }
 

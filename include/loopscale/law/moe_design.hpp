@@ -14,13 +14,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "loopscale/law/constants.hpp"
 #include "loopscale/law/huber_fit.hpp"
+#include "loopscale/util/text.hpp"
 
 namespace loopscale::law {
 
@@ -62,16 +62,11 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
   if (!(s.memory_bytes >= 0) || !(s.bytes_per_weight > 0) || !(s.max_inference_flops >= 0))
     throw data_error("design: the memory limit and the inference limit must be >= 0, bytes per weight > 0");
   // Recurrences and experts are counts: R = 2.5 is no design.
-  const auto fmt_number = [](double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%g", v);
-    return std::string(b);
-  };
   for (const double r : s.R)
-    if (!(r >= 1) || !std::isfinite(r) || r != std::floor(r)) throw data_error("design: every R must be a whole number >= 1, not " + fmt_number(r));
+    if (!(r >= 1) || !std::isfinite(r) || r != std::floor(r)) throw data_error(concat("design: every R must be a whole number >= 1, not ", r));
   for (const double e : s.E)
     if (!(e >= s.top_k) || !std::isfinite(e) || e != std::floor(e))
-      throw data_error("design: every E must be a whole number >= top_k, not " + fmt_number(e));
+      throw data_error(concat("design: every E must be a whole number >= top_k, not ", e));
   // A law that does not read R cannot tell the recurrences apart: every design would predict the same loss.
   {
     const std::vector<std::string> cols = law.columns();

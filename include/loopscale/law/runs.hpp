@@ -111,7 +111,9 @@ inline bool parse_number(const std::string& text, double& out) {
 // What each variable must satisfy, checked where it is read.
 enum class Domain { any, positive, non_negative, at_least_one, unit_interval };
 
-inline Domain domain_of(const std::string& name) {
+// Every numeric variable the laws and the reader read, with its domain (docs/laws.md, "Data");
+// the reader also reads the text column "injection".
+inline const std::map<std::string, Domain>& variable_domains() {
   static const std::map<std::string, Domain> d{
       {"N", Domain::positive},        {"D", Domain::positive},      {"C", Domain::positive},
       {"loss", Domain::positive},     {"N_once", Domain::positive}, {"N_rec", Domain::positive},
@@ -119,6 +121,11 @@ inline Domain domain_of(const std::string& name) {
       {"r", Domain::at_least_one},    {"R", Domain::at_least_one},  {"E", Domain::at_least_one},
       {"K", Domain::at_least_one},    {"G", Domain::positive},      {"m", Domain::unit_interval},
       {"F", Domain::positive},        {"N_inject", Domain::non_negative}};
+  return d;
+}
+
+inline Domain domain_of(const std::string& name) {
+  const auto& d = variable_domains();
   auto it = d.find(name);
   return it == d.end() ? Domain::any : it->second;
 }

@@ -258,13 +258,11 @@ inline Analysis analyse(std::vector<RunResult> runs, const AnalyseOptions& opt =
 
 inline nlohmann::json fit_json(const law::FitResult& f) {
   nlohmann::json p = nlohmann::json::object();
-  nlohmann::json edges = nlohmann::json::array();  // free parameters on an edge of the law's box: not determined
-  for (std::size_t i = 0; i < f.parameters.size(); ++i) {
-    p[f.parameters[i].name] = f.values[static_cast<Eigen::Index>(i)];
-    if (!f.box_edge(i).empty()) edges.push_back(f.parameters[i].name);
-  }
-  return {{"law", f.law}, {"params", p}, {"r2", f.r2}, {"rmse", f.rmse}, {"rmse_log", f.rmse_log}, {"objective", f.objective},
-          {"points", f.points}, {"starts", f.starts}, {"failed_starts", f.failed_starts}, {"at_box_edge", edges}};
+  for (std::size_t i = 0; i < f.parameters.size(); ++i) p[f.parameters[i].name] = f.values[static_cast<Eigen::Index>(i)];
+  return {{"law", f.law},         {"params", p},           {"r2", f.r2},
+          {"rmse", f.rmse},       {"rmse_log", f.rmse_log}, {"objective", f.objective},
+          {"points", f.points},   {"starts", f.starts},     {"failed_starts", f.failed_starts},
+          {"at_box_edge", f.box_edge_names()}};  // free parameters on an edge of the law's box: not determined
 }
 
 inline nlohmann::json analysis_json(const Analysis& a) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <concepts>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,14 @@ template <std::integral I>
   requires(!std::same_as<I, char> && !std::same_as<I, bool>)
 void append(std::string& out, I v) {
   out += std::to_string(v);
+}
+// Six significant digits, as printf's %g ("-3", "0.0497871", "2.5e+09"); without this overload a
+// double would convert to the char one.
+template <std::floating_point F>
+void append(std::string& out, F v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", static_cast<double>(v));
+  out += b;
 }
 }  // namespace detail
 

@@ -41,6 +41,8 @@
 #include <cuda_runtime.h>
 
 #include <cub/device/device_radix_sort.cuh>
+#include <thrust/sequence.h>
+#include <thrust/system/cuda/execution_policy.h>
 
 #include <cmath>
 #include <cstddef>
@@ -536,12 +538,6 @@ inline void sort_pairs(const std::int32_t* keys_in, std::int32_t* keys_out, cons
 
 // ---- embedding backward (kernels/embedding.hpp) --------------------------------------------------
 
-template <class I>
-__global__ void iota_kernel(I* v, int64 n) {
-  const int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) v[i] = static_cast<I>(i);
-}
-
 // Block (k, c): position k of the token ids sorted with their positions (stable: equal ids keep
 // their positions in order), column chunk c (a thread a column). The blocks at the start of a run
 // of equal ids add the run's rows of dout into that id's row of dE, in position order: the host
@@ -590,8 +586,8 @@ void embedding_backward(const std::int32_t* tok, const T* dout, T* dE, int64 n, 
     throw std::length_error("embedding_backward: " + std::to_string(n) + " tokens in one call; at most 2^31 - 1 (one block each)");
   std::int32_t* scratch = device_scratch<std::int32_t>(static_cast<std::size_t>(3 * n));
   std::int32_t *positions = scratch, *ids = scratch + n, *sorted_positions = scratch + 2 * n;
-  iota_kernel<std::int32_t><<<static_cast<unsigned>((n + 255) / 256), 256>>>(positions, n);
-  launched("iota_kernel");
+  thrust::sequence(thrust::cuda::par_nosync, positions, positions + n);
+  launched("thrust::sequence (positions)");
   sort_pairs(tok, ids, positions, sorted_positions, n, 31);
   const unsigned threads = d >= 256 ? 256u : static_cast<unsigned>((d + 31) / 32 * 32);
   const int64 chunks = (d + threads - 1) / threads;
