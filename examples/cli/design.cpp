@@ -5,6 +5,8 @@
 #include <memory>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "law_args.hpp"
 
 namespace loopscale::cli {
@@ -20,11 +22,14 @@ struct DesignArgs {
   bool json = false;
 };
 
-// A fit as `loopscale fit --json` writes it: the law, its parameters by name, its RMSE.
+// A fit as `loopscale fit --json` writes it: the law, its parameters by name, its RMSE, and the
+// parameters that ended on an edge of the law's box (the data did not determine them; fits written
+// before that field existed have none).
 struct FitFile {
   std::string law;
   law::Constants params;
   double rmse = 0;
+  std::vector<std::string> at_box_edge;
 };
 
 FitFile read_fit(const std::string& path) {
@@ -41,8 +46,9 @@ FitFile read_fit(const std::string& path) {
     f.law = j.at("law").get<std::string>();
     for (const auto& [k, v] : j.at("params").items()) f.params[k] = v.get<double>();
     f.rmse = j.at("rmse").get<double>();
+    if (j.contains("at_box_edge")) f.at_box_edge = j.at("at_box_edge").get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception&) {
-    throw usage_error("design: --fit " + path + " lacks law, params or rmse (write it with `loopscale fit --json`)");
+    throw usage_error("design: --fit " + path + " lacks law, params or rmse, or its at_box_edge is not a list of names (write it with `loopscale fit --json`)");
   }
   return f;
 }
@@ -51,12 +57,14 @@ void run(const DesignArgs& a) {
   law::MoEDesignSpace s;
   std::string law_name = a.law;
   law::Constants constants;
+  std::vector<std::string> undetermined;  // the fit's parameters on an edge of the law's box
   if (!a.fit.empty()) {
     if (!a.params.empty()) throw usage_error("design: give either --fit FILE or --param, not both");
     const FitFile f = read_fit(a.fit);
     if (!law_name.empty() && law_name != f.law) throw usage_error("design: --law " + law_name + " but the fit in " + a.fit + " is of " + f.law);
     law_name = f.law;
     constants = f.params;
+    undetermined = f.at_box_edge;
     s.epsilon = a.epsilon ? *a.epsilon : f.rmse;
   } else {
     if (a.params.empty()) throw usage_error("design: needs --fit FILE (from `loopscale fit --json`) or --param NAME=VALUE ...");
@@ -84,7 +92,8 @@ void run(const DesignArgs& a) {
                             {"N_unroll", p.n_unroll}, {"D", p.tokens}, {"loss", p.loss},
                             {"fits_memory", p.fits_memory}, {"fits_compute", p.fits_compute}};
     };
-    nlohmann::json j{{"law", l.name()}, {"epsilon", d.epsilon}, {"chosen", point(d.chosen)}, {"optimum", point(d.optimum)}};
+    nlohmann::json j{{"law", l.name()},          {"epsilon", d.epsilon}, {"chosen", point(d.chosen)}, {"optimum", point(d.optimum)},
+                     {"fit_at_box_edge", undetermined}};
     j["near"] = nlohmann::json::array();
     for (const auto& p : d.near) j["near"].push_back(point(p));
     j["table"] = nlohmann::json::array();
@@ -106,6 +115,12 @@ void run(const DesignArgs& a) {
   }
   fmt::print("chosen: R = {:g}, E = {:g}, predicted loss {:.5f} ({:.4g} above the optimum R = {:g}, E = {:g}; {} designs within epsilon)\n",
              d.chosen.R, d.chosen.E, d.chosen.loss, d.chosen.loss - d.optimum.loss, d.optimum.R, d.optimum.E, d.near.size());
+  // A design is only as good as the constants under it: one the fit left on its box's edge is the
+  // box's value, not a measurement (`loopscale fit` says so beside it), and the design inherits that.
+  if (!undetermined.empty())
+    fmt::print("not determined: {} of the fit ended on an edge of the law's box (the data do not determine {}), so this design "
+               "rests on {} the fit did not measure\n",
+               fmt::join(undetermined, ", "), undetermined.size() == 1 ? "it" : "them", undetermined.size() == 1 ? "a value" : "values");
 }
 
 const bool registered_design = add_command([](CLI::App& app) {

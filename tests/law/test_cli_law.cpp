@@ -192,9 +192,10 @@ TEST_CASE("the --injection option: where the injection counts, on equivalent, op
 TEST_CASE("loopscale design: the smallest (R, E) within the fit's RMSE of the best", "[law][cli][design]") {
   // A fit file as `loopscale fit --json` writes one (law, params, rmse); constants under which
   // experts and, less, recurrences pay.
-  const std::string fit = temp_file("design_fit.json", R"({"law": "looped-moe", "rmse": 0.02, "params": {
+  const std::string fit_text = R"({"law": "looped-moe", "rmse": 0.02, "params": {
       "c": 1.6, "A": 300, "B": 800, "alpha": 0.30, "beta": 0.28, "delta": -0.2, "gamma": 0.01, "omega": -0.05, "zeta": 0.0,
-      "E_start": 2, "E_max": 300, "kappa1": 0.3682, "kappa2": 1.4037, "theta": 0.3286}})");
+      "E_start": 2, "E_max": 300, "kappa1": 0.3682, "kappa2": 1.4037, "theta": 0.3286}})";
+  const std::string fit = temp_file("design_fit.json", fit_text);
   const std::string space = " --n-act 6e8 --n-loop 2e8 --expert-params 4e8 --budget 1e23";
   auto r = run_cli("design --fit " + fit + space + " --json");
   REQUIRE(r.rc == 0);
@@ -218,6 +219,18 @@ TEST_CASE("loopscale design: the smallest (R, E) within the fit's RMSE of the be
   r = run_cli("design --fit " + fit + space);
   REQUIRE(r.rc == 0);
   CHECK(r.out.find("<- chosen") != std::string::npos);
+  CHECK(r.out.find("not determined") == std::string::npos);
+  // A fit that left parameters on its box's edge: the design says it rests on them, in both forms.
+  std::string edged = fit_text;
+  edged.insert(edged.rfind('}'), R"(, "at_box_edge": ["alpha", "zeta"])");
+  const std::string edge_fit = temp_file("design_fit_edge.json", edged);
+  r = run_cli("design --fit " + edge_fit + space);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("not determined: alpha, zeta of the fit ended on an edge of the law's box") != std::string::npos);
+  r = run_cli("design --fit " + edge_fit + space + " --json");
+  REQUIRE(r.rc == 0);
+  CHECK(nlohmann::json::parse(r.out)["fit_at_box_edge"] == nlohmann::json({"alpha", "zeta"}));
+  CHECK(nlohmann::json::parse(run_cli("design --fit " + fit + space + " --json").out)["fit_at_box_edge"].empty());
   // Bad input: one line, exit 2.
   const auto expect_error = [](const std::string& args, const std::string& text) {
     const auto e = run_cli(args);
@@ -230,6 +243,9 @@ TEST_CASE("loopscale design: the smallest (R, E) within the fit's RMSE of the be
   expect_error("design --param c=1" + space, "--epsilon");
   expect_error("design --fit /nonexistent.json" + space, "cannot open");
   expect_error("design --fit " + temp_file("design_bad.json", "{\"law\": 1}") + space, "lacks law, params or rmse");
+  std::string bad_edge = fit_text;
+  bad_edge.insert(bad_edge.rfind('}'), R"(, "at_box_edge": "alpha")");
+  expect_error("design --fit " + temp_file("design_bad_edge.json", bad_edge) + space, "at_box_edge is not a list of names");
   expect_error("design --fit " + fit + space + " --memory-gib 0.5", "no (R, E) fits");
   expect_error("design --fit " + fit + " --n-act 6e8 --n-loop 7e8 --expert-params 4e8 --budget 1e23", "N_loop <= N_act");
   expect_error("design --fit " + fit + space + " --E 1,0.5", "every E must be a whole number >= top_k, not 0.5");
