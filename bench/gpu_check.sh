@@ -38,6 +38,10 @@ if [ "${1:-}" = "--collect" ]; then
   libs=$(for p in "$bin"/*; do [ -x "$p" ] && ldd "$p" 2>/dev/null; done | awk '$3 ~ /^\// { print $3 }' | sort -u |
     grep -v -E '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt)\.so')
   for l in $libs; do cp -L "$l" "$bin/"; done
+  # CUPTI for bench_cuda_model's trace (bench/gpu_profile.sh), which loads it at run time, so ldd
+  # does not list it: the toolkit's own, whose activity records the trace's structures describe.
+  cupti=$(ls /usr/local/cuda/lib64/libcupti.so.1[0-9] /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.1[0-9] 2>/dev/null | head -1)
+  if [ -n "$cupti" ]; then cp -L "$cupti" "$bin/" && libs="$libs $cupti"; else echo "gpu_check: no libcupti.so in the CUDA toolkit: bench_cuda_model cannot trace" >&2; fi
   echo "gpu_check: copied $(ls "$bin" | wc -l) files into $bin (programs and $(echo "$libs" | grep -c .) libraries)"
   echo "gpu_check: a build for that machine's CPU: -DLOOPSCALE_NATIVE=OFF (any x86-64), -DLOOPSCALE_MPI=OFF (no MPI there)"
   exit 0

@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Where a CUDA training step's time goes: Nsight Compute's duration of every kernel of the timed
-# steps of bench_cuda_model (the d 1024 looped model of bench/gpu_check.sh), summed by kernel,
-# against the same steps' wall time without the profiler. The gap between the two is time the
-# device waited on the host (launches, synchronisations, host work between kernels).
+# Where a CUDA training step's time goes, for the d 1024 looped model of bench/gpu_check.sh
+# (bench_cuda_model), in up to three measurements:
+#   1. the steps' wall time without any profiler (wall.json);
+#   2. a CUPTI trace of the same steps (bench_cuda_model's TRACE.csv: every kernel, copy and CUDA
+#      call with its start and end, bench/cuda/cupti_trace.hpp), summed by bench/cuda/kernel_times.py
+#      into trace.txt: kernels by time, how much of the wall time the device was busy (the rest it
+#      waited on the host), and the host's time in CUDA calls. Cheap: the traced steps run at about
+#      their own speed. Needs libcupti.so.13 beside the programs (bench/gpu_check.sh --collect);
+#   3. Nsight Compute's duration of every kernel of one step (kernels.csv, kernels.txt), where ncu
+#      is installed and can read the device (it could not on every runtime the lent machines use)
+#      and GPU_PROFILE_NCU is not 0. It replays each kernel alone, so its step's wall time means
+#      nothing; the kernels' durations do.
 #
 #   bench/gpu_profile.sh OUT_DIR [BIN_DIR [MODELS [PRECISION]]]
 #
 # BIN_DIR holds bench_cuda_model (default: build/bench/cuda); MODELS is bench_cuda_model's list
-# (default dense); PRECISION bf16 (default), tf32 or fp32. Writes OUT_DIR/wall.json (two steps,
-# no profiler), OUT_DIR/kernels.csv (ncu's CSV of one profiled step) and OUT_DIR/kernels.txt
-# (bench/cuda/kernel_times.py's summary). The profiled step runs each kernel alone, so its wall
-# time means nothing; the kernels' durations do. ncu is stopped after GPU_PROFILE_TIMEOUT seconds
-# (default 300), the unprofiled run after 300.
-# Exit status: 0 done, 1 a step failed, 2 bad usage, 77 no usable CUDA device.
+# (default dense; the trace covers the first); PRECISION bf16 (default), tf32 or fp32. ncu is
+# stopped after GPU_PROFILE_TIMEOUT seconds (default 300), the other runs after GPU_PROFILE_RUN_TIMEOUT
+# (default 300).
+# Exit status: 0 done (the trace or ncu gave a profile), 1 a step failed or neither profiler
+# worked, 2 bad usage, 77 no usable CUDA device.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: bench/gpu_profile.sh OUT_DIR [BIN_DIR [MODELS [PRECISION]]]}
@@ -21,19 +28,41 @@ models=${3:-dense}
 precision=${4:-bf16}
 mkdir -p "$out" || { echo "gpu_profile: cannot create $out" >&2; exit 2; }
 [ -x "$bin/bench_cuda_model" ] || { echo "gpu_profile: $bin/bench_cuda_model is not built" >&2; exit 2; }
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-[ -n "$ncu" ] || { echo "gpu_profile: Nsight Compute (ncu) is not installed" >&2; exit 2; }
 
 . "$here/bench/gpu_env.sh"
 libpath=$(gpu_library_path "$bin")
-LD_LIBRARY_PATH=$libpath timeout -k 10 300 "$bin/bench_cuda_model" "$out/wall.json" 2 "$precision" "$models"
+LD_LIBRARY_PATH=$libpath timeout -k 10 "${GPU_PROFILE_RUN_TIMEOUT:-300}" "$bin/bench_cuda_model" "$out/wall.json" 2 "$precision" "$models"
 rc=$?
 [ "$rc" = 0 ] || exit "$rc"
-# One timed step under the profiler (its capture opens at cudaProfilerStart, after the warm-up);
-# the clocks are left as they are (--clock-control none), as in the run above.
-LD_LIBRARY_PATH=$libpath timeout -k 10 "${GPU_PROFILE_TIMEOUT:-300}" "$ncu" --profile-from-start off --clock-control none \
-  --print-kernel-base demangled --metrics gpu__time_duration.sum --csv "$bin/bench_cuda_model" "$out/profiled.json" 1 "$precision" "$models" \
-  >"$out/kernels.csv" 2>"$out/ncu.err"
+
+profiled=0
+LD_LIBRARY_PATH=$libpath timeout -k 10 "${GPU_PROFILE_RUN_TIMEOUT:-300}" "$bin/bench_cuda_model" "$out/traced.json" 2 "$precision" "$models" "$out/trace.csv"
 rc=$?
-[ "$rc" = 0 ] || { echo "gpu_profile: ncu exit $rc; see $out/ncu.err" >&2; tail -5 "$out/ncu.err" >&2; exit 1; }
-python3 "$here/bench/cuda/kernel_times.py" "$out/kernels.csv" "$out/wall.json" | tee "$out/kernels.txt"
+if [ "$rc" = 0 ] && python3 "$here/bench/cuda/kernel_times.py" "$out/trace.csv" >"$out/trace.txt"; then
+  cat "$out/trace.txt"
+  profiled=1
+else
+  echo "gpu_profile: the CUPTI trace failed (exit $rc)" >&2
+fi
+
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+if [ "${GPU_PROFILE_NCU:-1}" = 0 ]; then
+  echo "gpu_profile: ncu not run (GPU_PROFILE_NCU=0)"
+elif [ -z "$ncu" ]; then
+  echo "gpu_profile: Nsight Compute (ncu) is not installed: the trace alone" >&2
+else
+  # One timed step under the profiler (its capture opens at cudaProfilerStart, after the warm-up);
+  # the clocks are left as they are (--clock-control none), as in the runs above.
+  LD_LIBRARY_PATH=$libpath timeout -k 10 "${GPU_PROFILE_TIMEOUT:-300}" "$ncu" --profile-from-start off --clock-control none \
+    --print-kernel-base demangled --metrics gpu__time_duration.sum --csv "$bin/bench_cuda_model" "$out/profiled.json" 1 "$precision" "$models" \
+    >"$out/kernels.csv" 2>"$out/ncu.err"
+  rc=$?
+  if [ "$rc" = 0 ] && python3 "$here/bench/cuda/kernel_times.py" "$out/kernels.csv" "$out/wall.json" >"$out/kernels.txt"; then
+    cat "$out/kernels.txt"
+    profiled=1
+  else
+    echo "gpu_profile: ncu exit $rc; see $out/ncu.err" >&2
+    tail -5 "$out/ncu.err" >&2
+  fi
+fi
+[ "$profiled" = 1 ] || exit 1

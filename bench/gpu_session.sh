@@ -56,10 +56,17 @@ if [[ " $stages " == *" check "* ]]; then
   [ "$rc" = 77 ] && exit 77
   [ "$rc" = 0 ] || status=1
 fi
-if [[ " $stages " == *" profile "* ]] && [ "$(left)" -gt 200 ]; then
+# The profile's first part, two unprofiled and two traced steps of one model (two short runs of
+# bench_cuda_model, which the check stage ran for three models of ten steps within its 34 s on the
+# H200), gets at most 40 s a run; Nsight Compute what is left, at most 150 s, none under 40 s.
+if [[ " $stages " == *" profile "* ]] && [ "$(left)" -gt 90 ]; then
   note "profile: bench/gpu_profile.sh ($(left) s left)"
-  GPU_PROFILE_TIMEOUT=150 bash "$here/bench/gpu_profile.sh" "$work/profile" "$bin" dense >"$work/profile.log" 2>&1
+  ncu_seconds=$(($(left) - 90))
+  [ "$ncu_seconds" -gt 150 ] && ncu_seconds=150
+  GPU_PROFILE_NCU=$([ "$ncu_seconds" -ge 40 ] && echo 1 || echo 0) GPU_PROFILE_TIMEOUT=$ncu_seconds GPU_PROFILE_RUN_TIMEOUT=40 \
+    bash "$here/bench/gpu_profile.sh" "$work/profile" "$bin" dense >"$work/profile.log" 2>&1
   rc=$?
+  cat "$work/profile/trace.txt" >>"$summary" 2>/dev/null
   head -n 25 "$work/profile/kernels.txt" >>"$summary" 2>/dev/null
   note "profile exit $rc"
   keep

@@ -3,9 +3,11 @@
 // loopscale's estimate (account/memory.hpp). Parameters, activations and optimiser state are fp32;
 // the GEMMs run in PRECISION (backend/precision.hpp), by default the backend's default, bf16.
 //
-//   bench_cuda_model OUT.json [STEPS [PRECISION [MODELS]]]
+//   bench_cuda_model OUT.json [STEPS [PRECISION [MODELS [TRACE.csv]]]]
 //     PRECISION: bf16 (default), tf32 or fp32; MODELS: all (default) or a comma-separated list of
-//     dense, truncated, moe
+//     dense, truncated, moe; TRACE.csv: a CUPTI timeline of the first model's timed steps
+//     (cupti_trace.hpp: every kernel, copy and CUDA call with its start and end), which
+//     bench/cuda/kernel_times.py sums by kernel; needs libcupti.so.13 on the library path
 //
 // Models: d_model 1024, seq 1024, depth 20 (prelude 2, a block of 4 run r = 4 times, coda 2), 8
 // heads, batch 8 (8,192 tokens a step), with full and with truncated BPTT (the last 2
@@ -29,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +41,8 @@
 #include "loopscale/train/backend/cuda.hpp"
 #include "loopscale/train/backend/cuda_device.hpp"
 #include "loopscale/train/backend/gpu_peaks.hpp"
+
+#include "cupti_trace.hpp"
 #include "loopscale/train/backend/precision.hpp"
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/optim.hpp"
@@ -98,7 +103,7 @@ std::string json_number(double v, bool known = true) { return known ? std::to_st
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_cuda_model OUT.json [STEPS [PRECISION [MODELS]]]   (PRECISION: bf16, tf32 or fp32; MODELS: all or dense,truncated,moe)\n");
+    std::fprintf(stderr, "usage: bench_cuda_model OUT.json [STEPS [PRECISION [MODELS [TRACE.csv]]]]   (PRECISION: bf16, tf32 or fp32; MODELS: all or dense,truncated,moe)\n");
     return 2;
   }
   if (!CudaBackend::available()) {
@@ -131,6 +136,14 @@ int main(int argc, char** argv) {
     if (comma == std::string::npos) break;
     at = comma + 1;
   }
+  // The trace's library is loaded before any model exists: a machine without it is one line, exit 2.
+  std::unique_ptr<loopscale::bench::CuptiTrace> trace;
+  if (argc > 5) try {
+      trace = std::make_unique<loopscale::bench::CuptiTrace>();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_cuda_model: %s\n", e.what());
+      return 2;
+    }
   CudaBackend::set_precision(*precision);
   const train::CudaDeviceInfo device = train::cuda_device_info();
   const Peak peak = device_peak(device, *precision);
@@ -179,12 +192,33 @@ int main(int argc, char** argv) {
       };
       step();  // warm-up: cuBLASLt's plans (one heuristic query per GEMM shape), first touches
       train::cuda_detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      const bool traced = trace && k == 0;
+      const auto trace_call = [&](void (loopscale::bench::CuptiTrace::*call)()) {  // a failed trace is one line, exit 1
+        try {
+          ((*trace).*call)();
+          return true;
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "bench_cuda_model: %s\n", e.what());
+          return false;
+        }
+      };
+      if (traced && !trace_call(&loopscale::bench::CuptiTrace::start)) return 1;
       train::cuda_detail::check(cudaProfilerStart(), "cudaProfilerStart");
       const auto t0 = std::chrono::steady_clock::now();
       for (int s = 0; s < steps; ++s) step();
       train::cuda_detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       train::cuda_detail::check(cudaProfilerStop(), "cudaProfilerStop");
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (traced) {
+        if (!trace_call(&loopscale::bench::CuptiTrace::stop)) return 1;
+        const std::string what = "bench_cuda_model trace: run " + std::string(runs[k].name) + ", steps " + std::to_string(steps) +
+                                 ", wall_s " + std::to_string(seconds) + ", precision " + train::precision_name(*precision);
+        if (!trace->write_csv(argv[5], what)) {
+          std::fprintf(stderr, "bench_cuda_model: cannot write %s\n", argv[5]);
+          return 2;
+        }
+        std::printf("trace of %s: %zu events in %s\n", runs[k].name, trace->events().size(), argv[5]);
+      }
       tokens_per_s = static_cast<double>(batch * seq) * steps / seconds;
       used = free0 - train::cuda_memory_info().free;
     }

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Sum Nsight Compute's kernel durations (ncu --csv --metrics gpu__time_duration.sum) by kernel.
+"""Sum a profile's kernel durations by kernel: Nsight Compute's CSV (ncu --csv --metrics
+gpu__time_duration.sum) or bench_cuda_model's CUPTI trace (its TRACE.csv argument: every kernel,
+copy and CUDA call of the traced steps with its start and end, bench/cuda/cupti_trace.hpp).
 
     kernel_times.py KERNELS.csv [WALL.json]
 
-Kernels are grouped by the loopscale function that launched them where the demangled name holds
+For a trace, it also says how much of the traced steps' wall time the device was busy (the union
+of its kernels, copies and memsets) and where the host's time in CUDA calls went, so time the
+device waited on the host shows as the gap between the two. Kernels are grouped by the loopscale function that launched them where the demangled name holds
 one (a Thrust for_each over a kernel lambda is named after the lambda's enclosing function), else
 by the kernel's own name without template arguments. WALL.json (bench_cuda_model's output for
 the same model, unprofiled) gives its first run's step time, so the table says what share of a
@@ -27,9 +31,71 @@ def key(name):
     return base.split()[-1] if base else name[:60]
 
 
+def busy_time(intervals):
+    """Length of the union of (start, end) intervals."""
+    total, end = 0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def table(by, total, scale, label):
+    print(f"{'ms':>9} {'share':>6} {'calls':>8}  {label}")
+    for k, (t, n) in sorted(by.items(), key=lambda kv: -kv[1][0]):
+        print(f"{t * scale * 1e3:9.3f} {t / total if total else 0:6.1%} {n * scale:8.1f}  {k}")
+
+
+def trace(path):
+    """bench_cuda_model's CUPTI trace: per step, device busy time, kernels by name, host CUDA calls."""
+    lines = open(path, errors="replace").read().splitlines()
+    comment = lines[0][1:].strip() if lines and lines[0].startswith("#") else ""
+    m = re.search(r"\bsteps (\d+)", comment)
+    steps = int(m.group(1)) if m else 1
+    m = re.search(r"\bwall_s ([0-9.eE+-]+)", comment)
+    wall = float(m.group(1)) if m else None
+    rows = list(csv.DictReader(line for line in lines if not line.startswith("#")))
+    if not rows:
+        sys.exit("kernel_times.py: no events in " + path)
+    device, kernels, host = [], {}, {}
+    for r in rows:
+        a, b = int(r["start_ns"]), int(r["end_ns"])
+        s = (b - a) * 1e-9
+        if r["kind"] in ("kernel", "memcpy", "memset"):
+            device.append((a, b))
+            k = key(r["name"]) if r["kind"] == "kernel" else r["name"]
+            t, n = kernels.get(k, (0.0, 0))
+            kernels[k] = (t + s, n + 1)
+        else:
+            k = f"{r['kind']}: {r['name']}"
+            t, n = host.get(k, (0.0, 0))
+            host[k] = (t + s, n + 1)
+    busy = busy_time(device) * 1e-9
+    launches = sum(n for _, n in kernels.values())
+    print(f"{comment}")
+    per = 1.0 / steps
+    head = f"a step: {launches * per:.1f} kernels, copies and memsets, the device busy {busy * per * 1e3:.2f} ms"
+    if wall:
+        head += f" of {wall * per * 1e3:.2f} ms wall ({busy / wall:.0%}; the rest the device waited on the host)"
+    print(head)
+    table(kernels, sum(t for t, _ in kernels.values()), per, "kernel (a step; share of device time)")
+    print()
+    top = dict(sorted(host.items(), key=lambda kv: -kv[1][0])[:15])
+    table(top, sum(t for t, _ in host.values()), per, "host CUDA call (a step; runtime and driver calls nest, so shares overlap)")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: kernel_times.py KERNELS.csv [WALL.json]")
+    with open(sys.argv[1], errors="replace") as f:
+        first = f.readline()
+    if first.startswith("# bench_cuda_model trace") or first.startswith("kind,name,"):
+        trace(sys.argv[1])
+        return
     rows = [line for line in open(sys.argv[1], errors="replace") if line.startswith('"')]
     total, count, by = 0.0, 0, {}
     for r in csv.DictReader(rows):
