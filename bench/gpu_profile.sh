@@ -38,7 +38,7 @@ rc=$?
 profiled=0
 LD_LIBRARY_PATH=$libpath timeout -k 10 "${GPU_PROFILE_RUN_TIMEOUT:-300}" "$bin/bench_cuda_model" "$out/traced.json" 2 "$precision" "$models" "$out/trace.csv"
 rc=$?
-if [ "$rc" = 0 ] && python3 "$here/bench/cuda/kernel_times.py" "$out/trace.csv" >"$out/trace.txt"; then
+if [ "$rc" = 0 ] && python3 "$here/bench/cuda/kernel_times.py" "$out/trace.csv" "$out/wall.json" >"$out/trace.txt"; then
   cat "$out/trace.txt"
   profiled=1
 else

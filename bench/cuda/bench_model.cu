@@ -140,6 +140,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<loopscale::bench::CuptiTrace> trace;
   if (argc > 5) try {
       trace = std::make_unique<loopscale::bench::CuptiTrace>();
+      trace->start();  // before the kernels load (cupti_trace.hpp); the warm-up's records are dropped below
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bench_cuda_model: %s\n", e.what());
       return 2;
@@ -192,7 +193,7 @@ int main(int argc, char** argv) {
       };
       step();  // warm-up: cuBLASLt's plans (one heuristic query per GEMM shape), first touches
       train::cuda_detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-      const bool traced = trace && k == 0;
+      const bool traced = trace && k == 0;  // the first model only; the trace stops after its steps
       const auto trace_call = [&](void (loopscale::bench::CuptiTrace::*call)()) {  // a failed trace is one line, exit 1
         try {
           ((*trace).*call)();
@@ -202,7 +203,7 @@ int main(int argc, char** argv) {
           return false;
         }
       };
-      if (traced && !trace_call(&loopscale::bench::CuptiTrace::start)) return 1;
+      if (traced && !trace_call(&loopscale::bench::CuptiTrace::restart)) return 1;
       train::cuda_detail::check(cudaProfilerStart(), "cudaProfilerStart");
       const auto t0 = std::chrono::steady_clock::now();
       for (int s = 0; s < steps; ++s) step();
@@ -211,6 +212,11 @@ int main(int argc, char** argv) {
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (traced) {
         if (!trace_call(&loopscale::bench::CuptiTrace::stop)) return 1;
+        if (trace->kernels() == 0) {  // no timeline is no answer: say so rather than "the device idled"
+          std::fprintf(stderr, "bench_cuda_model: the trace holds no timed kernel (%zu incomplete, %zu untimed, %zu dropped records)\n",
+                       trace->incomplete(), trace->untimed(), trace->dropped());
+          return 1;
+        }
         const std::string what = "bench_cuda_model trace: run " + std::string(runs[k].name) + ", steps " + std::to_string(steps) +
                                  ", wall_s " + std::to_string(seconds) + ", precision " + train::precision_name(*precision);
         if (!trace->write_csv(argv[5], what)) {

@@ -7,15 +7,23 @@
 // CUPTI is loaded when a trace is asked for (dlopen of libcupti.so.13, found on the library path:
 // bench/gpu_check.sh --collect copies the toolkit's beside the programs), so a program that includes
 // this header runs on machines without it as long as it traces nothing. One trace at a time.
+//
+// Use: construct and start() before the program loads its kernels (CUPTI prepares its kernel
+// timing as modules load; enabled later, that work lands in the first traced launches), run a
+// warm-up, synchronise, restart() to drop what was recorded so far, run the traced work,
+// synchronise, stop(). Records CUPTI could not complete or time, and those it dropped, are counted
+// (incomplete(), untimed(), dropped()) rather than passed off as kernels.
 #pragma once
 
 #include <cupti.h>
 #include <cxxabi.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,8 +54,9 @@ class CuptiTrace {
     load(next_, "cuptiActivityGetNextRecord");
     load(result_string_, "cuptiGetResultString");
     load(callback_name_, "cuptiGetCallbackName");
-    active_ = this;
+    load(dropped_records_, "cuptiActivityGetNumDroppedRecords");
     check(register_(&buffer_requested, &buffer_completed), "cuptiActivityRegisterCallbacks");
+    active_ = this;  // only once registered: a constructor that throws leaves no trace behind
   }
   CuptiTrace(const CuptiTrace&) = delete;
   CuptiTrace& operator=(const CuptiTrace&) = delete;
@@ -61,12 +70,28 @@ class CuptiTrace {
     for (CUpti_ActivityKind k : kinds()) check(enable_(k), "cuptiActivityEnable");
     enabled_ = true;
   }
-  // Waits for every record (the caller synchronises the device first) and stops recording.
-  void stop() {
+  // Drops everything recorded so far (a warm-up's) and goes on recording; the caller synchronises
+  // the device first.
+  void restart() {
     check(flush_(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_.clear();
+    incomplete_ = untimed_ = dropped_ = 0;
+  }
+  // Stops recording and waits for every record (the caller synchronises the device first).
+  void stop() {
     for (CUpti_ActivityKind k : kinds()) check(disable_(k), "cuptiActivityDisable");
     enabled_ = false;
+    check(flush_(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
   }
+  std::size_t kernels() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<std::size_t>(std::count_if(events_.begin(), events_.end(), [](const Event& e) { return e.kind == "kernel"; }));
+  }
+  // Records CUPTI handed back unfinished, records without timestamps, records it dropped.
+  std::size_t incomplete() const { return counted(incomplete_); }
+  std::size_t untimed() const { return counted(untimed_); }
+  std::size_t dropped() const { return counted(dropped_); }
 
   std::vector<Event> events() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -78,7 +103,8 @@ class CuptiTrace {
   bool write_csv(const std::string& path, const std::string& comment) const {
     FILE* f = std::fopen(path.c_str(), "w");
     if (!f) return false;
-    std::fprintf(f, "# %s\nkind,name,start_ns,end_ns,bytes\n", comment.c_str());
+    std::fprintf(f, "# %s, incomplete %zu, untimed %zu, dropped %zu\nkind,name,start_ns,end_ns,bytes\n", comment.c_str(), incomplete(), untimed(),
+                 dropped());
     for (const Event& e : events()) {
       std::string quoted = "\"";
       for (char c : e.name) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
@@ -97,6 +123,10 @@ class CuptiTrace {
             CUPTI_ACTIVITY_KIND_DRIVER};
   }
 
+  std::size_t counted(const std::size_t& n) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return n;
+  }
   template <class F>
   void load(F& f, const char* name) {
     f = reinterpret_cast<F>(dlsym(lib_, name));
@@ -109,9 +139,9 @@ class CuptiTrace {
     throw std::runtime_error(std::string("cupti trace: ") + call + " failed: " + (what ? what : std::to_string(static_cast<int>(r))));
   }
   void stop_quietly() noexcept {
-    flush_(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     for (CUpti_ActivityKind k : kinds()) disable_(k);
     enabled_ = false;
+    flush_(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
 
   static void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
@@ -119,44 +149,56 @@ class CuptiTrace {
     *size = *buffer ? buffer_bytes : 0;
     *max_records = 0;  // as many as fit
   }
-  static void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t, std::size_t valid) {
-    if (active_) active_->read(buffer, valid);
+  static void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer, std::size_t, std::size_t valid) {
+    if (CuptiTrace* t = active_.load()) t->read(context, stream, buffer, valid);
     std::free(buffer);
   }
 
-  void read(std::uint8_t* buffer, std::size_t valid) {
+  void read(CUcontext context, std::uint32_t stream, std::uint8_t* buffer, std::size_t valid) {
     std::lock_guard<std::mutex> lock(mutex_);
     CUpti_Activity* r = nullptr;
-    while (next_(buffer, valid, &r) == CUPTI_SUCCESS) {
+    CUptiResult status;
+    while ((status = next_(buffer, valid, &r)) == CUPTI_SUCCESS) {
+      const auto timed = [&](std::uint64_t start, std::uint64_t end) {  // no timestamps: no device memory for them
+        if (start != 0 && end >= start) return true;
+        ++untimed_;
+        return false;
+      };
       switch (r->kind) {
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
-          events_.push_back({"kernel", demangle(k->name), k->start, k->end, 0});
+          if (timed(k->start, k->end)) events_.push_back({"kernel", demangle(k->name), k->start, k->end, 0});
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
           const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
-          events_.push_back({"memcpy", copy_kind(m->copyKind), m->start, m->end, m->bytes});
+          if (timed(m->start, m->end)) events_.push_back({"memcpy", copy_kind(m->copyKind), m->start, m->end, m->bytes});
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
           const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
-          events_.push_back({"memset", "memset", m->start, m->end, m->bytes});
+          if (timed(m->start, m->end)) events_.push_back({"memset", "memset", m->start, m->end, m->bytes});
           break;
         }
         case CUPTI_ACTIVITY_KIND_RUNTIME:
         case CUPTI_ACTIVITY_KIND_DRIVER: {
           const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(r);
           const bool runtime = r->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
-          events_.push_back({runtime ? "runtime" : "driver",
-                             api_name(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid), a->start, a->end, 0});
+          if (timed(a->start, a->end))
+            events_.push_back({runtime ? "runtime" : "driver",
+                               api_name(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid), a->start, a->end, 0});
           break;
         }
         default:
           break;
       }
     }
+    // The end of the buffer is CUPTI_ERROR_MAX_LIMIT_REACHED; anything else is a record a forced
+    // flush handed back unfinished, and the rest of the buffer with it.
+    if (status != CUPTI_ERROR_MAX_LIMIT_REACHED) ++incomplete_;
+    std::size_t lost = 0;
+    if (dropped_records_(context, stream, &lost) == CUPTI_SUCCESS) dropped_ += lost;
   }
 
   std::string api_name(CUpti_CallbackDomain domain, CUpti_CallbackId id) {
@@ -193,10 +235,12 @@ class CuptiTrace {
   CUptiResult (*next_)(std::uint8_t*, std::size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*result_string_)(CUptiResult, const char**) = nullptr;
   CUptiResult (*callback_name_)(CUpti_CallbackDomain, std::uint32_t, const char**) = nullptr;
+  CUptiResult (*dropped_records_)(CUcontext, std::uint32_t, std::size_t*) = nullptr;
   mutable std::mutex mutex_;
   std::vector<Event> events_;
+  std::size_t incomplete_ = 0, untimed_ = 0, dropped_ = 0;
   std::map<std::uint64_t, std::string> api_names_;
-  static inline CuptiTrace* active_ = nullptr;
+  static inline std::atomic<CuptiTrace*> active_{nullptr};  // read on CUPTI's own thread
 };
 
 }  // namespace loopscale::bench

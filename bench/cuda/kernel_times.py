@@ -50,8 +50,10 @@ def table(by, total, scale, label):
         print(f"{t * scale * 1e3:9.3f} {t / total if total else 0:6.1%} {n * scale:8.1f}  {k}")
 
 
-def trace(path):
-    """bench_cuda_model's CUPTI trace: per step, device busy time, kernels by name, host CUDA calls."""
+def trace(path, wall_json=None):
+    """bench_cuda_model's CUPTI trace: per step, device busy time, kernels by name, host CUDA calls.
+    With WALL.json (the same model's steps without the trace), the busy time is also set against
+    the untraced step: recording every CUDA call slows the host, which is what the gap measures."""
     lines = open(path, errors="replace").read().splitlines()
     comment = lines[0][1:].strip() if lines and lines[0].startswith("#") else ""
     m = re.search(r"\bsteps (\d+)", comment)
@@ -74,6 +76,8 @@ def trace(path):
             k = f"{r['kind']}: {r['name']}"
             t, n = host.get(k, (0.0, 0))
             host[k] = (t + s, n + 1)
+    if not any(r["kind"] == "kernel" for r in rows):
+        sys.exit("kernel_times.py: the trace " + path + " holds no kernel: no timeline, no answer")
     busy = busy_time(device) * 1e-9
     launches = sum(n for _, n in kernels.values())
     print(f"{comment}")
@@ -82,6 +86,10 @@ def trace(path):
     if wall:
         head += f" of {wall * per * 1e3:.2f} ms wall ({busy / wall:.0%}; the rest the device waited on the host)"
     print(head)
+    if wall_json:
+        run = json.load(open(wall_json))["runs"][0]
+        step = run["seconds"] / run["steps"]
+        print(f"{run['name']} without the trace: {step * 1e3:.2f} ms a step; the traced busy time is {busy * per / step:.0%} of it")
     table(kernels, sum(t for t, _ in kernels.values()), per, "kernel (a step; share of device time)")
     print()
     top = dict(sorted(host.items(), key=lambda kv: -kv[1][0])[:15])
@@ -94,7 +102,7 @@ def main():
     with open(sys.argv[1], errors="replace") as f:
         first = f.readline()
     if first.startswith("# bench_cuda_model trace") or first.startswith("kind,name,"):
-        trace(sys.argv[1])
+        trace(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
         return
     rows = [line for line in open(sys.argv[1], errors="replace") if line.startswith('"')]
     total, count, by = 0.0, 0, {}

@@ -45,6 +45,19 @@ with tempfile.TemporaryDirectory() as d:
     expect(out, "    0.100  39.9%      0.5  cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8")
     expect(out, "    0.050  20.0%      0.5  loopscale::train::cuda_detail::softmax_causal")
     expect(out, "    0.025  98.0%      0.5  runtime: cudaStreamSynchronize_v3020")
+    # Against the untraced steps (0.9 ms for 2): 0.225 ms busy of a 0.45 ms step.
+    untraced = os.path.join(d, "untraced.json")
+    with open(untraced, "w") as f:
+        f.write('{"runs": [{"name": "dense, full BPTT", "steps": 2, "seconds": 0.0009}]}')
+    expect(run(trace, untraced), "dense, full BPTT without the trace: 0.45 ms a step; the traced busy time is 50% of it")
+    # A trace without kernels is no profile: an error, not "the device waited".
+    empty = os.path.join(d, "empty.csv")
+    with open(empty, "w") as f:
+        f.write("# bench_cuda_model trace: run dense, steps 2, wall_s 0.001, incomplete 0, untimed 3, dropped 0\n")
+        f.write("kind,name,start_ns,end_ns,bytes\n")
+        f.write('runtime,"cudaLaunchKernel_v7000",900,1500,0\n')
+    r = subprocess.run([sys.executable, script, empty], capture_output=True, text=True)
+    assert r.returncode != 0 and "holds no kernel" in r.stderr, (r.returncode, r.stdout, r.stderr)
 
     # Nsight Compute's CSV, units in symbols: 3 kernels, 0.5 ms in all; the step took 2 ms unprofiled.
     ncu = os.path.join(d, "kernels.csv")
