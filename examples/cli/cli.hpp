@@ -2,12 +2,15 @@
 // kind of bad input ends as one line on stderr and exit code 2.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "loopscale/util/thread_limit.hpp"
 
 namespace loopscale::cli {
 
@@ -30,6 +33,33 @@ inline CLI::Validator at_least(long long lo) {
         return "must be a whole number of at least " + std::to_string(lo) + ", not '" + v + "'";
       },
       ">= " + std::to_string(lo));
+}
+
+// A --threads option: 0 (every core) up to loopscale::max_threads (util/thread_limit.hpp).
+inline CLI::Validator thread_count() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        try {
+          std::size_t used = 0;
+          const long long x = std::stoll(v, &used);
+          if (used == v.size() && x >= 0 && x <= max_threads) return {};
+        } catch (const std::exception&) {
+        }
+        return "must be a whole number from 0 (every core) to " + std::to_string(max_threads) + ", not '" + v + "'";
+      },
+      "0 to " + std::to_string(max_threads));
+}
+
+// An output folder: an existing folder, or a path that is not there yet (the command makes it);
+// an existing file there would otherwise surface as a filesystem error halfway through.
+inline CLI::Validator output_folder() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        std::error_code ec;
+        if (std::filesystem::exists(v, ec) && !std::filesystem::is_directory(v, ec)) return v + " is a file, not a folder";
+        return {};
+      },
+      "FOLDER");
 }
 
 using Register = std::function<void(CLI::App&)>;

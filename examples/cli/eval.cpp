@@ -233,8 +233,8 @@ const bool registered_eval = add_command([](CLI::App& app) {
   sub->add_option("--corpus", a->corpus, "corpus folder for the validation windows and the cloze probes (default: the run's)");
   sub->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the trainer's windows; 0: none)");
   sub->add_option("--batch", a->batch, "sequences per forward")->capture_default_str();
-  sub->add_option("--threads", a->threads, "threads (0: every core)")->capture_default_str()->check(at_least(0));
-  sub->add_option("--write-builtin", a->write_builtin, "write the built-in probe bundle to DIR and stop");
+  sub->add_option("--threads", a->threads, "threads (0: every core)")->capture_default_str()->check(thread_count());
+  sub->add_option("--write-builtin", a->write_builtin, "write the built-in probe bundle to DIR and stop")->check(output_folder());
   sub->add_flag("--json", a->json, "print the results as one JSON object");
   sub->callback([a, sub] {
     a->seed_given = sub->get_option("--seed")->count() > 0;
@@ -250,7 +250,7 @@ const bool registered_eval = add_command([](CLI::App& app) {
   smp->add_option("--top-k", s->top_k, "draw among the k most likely tokens (0: all)")->capture_default_str();
   smp->add_option("--r-eval", s->r_eval, "number of recurrences (default: the trained r)")->check(at_least(1));
   smp->add_option("--seed", s->seed, "seed of the draws")->capture_default_str();
-  smp->add_option("--threads", s->threads, "threads (0: every core)")->capture_default_str()->check(at_least(0));
+  smp->add_option("--threads", s->threads, "threads (0: every core)")->capture_default_str()->check(thread_count());
   smp->add_flag("--json", s->json, "print the sample and its log-probability as JSON");
   smp->callback([s, smp] { run_sample(*s, smp->get_option("--max-new")->count() > 0); });
 });

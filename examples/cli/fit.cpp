@@ -223,7 +223,7 @@ const bool registered_fit = add_command([](CLI::App& app) {
   sub->add_option("--holdout", a->holdout,
                   "also fit without the points where COLUMN=VALUE (max/min for the extremes, or a range: D=(4e11,5e11]) and report their RMSE");
   sub->add_option("--injection", a->injection, injection_help);
-  sub->add_option("--threads", a->threads, "threads (default: all cores)");
+  sub->add_option("--threads", a->threads, "threads (default: all cores)")->check(thread_count());
   sub->add_flag("--json", a->json, "print JSON");
   sub->callback([a] { run(*a); });
 });

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "law_args.hpp"
+#include "loopscale/spec/limits.hpp"
 
 namespace loopscale::cli {
 namespace {
@@ -26,6 +27,11 @@ void run(const OptimalArgs& a) {
   const Eigen::VectorXd theta = law::theta_of(l, numeric_assignments(a.params, "--param"));
   if (a.budgets.empty()) throw usage_error("optimal: needs --budget C");
   if (a.seq_len < 1 || a.vocab < 1 || a.max_width < 128) throw usage_error("optimal: --seq-len, --vocab must be positive and --max-width >= 128");
+  // The widths are tried one by one (steps of 128): a width of a billion was minutes of work, and
+  // the accounting counts widths up to SpecLimits::width only (spec/limits.hpp).
+  if (a.max_width > SpecLimits::width) throw usage_error(concat("optimal: --max-width must be at most ", SpecLimits::width, ", not ", a.max_width));
+  if (a.seq_len > SpecLimits::seq_len || a.vocab > SpecLimits::vocab)
+    throw usage_error(concat("optimal: --seq-len must be at most ", SpecLimits::seq_len, " and --vocab at most ", SpecLimits::vocab));
   law::AllocationOptions o;
   o.seq_len = a.seq_len, o.vocab = a.vocab, o.max_width = a.max_width;
   o.injection = injection_option(a.injection);

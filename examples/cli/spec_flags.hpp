@@ -13,6 +13,7 @@
 #include "cli.hpp"
 #include "loopscale/account/conventions.hpp"
 #include "loopscale/spec/family.hpp"
+#include "loopscale/spec/limits.hpp"
 #include "loopscale/spec/spec.hpp"
 #include "loopscale/train/moe_routing.hpp"
 
@@ -123,6 +124,18 @@ struct SpecFlags {
   ModelSpec build() const {
     if (d_model == 0) throw usage_error("--d-model is required");
     if (r < 1) throw usage_error("--r must be at least 1");
+    // Before anything multiplies them: sizes the accounting's int64 arithmetic cannot count
+    // (spec/limits.hpp) would overflow silently (--d-model 4294967296 once counted 184.68G parameters).
+    if (d_model > SpecLimits::width) throw usage_error(concat("--d-model ", d_model, " is above the limit ", SpecLimits::width, " (spec/limits.hpp)"));
+    if (r > SpecLimits::depth || depth > SpecLimits::depth)
+      throw usage_error(concat("--r and --depth must be at most ", SpecLimits::depth, " (spec/limits.hpp)"));
+    const ModelSpec m = build_checked();
+    if (const std::string f = size_fault(m); !f.empty()) throw usage_error(f);
+    return m;
+  }
+
+ private:
+  ModelSpec build_checked() const {
     const FamilySpec f = family();
     if (f.bptt > r) throw usage_error("--bptt " + bptt + " exceeds --r " + std::to_string(r));
     if (r == 1 && !inject.empty() && inject != "none") {
@@ -136,7 +149,6 @@ struct SpecFlags {
     return build_member(f);
   }
 
- private:
   ModelSpec build_member(const FamilySpec& f) const {
     try {
       return family_member(f, r, d_model);

@@ -1,5 +1,6 @@
 // `loopscale sweep plan|run|merge|slurm|report|compare`: thin over include/loopscale/sweep/.
 // `sweep run` exits 75 when a signal stopped it (resumable), 2 when its shard is in use.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -40,6 +41,7 @@ struct SpecSource {
     if (!file.empty() && !preset.empty()) throw usage_error("give a spec file or --preset, not both");
     if (!preset.empty()) return sweep::preset(preset);
     if (file.empty()) throw usage_error("a sweep spec file or --preset NAME is required");
+    if (std::filesystem::is_directory(file)) throw usage_error("the spec file " + file + " is a folder (a sweep spec is a JSON file)");
     std::ifstream in(file);
     if (!in) throw usage_error("cannot read spec file " + file);
     nlohmann::json j;
@@ -59,7 +61,16 @@ struct SpecSource {
   Plan plan() const {
     try {
       Plan p = make_plan(load());
-      for (const auto& r : p.runs) train_config(p.spec, r, "x", "x");
+      for (const auto& r : p.runs) {
+        // Every check a run would make before training (a negative lr once failed the first run of
+        // `sweep run`, after `plan` had accepted it).
+        const train::TrainConfig c = train_config(p.spec, r, "x", "x");
+        try {
+          train::detail::check_config(c);
+        } catch (const train::config_error& e) {
+          throw sweep_error("sweep spec: train (run " + r.id + "): " + e.what());
+        }
+      }
       return p;
     } catch (const sweep_error& e) {
       throw usage_error(e.what());
@@ -170,11 +181,11 @@ const bool registered_sweep = add_command([](CLI::App& app) {
     auto device = std::make_shared<std::string>("host");
     CLI::App* sub = sweep->add_subcommand("run", "train every planned run (resumable; results in OUT/results.jsonl)");
     src->add_to(*sub);
-    sub->add_option("--out", *out, "sweep folder")->required();
+    sub->add_option("--out", *out, "sweep folder")->required()->check(output_folder());
     sub->add_option("--data", *data, "corpus folder (default: the spec's, data/corpus)");
     sub->add_option("--shard", *shard, "run only the runs with index = I mod N")->capture_default_str();
     sub->add_option("--threads", *threads,
-                    "training threads of every run (0: the spec's, else chosen per run: one below 2 GFLOP a training step, every core above)")->capture_default_str()->check(at_least(0));
+                    "training threads of every run (0: the spec's, else chosen per run: one below 2 GFLOP a training step, every core above)")->capture_default_str()->check(thread_count());
     sub->add_option("--eval-items", *eval_items, "items per task of the built-in probes each finished run is scored on")
         ->capture_default_str()
         ->check(CLI::Range(2, 100000));
@@ -243,7 +254,7 @@ const bool registered_sweep = add_command([](CLI::App& app) {
     auto inputs = std::make_shared<std::vector<std::string>>();
     CLI::App* sub = sweep->add_subcommand("merge", "join shard results into OUT/results.jsonl (duplicates or another spec: error)");
     src->add_to(*sub, false);
-    sub->add_option("--out", *out, "the merged sweep folder")->required();
+    sub->add_option("--out", *out, "the merged sweep folder")->required()->check(output_folder());
     sub->add_option("inputs", *inputs, "shard folders or results files")->required();
     sub->callback([src, out, inputs] {
       const Plan plan = src->plan();

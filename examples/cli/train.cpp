@@ -8,6 +8,8 @@
 // the ranks train one model together (data parallel, docs/scaling-out.md); rank 0 prints.
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -84,9 +86,9 @@ const bool registered_train = add_command([](CLI::App& app) {
   sub->add_option("--final-lr-frac", c.final_lr_frac, "learning-rate floor as a fraction of --lr (0.1)");
   sub->add_option("--softcap", c.softcap, "logit softcap (0: off)")->capture_default_str();
   sub->add_option("--data", c.data, "corpus folder with train.bin and val.bin")->capture_default_str();
-  sub->add_option("--out", c.out, "run folder: log.jsonl, checkpoint.bin, summary.json");
+  sub->add_option("--out", c.out, "run folder: log.jsonl, checkpoint.bin, summary.json")->check(output_folder());
   sub->add_option("--seed", c.seed, "seed of the initialisation and the data order")->capture_default_str();
-  sub->add_option("--threads", c.threads, "threads (0: every core)")->capture_default_str();
+  sub->add_option("--threads", c.threads, "threads (0: every core)")->capture_default_str()->check(thread_count());
   sub->add_option("--thread-split", c.thread_split,
                   "how the threads share a pass: batch (each thread its share of the sequences through a model of its own), "
                   "kernels (all threads on each kernel of one model), auto (batch on the host where the micro-batch gives "
@@ -131,6 +133,9 @@ const bool registered_train = add_command([](CLI::App& app) {
     train::TrainConfig cfg = a->cfg;
     cfg.decay = a->decay;
     if (a->tokens < 0 || !std::isfinite(a->tokens)) throw usage_error("--tokens must be positive");
+    // A count of tokens: 1.5 would be cut to 1, and 1e30 does not fit the int64 it is kept in.
+    if (a->tokens != std::floor(a->tokens) || a->tokens >= 0x1p62)
+      throw usage_error(concat("--tokens must be a whole number below 2^62, not ", a->tokens));
     cfg.tokens = static_cast<int64>(a->tokens);
     // Which spec flags were given (any of them means the spec comes from the flags).
     bool spec_flags = false;
@@ -145,6 +150,7 @@ const bool registered_train = add_command([](CLI::App& app) {
     // every key neither gives takes the recipe's default.
     nlohmann::json j = nlohmann::json::object();
     if (!a->config_file.empty()) {
+      if (std::filesystem::is_directory(a->config_file)) throw usage_error("--config: " + a->config_file + " is a folder, not a JSON file");
       std::ifstream f(a->config_file);
       if (!f) throw usage_error("--config: cannot open " + a->config_file);
       try {

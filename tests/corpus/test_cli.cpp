@@ -90,6 +90,13 @@ TEST_CASE("data CLI: every bad input is one line naming the file, exit code 2", 
     write_text(dir / "empty.raw", "");
     expect_bad("data import --format raw32 --train " + d + "/empty.raw --vocab 10 --out " + d + "/e", {"empty.raw", "empty input"});
   }
+  SECTION("values out of range (4 Dec 2026: NaN put every document in training, 200 threads reached SentencePiece's own check)") {
+    expect_bad("data prepare --input " + d + "/docs.txt --val-fraction nan --out " + d + "/n", {"--val-fraction must be in [0, 1)"});
+    expect_bad("data tokenizer train --input " + d + "/docs.txt --val-fraction -1 --vocab 300 --out " + d + "/t.model",
+               {"--val-fraction must be in [0, 1)"});
+    expect_bad("data tokenizer train --input " + d + "/docs.txt --threads 200 --vocab 300 --out " + d + "/t.model", {"at most 128"});
+    expect_bad("data prepare --input " + d + "/docs.txt --out " + d + "/docs.txt", {"docs.txt is a file, not a folder"});
+  }
   SECTION("missing text field") {
     write_text(dir / "docs.jsonl", "{\"text\": \"fine\"}\n{\"content\": \"no text here\"}\n");
     expect_bad("data prepare --input " + d + "/docs.jsonl --out " + d + "/j", {"docs.jsonl:2", "no text field 'text'"});

@@ -136,6 +136,20 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
                "design: law chinchilla reads no recurrence count R");
   expect_error("account --experts 8 --top-k 0", "--top-k: must be a whole number of at least 1, not '0'");
   expect_error("account --experts 8 --expert-ff 0", "--expert-ff: must be a whole number of at least 1");
+  // Found by probing every command with bad values (4 Dec 2026, afternoon): each crashed (SIGSEGV),
+  // ran for minutes, exited 1 or counted silently wrong.
+  const std::string moe = "design --param c=2.11 --param A=400 --param B=400 --param alpha=0.324 --param beta=1.01 --param delta=-0.1 "
+                          "--param gamma=0 --param omega=-0.08 --param zeta=0 --param E_max=1e5 --param kappa1=4 --param kappa2=2.15 "
+                          "--param theta=-1.53 --epsilon 0.01 --n-loop 5e7 --expert-params 2e7 --budget 1e19 ";
+  expect_error(moe + "--param E_start=0 --n-act 1e8", "design: law looped-moe predicts no finite loss at R = 1, E = 1");
+  expect_error(moe + "--param E_start=1 --n-act inf", "must be finite");
+  expect_error(moe + "--param E_start=1 --n-act 1e8 --R 1e300", "predicts no finite loss");
+  expect_error(moe + "--param E_start=1 --n-act 1e8 --top-k 1.5", "design: top_k must be a whole number >= 1, not 1.5");
+  expect_error("design --fit /tmp --n-act 1e8 --n-loop 5e7 --expert-params 2e7 --budget 1e19", "is a folder, not a fit file");
+  expect_error(fit + epoch_csv + epoch_map + " --threads 100000", "--threads: must be a whole number from 0 (every core) to 1024");
+  expect_error(optimal + "--budget 1e18 --max-width 1000000000", "optimal: --max-width must be at most 65536");
+  expect_error("account --d-model 4294967296", "--d-model 4294967296 is above the limit 65536");
+  expect_error("equivalent --law iso-depth --param phi=0.459 --d-model 4294967296 --r 4", "is above the limit 65536");
 }
 
 TEST_CASE("the --injection option: where the injection counts, on equivalent, optimal, fit and law", "[law][cli][injection]") {

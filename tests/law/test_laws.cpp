@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "law_fixtures.hpp"
 
@@ -228,4 +229,18 @@ TEST_CASE("the small L-BFGS-B reaches LBFGSpp's optimum on a box-constrained pro
     CHECK(fw <= fa + 1e-12 * std::abs(fa));
     CHECK((a - w).cwiseAbs().maxCoeff() < 1e-6);
   }
+}
+
+TEST_CASE("law::fit refuses values outside a variable's domain in runs built in code", "[law][fit]") {
+  // The reader checks a file's values; a sweep's results or a user's own Runs reach fit directly,
+  // where a loss <= 0 once crashed the objective (SIGSEGV in `sweep report`, 4 Dec 2026).
+  Runs runs;
+  for (const char* c : {"N", "D"}) runs.set(c) = Eigen::ArrayXd::Constant(8, 1e9);
+  runs.set("loss") = Eigen::ArrayXd::Constant(8, 3.0);
+  for (long i = 0; i < 8; ++i) runs.lines.push_back(i + 2);
+  runs.set("loss")[5] = -1;
+  CHECK_THROWS_WITH(fit(AnyLaw(Chinchilla{}), runs), Catch::Contains("fit: line 7: loss = -1 must be > 0"));
+  runs.set("loss")[5] = 3;
+  runs.set("D")[2] = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH(fit(AnyLaw(Chinchilla{}), runs), Catch::Contains("fit: line 4: D = nan is not finite"));
 }

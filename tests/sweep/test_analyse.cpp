@@ -180,3 +180,17 @@ TEST_CASE("analyse: too few runs for a law are reported, not fitted") {
   CHECK(!b.per_r[0].fit);
   CHECK(b.per_r[0].problem.find("needs at least 6") != std::string::npos);
 }
+
+TEST_CASE("analyse: a result outside a law's domain is named by its run id, not fitted") {
+  // A hand-edited or merged results.jsonl with a loss of -1 crashed `sweep report` (SIGSEGV in the
+  // fitter's objective, 4 Dec 2026); zeros made every start fail with no run named.
+  std::vector<RunResult> runs = synthetic(0.0, 1);
+  runs[3].loss = -1;
+  CHECK_THROWS_WITH(analyse(runs, AnalyseOptions{60, 0, 0, 0.95, 0, 0}), Catch::Contains("run " + runs[3].id + ": loss = -1 must be"));
+  runs[3] = synthetic(0.0, 1)[3];
+  runs[7].tokens = 0;
+  CHECK_THROWS_WITH(analyse(runs, AnalyseOptions{60, 0, 0, 0.95, 0, 0}), Catch::Contains("run " + runs[7].id + ": D (tokens) = 0 must be"));
+  runs[7] = synthetic(0.0, 1)[7];
+  runs[1].r = 0;
+  CHECK_THROWS_WITH(analyse(runs, AnalyseOptions{60, 0, 0, 0.95, 0, 0}), Catch::Contains("run " + runs[1].id + ": r = 0 must be >= 1"));
+}

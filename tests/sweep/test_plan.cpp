@@ -418,6 +418,20 @@ TEST_CASE("cli: sweep plan --json lists every run, bad input is one line and exi
     CHECK(t.rc == 2);
     CHECK(t.out == "loopscale: error: sweep spec: train: config: unknown key 'lr_warmup'\n");
   }
+  // A value the run would refuse is refused by plan too, before `run` writes anything (a negative lr
+  // once passed `plan` and failed the first run of `sweep run`, leaving sweep.json behind).
+  typo["train"].erase("lr_warmup");
+  typo["train"]["lr"] = -1;
+  std::ofstream(typo_file) << typo.dump();
+  std::filesystem::remove_all("/tmp/loopscale_plan_lr_out");
+  for (const char* cmd : {"sweep plan ", "sweep run --out /tmp/loopscale_plan_lr_out "}) {
+    const auto t = run_cli(std::string(cmd) + typo_file);
+    INFO(t.out);
+    CHECK(t.rc == 2);
+    CHECK(loopscale::test::count_lines(t.out) == 1);
+    CHECK(t.out.find("): config: lr must be positive") != std::string::npos);
+  }
+  CHECK(!std::filesystem::exists("/tmp/loopscale_plan_lr_out/sweep.json"));
   std::filesystem::remove(typo_file);
   const auto shard = run_cli("sweep run --preset smoke --out /tmp/x --shard 3/2");
   CHECK(shard.rc == 2);

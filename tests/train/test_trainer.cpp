@@ -687,6 +687,27 @@ TEST_CASE("loopscale train --recipe: the recipe's defaults, flags and files over
     CHECK(test::count_lines(r.out) == 1);
     CHECK_THAT(r.out, Catch::Contains(what));
   }
+  {  // Found by probing with bad values (4 Dec 2026): a crash (SIGSEGV at 100,000 threads), exit 1
+    // with a filesystem error, a NaN peak written to config.json as null (no reader takes it back),
+    // 1.5 tokens cut to 1 and 1e30 reported as a missing budget.
+    const std::string bare = "train --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --d-model 32 --seq-len 16 --batch 2 --data " +
+                             data.string() + " --dry-run ";
+    const std::string a_file = (data / "train.bin").string();
+    for (const auto& [args, what] : std::vector<std::pair<std::string, std::string>>{
+             {"--tokens 320 --out " + out.string() + " --threads 100000", "--threads: must be a whole number from 0 (every core) to 1024"},
+             {"--tokens 320 --out " + out.string() + " --peak-flops nan", "peak_flops must be a finite number >= 0"},
+             {"--tokens 320 --out " + out.string() + " --peak-flops -1", "peak_flops must be a finite number >= 0"},
+             {"--tokens 1.5 --out " + out.string(), "--tokens must be a whole number below 2^62, not 1.5"},
+             {"--tokens 1e30 --out " + out.string(), "--tokens must be a whole number below 2^62"},
+             {"--tokens 320 --out " + a_file, "--out: " + a_file + " is a file, not a folder"},
+             {"--tokens 320 --out " + out.string() + " --config " + data.string(), "is a folder, not a JSON file"}}) {
+      const auto r = test::run_cli(bare + args);
+      INFO(args << "\n" << r.out);
+      CHECK(r.rc == 2);
+      CHECK(test::count_lines(r.out) == 1);
+      CHECK_THAT(r.out, Catch::Contains(what));
+    }
+  }
   REQUIRE(plain.at("lr") == 0.003);
   REQUIRE(plain.at("weight_decay") == 0.1);
   // A config file's recipe, and a flag over it.

@@ -90,7 +90,7 @@ inline std::vector<Encoded> encode_batch(const DocumentReader& reader, const std
 inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function<void(const PrepareProgress&)>& progress = {}) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  if (o.split.val_fraction < 0 || o.split.val_fraction >= 1) throw corpus_error("data: --val-fraction must be in [0, 1)");
+  if (!(o.split.val_fraction >= 0 && o.split.val_fraction < 1)) throw corpus_error("data: --val-fraction must be in [0, 1)");  // NaN too
   const Tokenizer tok = Tokenizer::load(o.tokenizer);
   // Readers first: a missing or empty input fails before the folder is touched.
   DocumentReader main(o.input);

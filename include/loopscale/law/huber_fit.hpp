@@ -22,6 +22,7 @@
 
 #include "loopscale/law/law.hpp"
 #include "loopscale/util/text.hpp"
+#include "loopscale/util/thread_limit.hpp"
 #include "loopscale/law/small_lbfgsb.hpp"
 #include "loopscale/law/starts.hpp"
 
@@ -286,6 +287,7 @@ inline StartOutcome run_start(const AnyPreparedLaw& prepared, const Eigen::Array
 // starts far from the optimum take many more iterations than others.
 template <class Job>
 void for_each_start(int count, int threads, const Job& job) {
+  if (threads > max_threads) throw data_error(concat("fit: threads must be at most ", max_threads, ", not ", threads));
 #ifdef _OPENMP
   const int t = threads > 0 ? threads : omp_get_max_threads();
 #pragma omp parallel for schedule(dynamic, 4) num_threads(t)
@@ -411,6 +413,15 @@ inline bool reads_looped_counts(const AnyLaw& law) {
 }
 
 inline FitResult fit(const AnyLaw& law, const Runs& runs, const FitOptions& opt = {}) {
+  // The reader refuses values outside a variable's domain; runs built in code (a sweep's results, a
+  // user's own) are checked here, since a loss <= 0 or a NaN size makes the objective NaN.
+  for (const auto& [name, col] : runs.columns) {
+    const detail::Domain dom = detail::domain_of(name);
+    for (Eigen::Index i = 0; i < col.size(); ++i)
+      if (!std::isfinite(col[i]) || !detail::in_domain(dom, col[i]))
+        throw data_error(concat("fit: line ", runs.lines.at(static_cast<std::size_t>(i)), ": ", name, " = ", col[i], " ",
+                                std::isfinite(col[i]) ? detail::domain_text(dom) : "is not finite"));
+  }
   const Parameters ps = law.parameters();
   const auto prepared = law.prepare(runs);
   const auto starts = opt.starts.empty() ? make_starts(law, default_start_plan(law)) : opt.starts;

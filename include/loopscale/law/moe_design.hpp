@@ -56,7 +56,10 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
     throw data_error("design: need 0 < N_loop <= N_act and 0 <= expert params <= N_act");
   if (!(s.budget > 0) || !std::isfinite(s.budget)) throw data_error("design: the budget must be a positive number of FLOPs");
   if (s.R.empty() || s.E.empty()) throw data_error("design: need R and E candidates");
-  if (!(s.top_k >= 1)) throw data_error("design: top_k must be >= 1");
+  if (!(s.top_k >= 1) || !std::isfinite(s.top_k) || s.top_k != std::floor(s.top_k))
+    throw data_error(concat("design: top_k must be a whole number >= 1, not ", s.top_k));
+  if (!std::isfinite(s.n_act) || !std::isfinite(s.n_expert_active))
+    throw data_error("design: N_act, N_loop and the expert params must be finite");
   if (!s.epsilon) throw data_error("design: epsilon is not set (design from a fit uses its RMSE)");
   if (!(*s.epsilon >= 0) || !std::isfinite(*s.epsilon)) throw data_error("design: epsilon must be a finite number >= 0");
   if (!(s.memory_bytes >= 0) || !(s.bytes_per_weight > 0) || !(s.max_inference_flops >= 0))
@@ -99,7 +102,15 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
   for (const std::string& c : law.columns())
     if (!runs.has(c)) throw data_error("design: law " + law.name() + " reads " + c + ", which a design point does not have");
   const Eigen::ArrayXd loss = predict_loss(*law.prepare(runs), theta);
-  for (Eigen::Index q = 0; q < k; ++q) d.table[static_cast<std::size_t>(q)].loss = loss[q];
+  for (Eigen::Index q = 0; q < k; ++q) {
+    MoEDesignPoint& p = d.table[static_cast<std::size_t>(q)];
+    p.loss = loss[q];
+    // A loss the law cannot give (NaN or infinite: constants outside its domain, such as E_start
+    // <= 0, or sizes so large that the powers overflow) would make every comparison below false.
+    if (!std::isfinite(p.loss))
+      throw data_error(concat("design: law ", law.name(), " predicts no finite loss at R = ", p.R, ", E = ", p.E, " (N_total ", p.n_total,
+                              ", D ", p.tokens, "): check its constants and the sizes"));
+  }
 
   const MoEDesignPoint* best = nullptr;
   for (const MoEDesignPoint& p : d.table)

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "loopscale/spec/limits.hpp"
 #include "loopscale/spec/spec.hpp"
 
 namespace loopscale {
@@ -94,6 +95,10 @@ constexpr StackSpec family_stack(const FamilySpec& f, FamilyStack stack, int64 n
 
 // The member with r recurrences at width d_model.
 constexpr ModelSpec family_member(const FamilySpec& f, int64 r, int64 d_model) {
+  // Before any size is multiplied: past these the accounting's int64 arithmetic overflows.
+  if (d_model > SpecLimits::width) throw spec_error("iso-depth family: d_model is above the limit 65536 (spec/limits.hpp)");
+  if (r > SpecLimits::depth) throw spec_error("iso-depth family: r is above the limit 4096 (spec/limits.hpp)");
+  static_assert(SpecLimits::width == 65536 && SpecLimits::depth == 4096, "family_member's messages state the limits");
   if (f.moe.moe() && (f.placement.every < 1 || f.placement.first_dense < 0))
     throw spec_error("iso-depth family: the MoE placement needs every >= 1 and first_dense >= 0");
   const int64 k = family_block_layers(f, r);

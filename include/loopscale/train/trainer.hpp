@@ -80,6 +80,7 @@
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/backend/precision.hpp"
 #include "loopscale/train/backend/vector_ops.hpp"
+#include "loopscale/util/thread_limit.hpp"
 #include "loopscale/train/optim.hpp"
 #include "loopscale/train/thread_lanes.hpp"
 #include "loopscale/util/atomic_file.hpp"
@@ -391,7 +392,9 @@ inline void check_config(const TrainConfig& c) {
   check(c.warmup >= 0 && c.warmup < 1, "warmup is a fraction of the steps in [0, 1)");
   check(c.final_lr_frac >= 0 && c.final_lr_frac <= 1, "final_lr_frac must be in [0, 1]");
   check(c.softcap >= 0, "softcap must not be negative");
-  check(c.threads >= 0, "threads must not be negative");
+  // 0 measures the peak; a NaN would be written to config.json as null, which no reader takes back.
+  check(c.peak_flops >= 0 && std::isfinite(c.peak_flops), "peak_flops must be a finite number >= 0 (0: measure the peak)");
+  check(c.threads >= 0 && c.threads <= max_threads, "threads must be between 0 (every core) and " + std::to_string(max_threads));
   check(c.device == "auto" || c.device == "host" || c.device == "cuda", "device must be auto, host or cuda, not '" + c.device + "'");
   check(parse_precision(c.precision).has_value(), "precision must be bf16, tf32 or fp32, not '" + c.precision + "'");
   check(c.eval_every >= 0 && c.checkpoint_every >= 0, "eval_every and checkpoint_every must not be negative");

@@ -59,6 +59,7 @@
 #include <Eigen/Core>
 
 #include "loopscale/train/backend/portable.hpp"
+#include "loopscale/util/thread_limit.hpp"
 #if defined(LOOPSCALE_GEMM_OPENBLAS)
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int);
@@ -262,6 +263,7 @@ struct HostBackend {
 
   // Threads for every parallel region of the engine; Eigen itself stays single-threaded.
   static void set_threads(int n) {
+    check_thread_count(n < 0 ? 0 : n, "threads");  // a negative count means every core, as 0 does
     if (n < 1) n = omp_get_num_procs();
     omp_set_num_threads(n);
     Eigen::setNbThreads(1);
