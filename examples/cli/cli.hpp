@@ -62,6 +62,21 @@ inline CLI::Validator output_folder() {
       "FOLDER");
 }
 
+// A file to write: not a folder, and in a folder that exists (a write would otherwise fail after
+// the work that produced it, as an exit-1 filesystem error).
+inline CLI::Validator output_file() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        std::error_code ec;
+        const std::filesystem::path p(v);
+        if (std::filesystem::is_directory(p, ec)) return v + " is a folder, not a file";
+        const std::filesystem::path parent = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+        if (!std::filesystem::is_directory(parent, ec)) return "the folder " + parent.string() + " of " + v + " does not exist";
+        return {};
+      },
+      "FILE");
+}
+
 using Register = std::function<void(CLI::App&)>;
 
 inline std::vector<Register>& registry() {

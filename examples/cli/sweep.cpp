@@ -312,7 +312,7 @@ const bool registered_sweep = add_command([](CLI::App& app) {
     sub->add_option("--signal-seconds", o->signal_seconds,
                     "SIGUSR1 this many seconds before the time limit: checkpoint, exit 75, requeue (0: none)")
         ->capture_default_str();
-    sub->add_option("--script", *script_path, "write the script to this file instead of printing it");
+    sub->add_option("--script", *script_path, "write the script to this file instead of printing it")->check(output_file());
     sub->add_flag("--dry-run", *dry_run, "print the script and create nothing: no script file, no folders");
     sub->callback([src, o, spec_on_cluster, script_path, dry_run] {
       const Plan plan = src->plan();

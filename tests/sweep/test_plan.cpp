@@ -376,7 +376,8 @@ TEST_CASE("cli: sweep slurm --dry-run creates nothing, --script writes the file 
 
   for (const std::string& args : {std::string("--time 25h"), std::string("--mem 64GB"), std::string("--gpus 0"), std::string("--partition 'a b'"),
                                   std::string("--throttle -2"), std::string("--gpu-request x"), std::string("--sbatch=constraint"),
-                                  std::string("--signal-seconds 99999")}) {
+                                  std::string("--signal-seconds 99999"), std::string("--script /nonexistent/dir/x.sh"),
+                                  std::string("--script ") + dir.string()}) {  // these two exited 1 after the work (4 Dec 2026)
     const auto r = run_cli("sweep slurm --preset smoke --out " + out + " --dry-run " + args);
     INFO(args << ": " << r.out);
     CHECK(r.rc == 2);
