@@ -96,6 +96,15 @@ TEST_CASE("data CLI: every bad input is one line naming the file, exit code 2", 
                {"--val-fraction must be in [0, 1)"});
     expect_bad("data tokenizer train --input " + d + "/docs.txt --threads 200 --vocab 300 --out " + d + "/t.model", {"at most 128"});
     expect_bad("data prepare --input " + d + "/docs.txt --out " + d + "/docs.txt", {"docs.txt is a file, not a folder"});
+    // The same documents in training and validation (or counted twice) was accepted silently.
+    expect_bad("data prepare --input " + d + "/docs.txt --val-input " + d + "/docs.txt --out " + d + "/v",
+               {"--val-input", "is also read by --input", "in training and in validation"});
+    expect_bad("data prepare --input " + d + " --val-input " + d + "/docs.txt --out " + d + "/v", {"is also read by --input " + d});
+    expect_bad("data prepare --input " + d + "/docs.txt --input " + d + "/./docs.txt --out " + d + "/v", {"is read twice"});
+    // An export into the corpus itself overwrote the files it was reading.
+    expect_bad("data export --format raw16 --data " + d + "/c --out " + d + "/c", {"is the corpus itself"});
+    REQUIRE(run_cli("data export --format raw16 --data " + d + "/c --out " + d + "/x").rc == 0);
+    expect_bad("data export --format raw16 --data " + d + "/c --out " + d + "/x", {"already holds", "export into an empty folder"});
   }
   SECTION("missing text field") {
     write_text(dir / "docs.jsonl", "{\"text\": \"fine\"}\n{\"content\": \"no text here\"}\n");

@@ -87,8 +87,19 @@ struct ExportOptions {
 
 // Writes the corpus's splits; returns the files written.
 inline std::vector<std::filesystem::path> export_corpus(const ExportOptions& o) {
-  std::vector<std::filesystem::path> written;
+  namespace fs = std::filesystem;
+  std::vector<fs::path> written;
   std::error_code ec;
+  // Exporting into the corpus itself would overwrite the token files while it reads them, and into
+  // a folder that holds an export would replace one without a word: both are refused.
+  if (fs::exists(o.out, ec) && fs::equivalent(o.out, o.data, ec))
+    throw corpus_error("data: --out " + o.out.string() + " is the corpus itself; export into another folder");
+  if (fs::is_directory(o.out, ec))
+    for (const auto& e : fs::directory_iterator(o.out, ec)) {
+      const std::string n = e.path().filename().string();
+      if (e.path().extension() == ".bin" && (n.rfind("train", 0) == 0 || n.rfind("val", 0) == 0))
+        throw corpus_error("data: --out " + o.out.string() + " already holds " + n + "; export into an empty folder");
+    }
   std::filesystem::create_directories(o.out, ec);
   for (const Split s : {Split::train, Split::val}) {
     if (s == Split::val && has_manifest(o.data) && read_manifest(o.data).val.shards.empty()) continue;

@@ -85,12 +85,40 @@ inline std::vector<Encoded> encode_batch(const DocumentReader& reader, const std
   return out;
 }
 
+// Inputs that would read the same file twice: an --input given twice (its documents doubled) or a
+// --val-input that an --input also reads (its documents in training and in validation, so the
+// validation loss would be measured on trained text). A folder reads every file below it.
+inline void check_inputs_disjoint(const std::vector<std::string>& train, const std::vector<std::string>& val) {
+  namespace fs = std::filesystem;
+  const auto canon = [](const std::string& p) {
+    std::error_code ec;
+    const fs::path c = fs::weakly_canonical(p, ec);
+    return ec ? fs::path(p).lexically_normal() : c;
+  };
+  const auto covers = [](const fs::path& a, const fs::path& b) {  // a is b, or a folder above b
+    auto ai = a.begin(), bi = b.begin();
+    for (; ai != a.end() && bi != b.end(); ++ai, ++bi)
+      if (*ai != *bi) return false;
+    return ai == a.end();
+  };
+  for (std::size_t i = 0; i < train.size(); ++i)
+    for (std::size_t j = i + 1; j < train.size(); ++j)
+      if (covers(canon(train[i]), canon(train[j])) || covers(canon(train[j]), canon(train[i])))
+        throw corpus_error("data: --input " + train[j] + " is read twice (also through --input " + train[i] + "): its documents would count twice");
+  for (const auto& v : val)
+    for (const auto& t : train)
+      if (covers(canon(t), canon(v)) || covers(canon(v), canon(t)))
+        throw corpus_error("data: --val-input " + v + " is also read by --input " + t +
+                           ": its documents would be in training and in validation");
+}
+
 }  // namespace detail
 
 inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function<void(const PrepareProgress&)>& progress = {}) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   if (!(o.split.val_fraction >= 0 && o.split.val_fraction < 1)) throw corpus_error("data: --val-fraction must be in [0, 1)");  // NaN too
+  detail::check_inputs_disjoint(o.input.paths, o.val_inputs);
   const Tokenizer tok = Tokenizer::load(o.tokenizer);
   // Readers first: a missing or empty input fails before the folder is touched.
   DocumentReader main(o.input);
