@@ -36,14 +36,14 @@ rc=$?
 [ "$rc" = 0 ] || exit "$rc"
 
 profiled=0
+summarise() {  # CSV TXT: kernel_times.py's summary of a profile, shown and kept; 1 if it fails
+  python3 "$here/bench/cuda/kernel_times.py" "$1" "$out/wall.json" >"$2" || return 1
+  cat "$2"
+  profiled=1
+}
 LD_LIBRARY_PATH=$libpath timeout -k 10 "${GPU_PROFILE_RUN_TIMEOUT:-300}" "$bin/bench_cuda_model" "$out/traced.json" 2 "$precision" "$models" "$out/trace.csv"
 rc=$?
-if [ "$rc" = 0 ] && python3 "$here/bench/cuda/kernel_times.py" "$out/trace.csv" "$out/wall.json" >"$out/trace.txt"; then
-  cat "$out/trace.txt"
-  profiled=1
-else
-  echo "gpu_profile: the CUPTI trace failed (exit $rc)" >&2
-fi
+[ "$rc" = 0 ] && summarise "$out/trace.csv" "$out/trace.txt" || echo "gpu_profile: the CUPTI trace failed (exit $rc)" >&2
 
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 if [ "${GPU_PROFILE_NCU:-1}" = 0 ]; then
@@ -57,12 +57,6 @@ else
     --print-kernel-base demangled --metrics gpu__time_duration.sum --csv "$bin/bench_cuda_model" "$out/profiled.json" 1 "$precision" "$models" \
     >"$out/kernels.csv" 2>"$out/ncu.err"
   rc=$?
-  if [ "$rc" = 0 ] && python3 "$here/bench/cuda/kernel_times.py" "$out/kernels.csv" "$out/wall.json" >"$out/kernels.txt"; then
-    cat "$out/kernels.txt"
-    profiled=1
-  else
-    echo "gpu_profile: ncu exit $rc; see $out/ncu.err" >&2
-    tail -5 "$out/ncu.err" >&2
-  fi
+  [ "$rc" = 0 ] && summarise "$out/kernels.csv" "$out/kernels.txt" || { echo "gpu_profile: ncu exit $rc; see $out/ncu.err" >&2; tail -5 "$out/ncu.err" >&2; }
 fi
 [ "$profiled" = 1 ] || exit 1

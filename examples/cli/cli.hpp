@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -19,35 +20,30 @@ struct usage_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// A whole-number option's lower bound, with a message that says it (CLI11's PositiveNumber and
-// NonNegativeNumber print their range up to 1.8e308 in full: "Value 0 not in range 0.000000 to 17976...").
-inline CLI::Validator at_least(long long lo) {
+// A whole-number option in [lo, hi], with a message that says the range in words (CLI11's
+// PositiveNumber and NonNegativeNumber print their range up to 1.8e308 in full: "Value 0 not in
+// range 0.000000 to 17976..."). `range` is the words: "of at least 1", "from 0 (every core) to 1024".
+inline CLI::Validator whole_number(long long lo, long long hi, const std::string& range, const std::string& name) {
   return CLI::Validator(
-      [lo](std::string& v) -> std::string {
+      [lo, hi, range](std::string& v) -> std::string {
         try {
           std::size_t used = 0;
           const long long x = std::stoll(v, &used);
-          if (used == v.size() && x >= lo) return {};
+          if (used == v.size() && x >= lo && x <= hi) return {};
         } catch (const std::exception&) {
         }
-        return "must be a whole number of at least " + std::to_string(lo) + ", not '" + v + "'";
+        return "must be a whole number " + range + ", not '" + v + "'";
       },
-      ">= " + std::to_string(lo));
+      name);
+}
+
+inline CLI::Validator at_least(long long lo) {
+  return whole_number(lo, std::numeric_limits<long long>::max(), "of at least " + std::to_string(lo), ">= " + std::to_string(lo));
 }
 
 // A --threads option: 0 (every core) up to loopscale::max_threads (util/thread_limit.hpp).
 inline CLI::Validator thread_count() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        try {
-          std::size_t used = 0;
-          const long long x = std::stoll(v, &used);
-          if (used == v.size() && x >= 0 && x <= max_threads) return {};
-        } catch (const std::exception&) {
-        }
-        return "must be a whole number from 0 (every core) to " + std::to_string(max_threads) + ", not '" + v + "'";
-      },
-      "0 to " + std::to_string(max_threads));
+  return whole_number(0, max_threads, "from 0 (every core) to " + std::to_string(max_threads), "0 to " + std::to_string(max_threads));
 }
 
 // An output folder: an existing folder, or a path that is not there yet (the command makes it);
