@@ -78,6 +78,8 @@ void run_eval(EvalArgs a) {
   if (a.max_per_task < 0) throw usage_error("--max-per-task must be 0 (all) or more");
   if (a.batch < 1) throw usage_error("--batch must be at least 1");
   if (a.val_tokens < -1) throw usage_error("--val-tokens must be 0 (none) or more");
+  if (a.val_tokens == 0 && a.tasks == "none" && a.write_builtin.empty())
+    throw usage_error("--val-tokens 0 and --tasks none leave nothing to evaluate");
   train::HostBackend::set_threads(a.threads);
   if (!a.write_builtin.empty()) {
     if (!a.run.empty()) throw usage_error("--write-builtin writes the probe bundle and evaluates nothing: give no RUN_DIR");

@@ -131,6 +131,10 @@ struct SpecFlags {
       throw usage_error(concat("--r and --depth must be at most ", SpecLimits::depth, " (spec/limits.hpp)"));
     const ModelSpec m = build_checked();
     if (const std::string f = size_fault(m); !f.empty()) throw usage_error(f);
+    // Experts asked for but placed nowhere (--moe-first-dense at or past the depth, say) would be
+    // counted as the dense model they leave.
+    if (experts > 0 && !has_moe(m))
+      throw usage_error("--experts " + std::to_string(experts) + ": the placement (--moe-every, --moe-first-dense, --moe-layers) puts no MoE layer in the model");
     return m;
   }
 

@@ -149,6 +149,7 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
   expect_error(fit + epoch_csv + epoch_map + " --threads 100000", "--threads: must be a whole number from 0 (every core) to 1024");
   expect_error(optimal + "--budget 1e18 --max-width 1000000000", "optimal: --max-width must be at most 65536");
   expect_error("account --d-model 4294967296", "--d-model 4294967296 is above the limit 65536");
+  expect_error("account --d-model 128 --experts 4 --moe-first-dense 100", "--experts 4: the placement");
   expect_error("equivalent --law iso-depth --param phi=0.459 --d-model 4294967296 --r 4", "is above the limit 65536");
 }
 
