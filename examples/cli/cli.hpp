@@ -73,6 +73,13 @@ inline CLI::Validator output_file() {
       "FILE");
 }
 
+// An input file given as a folder: `std::ifstream` opens a folder and then fails on its first read
+// ("basic_filebuf::underflow"), so the readers ask first. `what` says which file: "the spec file",
+// "--config", "design: --fit".
+inline void refuse_folder(const std::string& path, const std::string& what, const std::string& kind) {
+  if (std::filesystem::is_directory(path)) throw usage_error(what + " " + path + " is a folder, not " + kind);
+}
+
 using Register = std::function<void(CLI::App&)>;
 
 inline std::vector<Register>& registry() {

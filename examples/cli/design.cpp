@@ -1,6 +1,5 @@
 // `loopscale design`: the looped-MoE design rule (law/moe_design.hpp): the smallest (R, E) whose
 // predicted loss is within epsilon of the best design that fits the compute and memory limits.
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -34,7 +33,7 @@ struct FitFile {
 };
 
 FitFile read_fit(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw usage_error("design: --fit " + path + " is a folder, not a fit file");
+  refuse_folder(path, "design: --fit", "a fit file");
   std::ifstream in(path);
   if (!in) throw usage_error("design: cannot open --fit '" + path + "'");
   nlohmann::json j;

@@ -41,7 +41,7 @@ struct SpecSource {
     if (!file.empty() && !preset.empty()) throw usage_error("give a spec file or --preset, not both");
     if (!preset.empty()) return sweep::preset(preset);
     if (file.empty()) throw usage_error("a sweep spec file or --preset NAME is required");
-    if (std::filesystem::is_directory(file)) throw usage_error("the spec file " + file + " is a folder (a sweep spec is a JSON file)");
+    refuse_folder(file, "the spec file", "a JSON file");
     std::ifstream in(file);
     if (!in) throw usage_error("cannot read spec file " + file);
     nlohmann::json j;

@@ -150,7 +150,7 @@ const bool registered_train = add_command([](CLI::App& app) {
     // every key neither gives takes the recipe's default.
     nlohmann::json j = nlohmann::json::object();
     if (!a->config_file.empty()) {
-      if (std::filesystem::is_directory(a->config_file)) throw usage_error("--config: " + a->config_file + " is a folder, not a JSON file");
+      refuse_folder(a->config_file, "--config:", "a JSON file");
       std::ifstream f(a->config_file);
       if (!f) throw usage_error("--config: cannot open " + a->config_file);
       try {

@@ -95,11 +95,9 @@ inline std::vector<std::filesystem::path> export_corpus(const ExportOptions& o) 
   if (fs::exists(o.out, ec) && fs::equivalent(o.out, o.data, ec))
     throw corpus_error("data: --out " + o.out.string() + " is the corpus itself; export into another folder");
   if (fs::is_directory(o.out, ec))
-    for (const auto& e : fs::directory_iterator(o.out, ec)) {
-      const std::string n = e.path().filename().string();
-      if (e.path().extension() == ".bin" && (n.rfind("train", 0) == 0 || n.rfind("val", 0) == 0))
-        throw corpus_error("data: --out " + o.out.string() + " already holds " + n + "; export into an empty folder");
-    }
+    for (const auto& e : fs::directory_iterator(o.out, ec))
+      if (is_split_token_file(e.path()))
+        throw corpus_error("data: --out " + o.out.string() + " already holds " + e.path().filename().string() + "; export into an empty folder");
   std::filesystem::create_directories(o.out, ec);
   for (const Split s : {Split::train, Split::val}) {
     if (s == Split::val && has_manifest(o.data) && read_manifest(o.data).val.shards.empty()) continue;

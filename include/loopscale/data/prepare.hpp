@@ -90,25 +90,30 @@ inline std::vector<Encoded> encode_batch(const DocumentReader& reader, const std
 // validation loss would be measured on trained text). A folder reads every file below it.
 inline void check_inputs_disjoint(const std::vector<std::string>& train, const std::vector<std::string>& val) {
   namespace fs = std::filesystem;
-  const auto canon = [](const std::string& p) {
-    std::error_code ec;
-    const fs::path c = fs::weakly_canonical(p, ec);
-    return ec ? fs::path(p).lexically_normal() : c;
+  const auto canon = [](const std::vector<std::string>& ps) {
+    std::vector<fs::path> out;
+    for (const auto& p : ps) {
+      std::error_code ec;
+      const fs::path c = fs::weakly_canonical(p, ec);
+      out.push_back(ec ? fs::path(p).lexically_normal() : c);
+    }
+    return out;
   };
-  const auto covers = [](const fs::path& a, const fs::path& b) {  // a is b, or a folder above b
+  const auto overlap = [](const fs::path& a, const fs::path& b) {  // one is the other, or a folder above it
     auto ai = a.begin(), bi = b.begin();
     for (; ai != a.end() && bi != b.end(); ++ai, ++bi)
       if (*ai != *bi) return false;
-    return ai == a.end();
+    return true;
   };
-  for (std::size_t i = 0; i < train.size(); ++i)
-    for (std::size_t j = i + 1; j < train.size(); ++j)
-      if (covers(canon(train[i]), canon(train[j])) || covers(canon(train[j]), canon(train[i])))
+  const std::vector<fs::path> tc = canon(train), vc = canon(val);
+  for (std::size_t i = 0; i < tc.size(); ++i)
+    for (std::size_t j = i + 1; j < tc.size(); ++j)
+      if (overlap(tc[i], tc[j]))
         throw corpus_error("data: --input " + train[j] + " is read twice (also through --input " + train[i] + "): its documents would count twice");
-  for (const auto& v : val)
-    for (const auto& t : train)
-      if (covers(canon(t), canon(v)) || covers(canon(v), canon(t)))
-        throw corpus_error("data: --val-input " + v + " is also read by --input " + t +
+  for (std::size_t i = 0; i < vc.size(); ++i)
+    for (std::size_t j = 0; j < tc.size(); ++j)
+      if (overlap(tc[j], vc[i]))
+        throw corpus_error("data: --val-input " + val[i] + " is also read by --input " + train[j] +
                            ": its documents would be in training and in validation");
 }
 

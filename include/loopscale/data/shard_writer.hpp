@@ -89,16 +89,20 @@ class ShardWriter {
 // Makes `dir` ready to receive a corpus: created if missing; one that already holds a corpus
 // (manifest.json, train*.bin, val*.bin) is refused unless `replace`, which removes those files
 // (the manifest first, so a crash cannot leave a manifest over missing shards).
+// A token file of a split as the writers name them: train*.bin or val*.bin.
+inline bool is_split_token_file(const std::filesystem::path& p) {
+  const std::string n = p.filename().string();
+  return p.extension() == ".bin" && (n.rfind("train", 0) == 0 || n.rfind("val", 0) == 0);
+}
+
 inline void prepare_output_folder(const std::filesystem::path& dir, bool replace) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) throw corpus_error("data: cannot create the output folder " + dir.string());
   std::vector<fs::path> old;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string n = e.path().filename().string();
-    if (e.is_regular_file() && e.path().extension() == ".bin" && (n.rfind("train", 0) == 0 || n.rfind("val", 0) == 0)) old.push_back(e.path());
-  }
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && is_split_token_file(e.path())) old.push_back(e.path());
   const bool has = fs::exists(dir / manifest_name) || !old.empty();
   if (has && !replace) throw corpus_error("data: " + dir.string() + " already holds a corpus; pass --force to replace it");
   fs::remove(dir / manifest_name, ec);

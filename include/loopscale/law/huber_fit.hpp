@@ -287,7 +287,7 @@ inline StartOutcome run_start(const AnyPreparedLaw& prepared, const Eigen::Array
 // starts far from the optimum take many more iterations than others.
 template <class Job>
 void for_each_start(int count, int threads, const Job& job) {
-  if (threads > max_threads) throw data_error(concat("fit: threads must be at most ", max_threads, ", not ", threads));
+  check_thread_count(threads < 0 ? 0 : threads, "fit: threads");  // a negative count means every core, as 0 does
 #ifdef _OPENMP
   const int t = threads > 0 ? threads : omp_get_max_threads();
 #pragma omp parallel for schedule(dynamic, 4) num_threads(t)

@@ -184,12 +184,12 @@ inline Analysis analyse(std::vector<RunResult> runs, const AnalyseOptions& opt =
   if (runs.empty()) throw sweep_error("no finished runs to analyse");
   // What the law fits would refuse, said with the run's id (results.jsonl is written by the sweep,
   // but a hand-edited or merged file can hold anything).
-  for (const RunResult& r : runs)
+  for (const RunResult& r : runs) {
     for (const auto& [name, v] : {std::pair<const char*, double>{"loss", r.loss}, {"D (tokens)", r.tokens}, {"N", r.n},
                                   {"N_once", r.n_once}, {"N_rec", r.n_rec}, {"C (budget)", r.budget}})
       if (!(v > 0) || !std::isfinite(v)) throw sweep_error(concat("run ", r.id, ": ", name, " = ", v, " must be a finite number > 0"));
-  for (const RunResult& r : runs)
     if (r.r < 1) throw sweep_error(concat("run ", r.id, ": r = ", r.r, " must be >= 1"));
+  }
   std::sort(runs.begin(), runs.end(), [](const RunResult& x, const RunResult& y) {
     return std::tie(x.budget, x.r, x.n) < std::tie(y.budget, y.r, y.n);
   });
