@@ -18,12 +18,16 @@
 // |reference|, random-sign errors grow like sqrt(K)). The layout, transposition and beta paths are
 // the same code in every precision and are held to fp32's bound; tf32 and bf16 show that the
 // precision reaches cuBLASLt (on a GPU with bf16 tensor cores the largest bf16 product must differ
-// from the fp32 one) and stays within its bound.
+// from the fp32 one) and stays within its bound. bf16 runs in both of its forms (cublaslt.hpp):
+// fp32 operands converted inside cuBLASLt ("fast") and operands rounded into packed bf16 copies
+// first ("packed"); both round each input once, so both are held to the same bound, and the
+// packed form's odd shapes, leading dimensions and unaligned operands exercise the packing.
 //
 // Exit 77 (ctest: skipped) without a usable CUDA device.
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -183,12 +187,22 @@ int main() {
   cudaGetDeviceProperties(&prop, 0);
   std::printf("device: %s (compute capability %d.%d)\n", prop.name, prop.major, prop.minor);
   expect(CudaBackend::precision() == Precision::bf16, "the default precision is bf16");
+  if (!std::getenv("LOOPSCALE_BF16_OPERANDS"))
+    expect(lt::Engine::get().bf16_operands() == lt::Bf16Operands::fast, "bf16 products convert inside cuBLASLt unless asked otherwise");
 
   const int64 shapes[][3] = {{1, 1, 1}, {1, 7, 33}, {7, 33, 257}, {33, 257, 1}, {257, 33, 7}, {7, 1, 257}, {257, 257, 257}};
   std::vector<float> fp32_large;  // the largest product in fp32, for the precision-took-effect check
-  for (const Precision precision : {Precision::fp32, Precision::tf32, Precision::bf16}) {
+  struct Form {
+    Precision precision;
+    lt::Bf16Operands operands;
+  };
+  for (const Form form : {Form{Precision::fp32, lt::Bf16Operands::fast}, Form{Precision::tf32, lt::Bf16Operands::fast},
+                          Form{Precision::bf16, lt::Bf16Operands::fast}, Form{Precision::bf16, lt::Bf16Operands::packed}}) {
+    const Precision precision = form.precision;
     CudaBackend::set_precision(precision);
-    const std::string prec = precision_name(precision);
+    lt::Engine::get().set_bf16_operands(form.operands);
+    const std::string prec =
+        std::string(precision_name(precision)) + (precision == Precision::bf16 ? std::string(" ") + lt::bf16_operands_name(form.operands) : "");
     int cases = 0;
     std::size_t plans_after_first_pass = 0;
     for (int pass = 0; pass < 2; ++pass) {
@@ -202,7 +216,7 @@ int main() {
               if (p.M == 257 && p.N == 257 && t == 0 && beta == 0) {
                 if (precision == Precision::fp32) fp32_large = dev;
                 if (precision == Precision::bf16 && prop.major >= 8)
-                  expect(dev != fp32_large, "bf16: the 257 x 257 x 257 product differs from fp32's (bf16 tensor cores are used)");
+                  expect(dev != fp32_large, prec + ": the 257 x 257 x 257 product differs from fp32's (bf16 tensor cores are used)");
               }
               continue;
             }
@@ -244,7 +258,25 @@ int main() {
     expect(within(many, many.device(false), 1e-13, worst), "double gemm_batched " + many.name() + ": " + worst);
   }
 
-  // A failure names the call and the shapes: lda 0 is no layout of a 7 x 33 A.
+  lt::Engine::get().set_bf16_operands(lt::Bf16Operands::fast);
+
+  // A failure names the call and the shapes: lda 0 is no layout of a 7 x 33 A, in fp32 (cuBLASLt
+  // refuses it) and with packed bf16 operands (the engine refuses it before packing).
+  CudaBackend::set_precision(Precision::bf16);
+  lt::Engine::get().set_bf16_operands(lt::Bf16Operands::packed);
+  {
+    CudaBackend::buffer<float> a(7 * 33), b(33 * 5), c(7 * 5);
+    std::string message;
+    try {
+      CudaBackend::gemm(false, false, 7, 5, 33, 1.0f, a.data(), 0, b.data(), 5, 0.0f, c.data(), 5);
+    } catch (const std::runtime_error& e) {
+      message = e.what();
+    }
+    std::printf("lda 0, packed bf16: %s\n", message.c_str());
+    expect(message.find("lda 0 is below A's 33 stored columns") != std::string::npos && message.find("M 7 N 5 K 33 lda 0") != std::string::npos,
+           "packed bf16: a bad leading dimension throws naming it and the shapes");
+  }
+  lt::Engine::get().set_bf16_operands(lt::Bf16Operands::fast);
   CudaBackend::set_precision(Precision::fp32);
   {
     CudaBackend::buffer<float> a(7 * 33), b(33 * 5), c(7 * 5);

@@ -527,6 +527,64 @@ int main() {
     deterministic("row dots", run);
   }
 
+  // ---- bf16 packing of GEMM operands (cublaslt.hpp's packed form) against its host twin, bit for
+  // bit: ties to even both ways, values that round up into the next binade and past the largest
+  // bf16 (to infinity), subnormals, infinities and a NaN; a strided batch with a leading dimension
+  // wider than the rows, a batch that reads one matrix (stride 0), and rows wider than a block ----
+  {
+    namespace pk = loopscale::train::bf16_pack;
+    const float specials[] = {1.0f + 0x1p-8f, 1.0f + 0x3p-8f, -(1.0f + 0x1p-8f), 1.0f + 0x1p-8f + 0x1p-20f, 0x1.fffffep0f, 0x1.ffp127f,
+                              3.4e38f, 0x1p-130f, -0x1p-149f, 0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+    struct Case {
+      int64 rows, cols, ld, stride, count;
+    };
+    for (const Case c : {Case{7, 33, 40, 7 * 40 + 3, 3}, Case{5, 16, 16, 0, 4}, Case{3, 300, 301, 3 * 301, 2}, Case{1, 1, 1, 0, 1}}) {
+      const int64 n = c.stride > 0 ? c.count * c.stride : c.rows * c.ld;
+      std::vector<float> src = randn(static_cast<std::size_t>(n), 70 + c.cols, 3.0f);
+      for (std::size_t i = 0; i < sizeof specials / sizeof specials[0] && i < src.size(); ++i) src[i] = specials[i];
+      const pk::Layout to = pk::layout(c.rows, c.cols, c.count, c.stride);
+      const std::string what = "bf16 pack " + std::to_string(c.count) + " x " + std::to_string(c.rows) + " x " + std::to_string(c.cols) +
+                               " ld " + std::to_string(c.ld) + " stride " + std::to_string(c.stride);
+      ++checks;
+      const bool aligned = to.ld % pk::row_align == 0 && to.stride % pk::matrix_align == 0 && to.ld >= c.cols &&
+                           (c.stride == 0 ? to.matrices == 1 && to.stride == 0 : to.matrices == c.count && to.stride >= c.rows * to.ld);
+      if (!aligned) {
+        std::printf("FAIL %s: layout ld %lld stride %lld matrices %lld\n", what.c_str(), static_cast<long long>(to.ld),
+                    static_cast<long long>(to.stride), static_cast<long long>(to.matrices));
+        ++failures;
+        continue;
+      }
+      Dev dsrc = up(src);
+      CudaBackend::buffer<__nv_bfloat16> packed(static_cast<std::size_t>(to.values()));
+      pk::pack(dsrc.data(), c.ld, c.stride, packed.data(), to);
+      std::vector<std::uint16_t> got(static_cast<std::size_t>(to.values()));
+      loopscale::train::cuda_detail::check(cudaMemcpy(got.data(), packed.data(), got.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost),
+                                           "cudaMemcpy (packed bf16)");
+      std::string bad;
+      for (int64 m = 0; m < to.matrices && bad.empty(); ++m)
+        for (int64 r = 0; r < c.rows && bad.empty(); ++r)
+          for (int64 j = 0; j < c.cols; ++j) {
+            const float x = src[static_cast<std::size_t>(m * c.stride + r * c.ld + j)];
+            const std::uint16_t want = pk::round_bits(x), have = got[static_cast<std::size_t>(m * to.stride + r * to.ld + j)];
+            const bool nan_both = std::isnan(x) && (have & 0x7F80u) == 0x7F80u && (have & 0x007Fu) != 0;
+            if (want != have && !nan_both) {
+              char buf[160];
+              std::snprintf(buf, sizeof buf, "matrix %lld row %lld column %lld: %a gave 0x%04x, the host twin 0x%04x", static_cast<long long>(m),
+                            static_cast<long long>(r), static_cast<long long>(j), static_cast<double>(x), have, want);
+              bad = buf;
+              break;
+            }
+          }
+      if (!bad.empty()) {
+        std::printf("FAIL %s: %s\n", what.c_str(), bad.c_str());
+        ++failures;
+      } else {
+        std::printf("ok   %s\n", what.c_str());
+      }
+    }
+  }
+
   // ---- AdamW over backend buffers, two steps, clipped ----
   {
     const int64 n = 5000;

@@ -42,6 +42,11 @@ CudaStatus cuda_status() {
 train::TrainResult train_on_cuda(const train::TrainConfig& cfg, const train::ProgressFn& progress, train::Communicator& comm) {
   const std::optional<train::Precision> precision = train::parse_precision(cfg.precision);
   if (!precision) throw train::config_error("config: precision must be bf16, tf32 or fp32, not '" + cfg.precision + "'");
+  try {  // how bf16 GEMMs get their operands (backend/cublaslt.hpp): a bad value is bad input, before any work
+    (void)train::cublaslt::bf16_operands_from_environment();
+  } catch (const std::runtime_error& e) {
+    throw train::config_error(e.what());
+  }
   int n = 0;
   train::cuda_detail::check(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
   // Under a launcher each rank of a node takes its own device (ranks beyond the devices share);

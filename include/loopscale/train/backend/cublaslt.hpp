@@ -20,6 +20,20 @@
 //   tf32  CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to TF32 on tensor cores, fp32 accumulation;
 //   bf16  CUBLAS_COMPUTE_32F_FAST_16BF: inputs rounded to bf16 on tensor cores (cublas_api.h:
 //         "allows down-converting inputs to bfloat16 or TF32"), fp32 accumulation, fp32 result.
+// bf16 has a second form, chosen per process (Engine::set_bf16_operands, or the environment's
+// LOOPSCALE_BF16_OPERANDS=packed|fast when the engine is made; fast unless set):
+//   fast    the above: fp32 A and B, cuBLASLt rounds them inside its kernel;
+//   packed  a kernel of ours rounds A and B to bf16 (nearest even) into packed copies
+//           (backend/bf16_pack.hpp) and cuBLASLt multiplies bf16 x bf16 -> fp32 C with
+//           CUBLAS_COMPUTE_32F, reading half the bytes, as llm.c and PyTorch's autocast feed it.
+// Both round each input once to bf16 and accumulate in fp32, so they agree to rounding; which is
+// faster at the model's shapes is what bench/cuda/bench_gemm.cu measures (the first H200 run gave
+// bf16 and TF32 steps within 0.2% of each other, which the fast form's in-kernel conversion may
+// explain). Where cuBLASLt has no bf16 x bf16 kernel for a packed call, that call runs the fast
+// form (said once on stderr). The packed copies live in two scratch buffers the engine grows to
+// the largest operands seen (about 0.6 GB for the d 1024 model's head: its gradient GEMMs read the
+// 8,192 x 32,768 logits' gradient), memory account/memory.hpp does not count.
+//
 // That cublasLtMatmul takes fp32 A/B/C/D with the two FAST compute types and scale type
 // CUDA_R_32F is the cuBLAS documentation's cuBLASLt API reference, section cublasLtMatmul(), table
 // "Datatypes supported" (https://docs.nvidia.com/cuda/cublas/#cublasltmatmul), and the compute
@@ -46,13 +60,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
+#include "loopscale/train/backend/bf16_pack.hpp"
 #include "loopscale/train/backend/cuda_check.hpp"
 #include "loopscale/train/backend/precision.hpp"
 
@@ -71,6 +88,23 @@ inline cublasComputeType_t compute_type(Precision p) {
     case Precision::bf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
   }
   throw std::runtime_error("cuda: cuBLASLt: unknown precision " + std::to_string(static_cast<int>(p)));
+}
+
+// How a bf16 product gets its bf16 inputs (the header's comment): cuBLASLt's in-kernel conversion
+// of the fp32 operands, or packed copies rounded by bf16_pack.hpp.
+enum class Bf16Operands { fast, packed };
+
+inline const char* bf16_operands_name(Bf16Operands o) { return o == Bf16Operands::packed ? "packed" : "fast"; }
+
+// LOOPSCALE_BF16_OPERANDS: unset or empty gives fast; "fast" or "packed"; anything else is an
+// error naming the variable and its value (a typo must not silently measure the other form).
+inline Bf16Operands bf16_operands_from_environment() {
+  const char* v = std::getenv("LOOPSCALE_BF16_OPERANDS");
+  if (!v || !*v) return Bf16Operands::fast;
+  const std::string_view s(v);
+  if (s == "fast") return Bf16Operands::fast;
+  if (s == "packed") return Bf16Operands::packed;
+  throw std::runtime_error("cuda: LOOPSCALE_BF16_OPERANDS must be fast or packed, not '" + std::string(s) + "'");
 }
 
 // One row-major product, or count of them with X_i = X + i * strideX (strides in elements).
@@ -101,6 +135,8 @@ struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A (our B), B (our A), C = D
   cublasLtMatmulAlgo_t algo{};
+  bool packed = false;                  // bf16 operands rounded into the engine's scratch first
+  bf16_pack::Layout packed_a, packed_b;  // our A's and our B's packed copies (when packed)
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -130,19 +166,49 @@ class Engine {
     // The key: everything the plan depends on (strides only matter for a batch).
     const bool batched = g.count > 1;
     constexpr int64 bytes = sizeof(float);
-    const std::array<int64, 16> key = {static_cast<int64>(g.precision), g.ta, g.tb, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, g.count,
+    // The mutex keeps two host threads from building one plan twice and from sharing the packed
+    // scratch; the backend is driven from one thread, so it is never contended.
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const bool packed = g.precision == Precision::bf16 && bf16_operands_ == Bf16Operands::packed;
+    const std::array<int64, 17> key = {static_cast<int64>(g.precision), packed, g.ta, g.tb, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, g.count,
                                        batched ? g.strideA : 0, batched ? g.strideB : 0, batched ? g.strideC : 0,
                                        alignment(A, g.strideA * bytes, g.count), alignment(B, g.strideB * bytes, g.count),
                                        alignment(C, g.strideC * bytes, g.count)};
-    // The mutex keeps two host threads from building one plan twice; the backend is driven
-    // from one thread, so it is never contended.
-    const std::lock_guard<std::mutex> lock(mutex_);
     auto it = plans_.find(key);
-    if (it == plans_.end()) it = plans_.emplace(key, plan(g, key[13], key[14], key[15])).first;
+    if (it == plans_.end()) it = plans_.emplace(key, plan(g, key[14], key[15], key[16], packed)).first;
     const Plan& p = *it->second;
+    if (p.packed) {
+      // cuBLASLt would refuse a leading dimension shorter than a stored row; the copies have
+      // their own, so say it here rather than pack rows that overlap.
+      const int64 cols_a = g.ta ? g.M : g.K, cols_b = g.tb ? g.K : g.N;
+      if (g.lda < cols_a || g.ldb < cols_b)
+        throw std::runtime_error("cuda: cublasLtMatmul (bf16 operands packed) refused: " +
+                                 std::string(g.lda < cols_a ? "lda " + std::to_string(g.lda) + " is below A's " + std::to_string(cols_a)
+                                                            : "ldb " + std::to_string(g.ldb) + " is below B's " + std::to_string(cols_b)) +
+                                 " stored columns, " + g.describe());
+      __nv_bfloat16* a = grow(scratch_a_, p.packed_a.values());
+      __nv_bfloat16* b = grow(scratch_b_, p.packed_b.values());
+      bf16_pack::pack(A, g.lda, g.strideA, a, p.packed_a);
+      bf16_pack::pack(B, g.ldb, g.strideB, b, p.packed_b);
+      const cublasStatus_t s =
+          cublasLtMatmul(handle_, p.op, &alpha, b, p.a, a, p.b, &beta, C, p.c, C, p.c, &p.algo, workspace_, workspace_bytes, cudaStream_t{});
+      if (s != CUBLAS_STATUS_SUCCESS) check(s, "cublasLtMatmul", g.describe() + " (bf16 operands packed)");
+      return;
+    }
     const cublasStatus_t s =
         cublasLtMatmul(handle_, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo, workspace_, workspace_bytes, cudaStream_t{});
     if (s != CUBLAS_STATUS_SUCCESS) check(s, "cublasLtMatmul", g.describe());
+  }
+
+  // How bf16 products get their operands from now on (the header's comment); plans of the other
+  // form stay cached under their own key.
+  void set_bf16_operands(Bf16Operands o) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    bf16_operands_ = o;
+  }
+  Bf16Operands bf16_operands() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return bf16_operands_;
   }
 
   // How many plans the cache holds (tests: steady-state calls add none).
@@ -152,17 +218,31 @@ class Engine {
   }
 
  private:
-  Engine() {
+  Engine() : bf16_operands_(bf16_operands_from_environment()) {
     check(cublasLtCreate(&handle_), "cublasLtCreate", "the process's cuBLASLt handle");
     check(cudaMalloc(&workspace_, workspace_bytes), "cudaMalloc", "the cuBLASLt workspace, " + std::to_string(workspace_bytes) + " bytes");
   }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  std::unique_ptr<Plan> plan(const Gemm& g, int64 align_a, int64 align_b, int64 align_c) const {
-    const std::string what = g.describe();
+  // A packed plan (bf16 x bf16 -> fp32 from the packed copies) reads its operands from the
+  // engine's scratch, whose rows and matrices bf16_pack::layout aligns; any other plan reads the
+  // caller's fp32 matrices at the alignments measured in run().
+  std::unique_ptr<Plan> plan(const Gemm& g, int64 align_a, int64 align_b, int64 align_c, bool packed) const {
+    const std::string what = g.describe() + (packed ? " (bf16 operands packed)" : "");
+    const int64 align_a_caller = align_a, align_b_caller = align_b;
     auto p = std::make_unique<Plan>();
-    check(cublasLtMatmulDescCreate(&p->op, compute_type(g.precision), CUDA_R_32F), "cublasLtMatmulDescCreate", what);
+    p->packed = packed;
+    if (packed) {
+      p->packed_a = bf16_pack::layout(g.ta ? g.K : g.M, g.ta ? g.M : g.K, g.count, g.strideA);
+      p->packed_b = bf16_pack::layout(g.tb ? g.N : g.K, g.tb ? g.K : g.N, g.count, g.strideB);
+      align_a = align_b = 256;
+    }
+    const cudaDataType_t operand = packed ? CUDA_R_16BF : CUDA_R_32F;
+    const int64 lda = packed ? p->packed_a.ld : g.lda, ldb = packed ? p->packed_b.ld : g.ldb;
+    const int64 stride_a = packed ? p->packed_a.stride : g.strideA, stride_b = packed ? p->packed_b.stride : g.strideB;
+    check(cublasLtMatmulDescCreate(&p->op, packed ? CUBLAS_COMPUTE_32F : compute_type(g.precision), CUDA_R_32F), "cublasLtMatmulDescCreate",
+          what);
     const cublasOperation_t op_a = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "cublasLtMatmulDescSetAttribute (TRANSA)",
           what);
@@ -171,12 +251,12 @@ class Engine {
     // Column-major layouts of the stored matrices (rows, columns, leading dimension): cuBLASLt's
     // A = our B, op(A) N x K; its B = our A, op(B) K x M; C is N x M.
     const auto u = [](int64 v) { return static_cast<std::uint64_t>(v); };
-    check(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, u(g.tb ? g.K : g.N), u(g.tb ? g.N : g.K), g.ldb), "cublasLtMatrixLayoutCreate (B)", what);
-    check(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, u(g.ta ? g.M : g.K), u(g.ta ? g.K : g.M), g.lda), "cublasLtMatrixLayoutCreate (A)", what);
+    check(cublasLtMatrixLayoutCreate(&p->a, operand, u(g.tb ? g.K : g.N), u(g.tb ? g.N : g.K), ldb), "cublasLtMatrixLayoutCreate (B)", what);
+    check(cublasLtMatrixLayoutCreate(&p->b, operand, u(g.ta ? g.M : g.K), u(g.ta ? g.K : g.M), lda), "cublasLtMatrixLayoutCreate (A)", what);
     check(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, u(g.N), u(g.M), g.ldc), "cublasLtMatrixLayoutCreate (C)", what);
     if (g.count > 1) {
       const std::int32_t count = static_cast<std::int32_t>(g.count);
-      const std::pair<cublasLtMatrixLayout_t, int64> strided[] = {{p->a, g.strideB}, {p->b, g.strideA}, {p->c, g.strideC}};
+      const std::pair<cublasLtMatrixLayout_t, int64> strided[] = {{p->a, stride_b}, {p->b, stride_a}, {p->c, g.strideC}};
       for (const auto& [layout, stride] : strided) {
         check(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
               "cublasLtMatrixLayoutSetAttribute (BATCH_COUNT)", what);
@@ -206,6 +286,16 @@ class Engine {
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->c, p->c, pref.h, 1, &result, &found);
+    if (packed && (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found < 1))) {
+      // No bf16 x bf16 -> fp32 kernel for this call: it runs the fast form (fp32 operands,
+      // converted by cuBLASLt), said once per process; the plan is cached under the packed key.
+      static std::once_flag said;
+      std::call_once(said, [&] {
+        std::fprintf(stderr, "loopscale: cuBLASLt offers no bf16 x bf16 -> fp32 kernel for %s; such products convert their fp32 operands inside cuBLASLt\n",
+                     what.c_str());
+      });
+      return plan(g, align_a_caller, align_b_caller, align_c, false);
+    }
     if ((hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found < 1)) && g.precision != Precision::fp32) {
       // No tensor-core kernel for these operands (the fast paths may refuse an alignment or a shape
       // that plain fp32 takes): this product runs in fp32 rather than stopping the run, said once
@@ -217,7 +307,7 @@ class Engine {
       });
       Gemm f = g;
       f.precision = Precision::fp32;
-      return plan(f, align_a, align_b, align_c);
+      return plan(f, align_a, align_b, align_c, false);
     }
     check(hs, "cublasLtMatmulAlgoGetHeuristic", what);
     if (found < 1) check(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm)", what);
@@ -226,10 +316,29 @@ class Engine {
     return p;
   }
 
+  // A packed operand's scratch, grown to the largest copy asked for and kept until exit. cudaFree
+  // waits for the device, so no GEMM still reads the old block when it goes.
+  struct Scratch {
+    __nv_bfloat16* data = nullptr;
+    int64 capacity = 0;  // values
+  };
+  static __nv_bfloat16* grow(Scratch& s, int64 values) {
+    if (values > s.capacity) {
+      if (s.data) cudaFree(s.data);
+      s.data = nullptr, s.capacity = 0;
+      const std::size_t bytes = static_cast<std::size_t>(values) * sizeof(__nv_bfloat16);
+      check(cudaMalloc(&s.data, bytes), "cudaMalloc", std::to_string(bytes) + " bytes of packed bf16 GEMM operands");
+      s.capacity = values;
+    }
+    return s.data;
+  }
+
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::mutex mutex_;
-  std::map<std::array<int64, 16>, std::unique_ptr<Plan>> plans_;
+  Bf16Operands bf16_operands_ = Bf16Operands::fast;
+  Scratch scratch_a_, scratch_b_;
+  std::map<std::array<int64, 17>, std::unique_ptr<Plan>> plans_;
 };
 
 }  // namespace loopscale::train::cublaslt
