@@ -4,12 +4,15 @@
 #   2. the device kernels against their host twins, GEMMs in fp32 (tests/cuda/kernels_device.cu),
 #   3. the whole model on the device against the host, GEMMs in fp32 (tests/cuda/model_device.cu),
 #   4. training-step speed, MFU and device memory with the default bf16 GEMMs
-#      (bench/cuda/bench_model.cu) -> OUT_DIR/summary.json (precision, device, peak and its source).
+#      (bench/cuda/bench_model.cu) -> OUT_DIR/summary.json (precision, device, peak and its source),
+#   5. the model's GEMMs alone in fp32, tf32 and both bf16 forms (bench/cuda/bench_gemm.cu) ->
+#      OUT_DIR/gemm.json, and the dense step again with packed bf16 operands ->
+#      OUT_DIR/summary_packed.json.
 #
 #   bench/gpu_check.sh OUT_DIR [BIN_DIR]
 #
-# BIN_DIR holds the five programs (test_cuda_gemm, test_cuda_kernels, test_cuda_model,
-# test_cuda_gradcheck, bench_cuda_model). Without it they are built here into build-gpu (CMake,
+# BIN_DIR holds the six programs (test_cuda_gemm, test_cuda_kernels, test_cuda_model,
+# test_cuda_gradcheck, bench_cuda_model, bench_cuda_gemm). Without it they are built here into build-gpu (CMake,
 # nvcc and the Debian headers scripts/setup.sh installs). A GPU machine without those headers runs
 # programs built elsewhere for sm_90: on the build machine, `bench/gpu_check.sh --collect BIN_DIR`
 # copies them, loopscale and the shared libraries they need out of ./build (or $GPU_CHECK_BUILD);
@@ -20,7 +23,7 @@
 # Exit status: 0 all passed, 1 a check failed, 2 bad usage, 77 no usable CUDA device.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-programs=(tests/test_cuda_gemm tests/test_cuda_kernels tests/test_cuda_model tests/test_cuda_gradcheck bench/cuda/bench_cuda_model)
+programs=(tests/test_cuda_gemm tests/test_cuda_kernels tests/test_cuda_model tests/test_cuda_gradcheck bench/cuda/bench_cuda_model bench/cuda/bench_cuda_gemm)
 
 if [ "${1:-}" = "--collect" ]; then
   bin=${2:?usage: bench/gpu_check.sh --collect BIN_DIR}
@@ -53,7 +56,7 @@ mkdir -p "$out" || { echo "gpu_check: cannot create $out" >&2; exit 2; }
 if [ -z "$bin" ]; then
   bin="$here/build-gpu/bin"
   cmake -S "$here" -B "$here/build-gpu" -DCMAKE_BUILD_TYPE=Release -DLOOPSCALE_BUILD_BENCH=ON >"$out/build.log" 2>&1 &&
-    cmake --build "$here/build-gpu" --target test_cuda_gemm test_cuda_kernels test_cuda_model test_cuda_gradcheck bench_cuda_model -j "$(nproc)" >>"$out/build.log" 2>&1 ||
+    cmake --build "$here/build-gpu" --target test_cuda_gemm test_cuda_kernels test_cuda_model test_cuda_gradcheck bench_cuda_model bench_cuda_gemm -j "$(nproc)" >>"$out/build.log" 2>&1 ||
     { echo "gpu_check: the build failed; see $out/build.log" >&2; exit 1; }
   mkdir -p "$bin"
   for p in "${programs[@]}"; do cp "$here/build-gpu/$p" "$bin/"; done
@@ -83,4 +86,9 @@ run kernels "$bin/test_cuda_kernels"
 run model "$bin/test_cuda_model"
 run gradcheck "$bin/test_cuda_gradcheck"
 run bench "$bin/bench_cuda_model" "$out/summary.json" "${GPU_CHECK_STEPS:-10}"
+# The GEMMs alone at the model's shapes in every form (how much of a step faster GEMMs could
+# remove), and the dense step again with packed bf16 operands (cublaslt.hpp) against the fast
+# form the bench above ran.
+run gemm_rates "$bin/bench_cuda_gemm" "$out/gemm.json" 10
+run bench_packed env LOOPSCALE_BF16_OPERANDS=packed "$bin/bench_cuda_model" "$out/summary_packed.json" "${GPU_CHECK_STEPS:-10}" bf16 dense,truncated
 exit $status

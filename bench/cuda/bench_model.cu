@@ -148,8 +148,16 @@ int main(int argc, char** argv) {
   CudaBackend::set_precision(*precision);
   const train::CudaDeviceInfo device = train::cuda_device_info();
   const Peak peak = device_peak(device, *precision);
-  std::printf("%s (%d SMs, compute capability %s, %.1f GiB), GEMMs in %s, peak %s\n", device.name.c_str(), device.sm_count,
+  const char* operands = nullptr;  // how bf16 GEMMs get their operands (cublaslt.hpp; LOOPSCALE_BF16_OPERANDS)
+  try {
+    operands = train::cublaslt::bf16_operands_name(train::cublaslt::Engine::get().bf16_operands());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_cuda_model: %s\n", e.what());
+    return 2;
+  }
+  std::printf("%s (%d SMs, compute capability %s, %.1f GiB), GEMMs in %s%s%s, peak %s\n", device.name.c_str(), device.sm_count,
               device.compute_capability().c_str(), static_cast<double>(device.memory.total) / (1 << 30), train::precision_name(*precision),
+              *precision == train::Precision::bf16 ? " with operands " : "", *precision == train::Precision::bf16 ? operands : "",
               peak.flops > 0 ? (std::to_string(peak.flops / 1e12) + " TFLOP/s (" + peak.source + ")").c_str()
                              : "unknown: set LOOPSCALE_GPU_PEAK_TFLOPS for an MFU");
   constexpr int64 batch = 8, seq = 1024;
@@ -167,7 +175,7 @@ int main(int argc, char** argv) {
   std::string out = "{\n  \"device\": " + json_string(device.name) + ",\n  \"sm_count\": " + std::to_string(device.sm_count) +
                     ",\n  \"compute_capability\": " + json_string(device.compute_capability()) +
                     ",\n  \"device_memory_total_bytes\": " + std::to_string(device.memory.total) + ",\n  \"precision\": " +
-                    json_string(train::precision_name(*precision)) + ",\n  \"gemm_library\": " + json_string(CudaBackend::gemm_library) +
+                    json_string(train::precision_name(*precision)) + ",\n  \"bf16_operands\": " + json_string(operands) + ",\n  \"gemm_library\": " + json_string(CudaBackend::gemm_library) +
                     ",\n  \"peak_flops\": " + json_number(peak.flops, peak.flops > 0) + ",\n  \"peak_source\": " +
                     (peak.source.empty() ? std::string("null") : json_string(peak.source)) + ",\n  \"runs\": [\n";
   for (std::size_t k = 0; k < runs.size(); ++k) {
