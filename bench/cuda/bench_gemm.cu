@@ -75,6 +75,23 @@ std::vector<Shape> model_shapes() {
   return s;
 }
 
+// What attention's six products would cost with every head of every sequence in one strided
+// batch (count batch x heads, as llm.c lays Q, K and V out head-major, [b][h][t][q]) instead of one
+// call per head over the sequences: a call per product rather than eight, and 64 matrices to
+// spread over the multiprocessors rather than 8 (O = P V's output is then 512 tiles of 128 x 128,
+// not 64 on 132 SMs). Not in the step's sum: the model does not lay them out so (yet); the rows
+// say whether doing it would pay.
+std::vector<Shape> head_major_shapes() {
+  constexpr int64 heads = 8, q = 128, T = 1024, batch = 8, layer_runs = 2 + 4 * 4 + 2;
+  constexpr int64 Tq = T * q, TT = T * T, n = batch * heads;
+  return {{"S = Q K^T, heads batched", false, true, T, T, q, q, q, T, Tq, Tq, TT, n, layer_runs},
+          {"O = P V, heads batched", false, false, T, q, T, T, q, q, TT, Tq, Tq, n, layer_runs},
+          {"dP = dO V^T, heads batched", false, true, T, T, q, q, q, T, Tq, Tq, TT, n, layer_runs},
+          {"dV = P^T dO, heads batched", true, false, T, q, T, T, q, q, TT, Tq, Tq, n, layer_runs},
+          {"dQ = dS K, heads batched", false, false, T, q, T, T, q, q, TT, Tq, Tq, n, layer_runs},
+          {"dK = dS^T Q, heads batched", true, false, T, q, T, T, q, q, TT, Tq, Tq, n, layer_runs}};
+}
+
 __global__ void fill_kernel(float* x, int64 n, std::uint64_t seed) {
   for (int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += static_cast<int64>(gridDim.x) * blockDim.x) {
     std::uint64_t h = (static_cast<std::uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull ^ seed;
@@ -137,13 +154,15 @@ int main(int argc, char** argv) {
                         {"bf16 fast", Precision::bf16, lt::Bf16Operands::fast},
                         {"bf16 packed", Precision::bf16, lt::Bf16Operands::packed}};
   constexpr int n_forms = sizeof forms / sizeof forms[0];
-  const std::vector<Shape> shapes = model_shapes();
+  std::vector<Shape> shapes = model_shapes();
+  const std::size_t in_step = shapes.size();  // the model's calls; the head-major what-ifs follow
+  for (const Shape& w : head_major_shapes()) shapes.push_back(w);
   std::vector<std::vector<double>> ms(shapes.size(), std::vector<double>(n_forms, 0.0));
   std::vector<double> pack_ms(shapes.size(), 0.0);
   double step_flops = 0;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const Shape& s = shapes[i];
-    step_flops += s.flops() * static_cast<double>(s.per_step);
+    if (i < in_step) step_flops += s.flops() * static_cast<double>(s.per_step);
     CudaBackend::buffer<float> A(static_cast<std::size_t>(s.values_a())), B(static_cast<std::size_t>(s.values_b())),
         Cm(static_cast<std::size_t>(s.values_c()));
     fill(A.data(), s.values_a(), 3 * i + 1);
@@ -172,18 +191,22 @@ int main(int argc, char** argv) {
   std::printf("\n%-32s %6s %6s %6s %5s %5s", "GEMM (ta tb M N K x count)", "", "", "", "", "calls");
   for (const Form& f : forms) std::printf(" | %-20s", f.name);
   std::printf(" | packing\n");
-  std::vector<double> step_ms(n_forms, 0.0);
+  std::vector<double> step_ms(n_forms, 0.0), attention_ms(n_forms, 0.0), head_major_ms(n_forms, 0.0);
   double step_pack_ms = 0;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const Shape& s = shapes[i];
+    if (i == in_step) std::printf("what if attention laid Q, K and V out head-major (not in the step):\n");
     std::printf("%-32s %c%c %5lld %5lld %5lld x%-3lld %5lld", s.what.c_str(), s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', static_cast<long long>(s.M),
                 static_cast<long long>(s.N), static_cast<long long>(s.K), static_cast<long long>(s.count), static_cast<long long>(s.per_step));
     for (int f = 0; f < n_forms; ++f) {
       std::printf(" | %8.1f us %6.1f TF", ms[i][f] * 1e3, s.flops() / (ms[i][f] * 1e-3) / 1e12);
-      step_ms[f] += ms[i][f] * static_cast<double>(s.per_step);
+      const double a_step = ms[i][f] * static_cast<double>(s.per_step);
+      if (i >= in_step) head_major_ms[f] += a_step;
+      else step_ms[f] += a_step;
+      if (i < in_step && s.what.rfind("attention ", 0) == 0 && s.count > 1) attention_ms[f] += a_step;
     }
     std::printf(" | %7.1f us\n", pack_ms[i] * 1e3);
-    step_pack_ms += pack_ms[i] * static_cast<double>(s.per_step);
+    if (i < in_step) step_pack_ms += pack_ms[i] * static_cast<double>(s.per_step);
   }
   std::printf("\none step's GEMMs (%.2f TFLOP):\n", step_flops / 1e12);
   for (int f = 0; f < n_forms; ++f) {
@@ -193,17 +216,24 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("  of which the packed form's conversions: %.2f ms\n", step_pack_ms);
+  std::printf("attention's products a step, per head as the model runs them / all heads in one call:\n");
+  for (int f = 0; f < n_forms; ++f) std::printf("  %-12s %8.2f ms / %8.2f ms\n", forms[f].name, attention_ms[f], head_major_ms[f]);
 
   std::string out = "{\n  \"device\": \"" + device.name + "\",\n  \"reps\": " + std::to_string(reps) + ",\n  \"step_gemm_tflop\": " +
                     std::to_string(step_flops / 1e12) + ",\n  \"peak_bf16_flops\": " + (peak ? std::to_string(peak->bf16) : "null") +
                     ",\n  \"step_ms\": {";
   for (int f = 0; f < n_forms; ++f) out += std::string(f ? ", " : "") + "\"" + forms[f].name + "\": " + std::to_string(step_ms[f]);
+  out += "},\n  \"attention_ms\": {";
+  for (int f = 0; f < n_forms; ++f) out += std::string(f ? ", " : "") + "\"" + forms[f].name + "\": " + std::to_string(attention_ms[f]);
+  out += "},\n  \"attention_head_major_ms\": {";
+  for (int f = 0; f < n_forms; ++f) out += std::string(f ? ", " : "") + "\"" + forms[f].name + "\": " + std::to_string(head_major_ms[f]);
   out += "},\n  \"step_packing_ms\": " + std::to_string(step_pack_ms) + ",\n  \"shapes\": [\n";
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const Shape& s = shapes[i];
     out += "    {\"what\": \"" + s.what + "\", \"ta\": " + (s.ta ? "true" : "false") + ", \"tb\": " + (s.tb ? "true" : "false") +
            ", \"M\": " + std::to_string(s.M) + ", \"N\": " + std::to_string(s.N) + ", \"K\": " + std::to_string(s.K) +
-           ", \"count\": " + std::to_string(s.count) + ", \"calls_per_step\": " + std::to_string(s.per_step) + ", \"ms\": {";
+           ", \"count\": " + std::to_string(s.count) + ", \"calls_per_step\": " + std::to_string(s.per_step) +
+           ", \"in_step\": " + (i < in_step ? "true" : "false") + ", \"ms\": {";
     for (int f = 0; f < n_forms; ++f) out += std::string(f ? ", " : "") + "\"" + forms[f].name + "\": " + std::to_string(ms[i][f]);
     out += "}, \"packing_ms\": " + std::to_string(pack_ms[i]) + "}" + (i + 1 < shapes.size() ? "," : "") + "\n";
   }
