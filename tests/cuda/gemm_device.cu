@@ -244,6 +244,7 @@ int main() {
       }
     std::printf("%s: %d cases, %zu plans cached\n", prec.c_str(), cases, lt::Engine::get().plans());
   }
+  lt::Engine::get().set_bf16_operands(lt::Bf16Operands::fast);
 
   // K = 0: C = beta C, batched too; double through cuBLAS, single and batched, whatever the precision.
   {
@@ -258,13 +259,11 @@ int main() {
     expect(within(many, many.device(false), 1e-13, worst), "double gemm_batched " + many.name() + ": " + worst);
   }
 
-  lt::Engine::get().set_bf16_operands(lt::Bf16Operands::fast);
-
   // A failure names the call and the shapes: lda 0 is no layout of a 7 x 33 A, in fp32 (cuBLASLt
   // refuses it) and with packed bf16 operands (the engine refuses it before packing).
-  CudaBackend::set_precision(Precision::bf16);
-  lt::Engine::get().set_bf16_operands(lt::Bf16Operands::packed);
-  {
+  const auto lda_zero_message = [](Precision precision, lt::Bf16Operands operands) {
+    CudaBackend::set_precision(precision);
+    lt::Engine::get().set_bf16_operands(operands);
     CudaBackend::buffer<float> a(7 * 33), b(33 * 5), c(7 * 5);
     std::string message;
     try {
@@ -272,24 +271,17 @@ int main() {
     } catch (const std::runtime_error& e) {
       message = e.what();
     }
-    std::printf("lda 0, packed bf16: %s\n", message.c_str());
-    expect(message.find("lda 0 is below A's 33 stored columns") != std::string::npos && message.find("M 7 N 5 K 33 lda 0") != std::string::npos,
-           "packed bf16: a bad leading dimension throws naming it and the shapes");
-  }
-  lt::Engine::get().set_bf16_operands(lt::Bf16Operands::fast);
-  CudaBackend::set_precision(Precision::fp32);
-  {
-    CudaBackend::buffer<float> a(7 * 33), b(33 * 5), c(7 * 5);
-    std::string message;
-    try {
-      CudaBackend::gemm(false, false, 7, 5, 33, 1.0f, a.data(), 0, b.data(), 5, 0.0f, c.data(), 5);
-    } catch (const std::runtime_error& e) {
-      message = e.what();
-    }
-    std::printf("lda 0: %s\n", message.c_str());
-    expect(message.find("cublasLt") != std::string::npos && message.find("M 7 N 5 K 33 lda 0") != std::string::npos,
-           "a bad leading dimension throws std::runtime_error naming the call and the shapes");
-  }
+    lt::Engine::get().set_bf16_operands(lt::Bf16Operands::fast);
+    std::printf("lda 0, %s%s: %s\n", precision_name(precision), precision == Precision::bf16 ? " packed" : "", message.c_str());
+    return message;
+  };
+  const std::string packed_message = lda_zero_message(Precision::bf16, lt::Bf16Operands::packed);
+  expect(packed_message.find("lda 0 is below A's 33 stored columns") != std::string::npos &&
+             packed_message.find("M 7 N 5 K 33 lda 0") != std::string::npos,
+         "packed bf16: a bad leading dimension throws naming it and the shapes");
+  const std::string message = lda_zero_message(Precision::fp32, lt::Bf16Operands::fast);
+  expect(message.find("cublasLt") != std::string::npos && message.find("M 7 N 5 K 33 lda 0") != std::string::npos,
+         "a bad leading dimension throws std::runtime_error naming the call and the shapes");
 
   std::printf("%d of %d checks failed\n", failures, checks);
   return failures == 0 ? 0 : 1;
