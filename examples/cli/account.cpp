@@ -143,6 +143,7 @@ void compare(const AccountArgs& args, bool seq_len_given) {
     if (!known) throw usage_error("--require: unknown check '" + item + "' (iso-depth, width, compute, params)");
     required.push_back(item);
   }
+  refuse_repeats(required, "--require");
   if (args.json) {
     nlohmann::json j = {{"A", accounting_json(x)}, {"B", accounting_json(y)}, {"seq_len", T}, {"tolerance", tol}, {"required", required}};
     for (const Check& k : checks) j["checks"][k.name] = k.ok;

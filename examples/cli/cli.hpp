@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <functional>
+#include <algorithm>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -78,6 +80,40 @@ inline CLI::Validator output_file() {
 // "--config", "design: --fit".
 inline void refuse_folder(const std::string& path, const std::string& what, const std::string& kind) {
   if (std::filesystem::is_directory(path)) throw usage_error(what + " " + path + " is a folder, not " + kind);
+}
+
+// A list whose entries each make a run, a row or a member of a set (`optimal --r 1,2,4`, `design
+// --R`/`--E`, `eval --r-eval`, a repeated `optimal --budget`, `fit --law a,b`): an entry given twice
+// would plan the same run or print the same row twice, so the first repeat is refused, naming the
+// flag and the value. Entries compare as the values they convert to: `--R 2,2.0` repeats 2.
+template <class T>
+void refuse_repeats(const std::vector<T>& list, const std::string& flag) {
+  for (auto it = list.begin(); it != list.end(); ++it)
+    if (std::find(list.begin(), it, *it) != it) {
+      std::ostringstream v;
+      v << *it;
+      throw usage_error(flag + " lists " + v.str() + " twice");
+    }
+}
+
+// A list option (repeated, or with ->delimiter(',') one value split at its commas) whose entries
+// must differ (refuse_repeats). Checked as CLI11 converts it, so every command that takes the list
+// refuses a repeat the same way; the list's initial value is the default the help shows.
+template <class T>
+CLI::Option* add_distinct_list(CLI::App& app, const std::string& name, std::vector<T>& list, const std::string& help) {
+  CLI::Option* o = app.add_option_function<std::vector<T>>(
+      name,
+      [&list, name](const std::vector<T>& v) {
+        refuse_repeats(v, name);
+        list = v;
+      },
+      help);
+  if (!list.empty()) {
+    std::ostringstream d;
+    for (std::size_t i = 0; i < list.size(); ++i) d << (i ? "," : "[") << list[i];
+    o->default_str(d.str() + "]");
+  }
+  return o;
 }
 
 using Register = std::function<void(CLI::App&)>;

@@ -75,14 +75,18 @@ inline law::Constants numeric_assignments(const std::vector<std::string>& items,
   return c;
 }
 
-// A comma-separated list of laws, each known to the registry.
+// A comma-separated list of laws, each known to the registry and named once (each is a row of
+// the comparison).
 inline std::vector<law::AnyLaw> laws_from(const std::string& list) {
   std::vector<law::AnyLaw> laws;
+  std::vector<std::string> names;
   std::size_t start = 0;
   while (start <= list.size()) {
     const auto comma = list.find(',', start);
     const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (name.empty()) throw usage_error("--law: empty law name in '" + list + "'");
+    names.push_back(name);
+    refuse_repeats(names, "--law");
     laws.push_back(law::law_by_name(name));
     if (comma == std::string::npos) break;
     start = comma + 1;

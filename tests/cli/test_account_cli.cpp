@@ -203,6 +203,7 @@ TEST_CASE("account --compare: the run-time twins of the static checks", "[cli][a
   std::ofstream(dir + "/broken.json") << "{\"d_model\": 384";
   for (const std::string& args : {"account --compare " + r1 + " " + dir + "/missing.json", "account --compare " + r1 + " " + dir + "/broken.json",
                                   "account --compare " + r1 + " " + r4 + " --require sideways",
+                                  "account --compare " + r1 + " " + r4 + " --require width,compute,width",  // a check named twice
                                   "account --compare " + r1 + " " + r4 + " --d-model 384"}) {
     INFO(args);
     const auto res = run_cli(args);

@@ -1,0 +1,58 @@
+// Bad input the `loopscale` program once took without a word: a list entry given twice, a Slurm time
+// limit of nothing, law constants outside their formula's domain, SentencePiece's own warning before
+// our error. Each is exit code 2 and one line naming what is wrong.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "run_cli.hpp"
+
+using loopscale::test::count_lines;
+using loopscale::test::run_cli;
+
+namespace {
+
+void expect_error(const std::string& args, const std::string& text) {
+  const auto r = run_cli(args);
+  INFO(args << "\n-> " << r.out);
+  CHECK(r.rc == 2);
+  CHECK(count_lines(r.out) == 1);
+  CHECK(r.out.find(text) != std::string::npos);
+}
+
+std::string temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("loopscale_bad_input_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+// The iso-depth paper's constants, for `optimal`.
+const std::string optimal = "optimal --param E=1.56773 --param A=28.027 --param B=915.82 --param alpha=0.19924 --param beta=0.36863 "
+                            "--param phi=0.459 --max-width 1024 ";
+// A looped-MoE law without E_start and E_max, for `design`.
+const std::string design = "design --param c=1.5 --param A=20 --param B=400 --param alpha=0.2 --param beta=0.3 --param delta=0 "
+                           "--param gamma=0 --param omega=0 --param zeta=0 --param kappa1=0.37 --param kappa2=1.4 --param theta=0.33 "
+                           "--epsilon 0.01 --n-act 1e8 --n-loop 5e7 --expert-params 5e7 --budget 1e19 ";
+
+}  // namespace
+
+TEST_CASE("cli: a list entry given twice is refused, naming the flag and the value", "[cli][lists]") {
+  // These printed the same row twice (optimal), or planned the same design two and four times (design).
+  expect_error(optimal + "--budget 1e18 --r 1,1", "--r lists 1 twice");
+  expect_error(optimal + "--budget 1e18 --budget 1e18", "--budget lists 1e+18 twice");
+  expect_error(design + "--param E_start=1 --param E_max=1e5 --R 1,2,2.0", "--R lists 2 twice");  // compared as numbers
+  expect_error(design + "--param E_start=1 --param E_max=1e5 --E 2,4,2", "--E lists 2 twice");
+  expect_error("fit --law clark,clark --data /nonexistent.csv", "--law lists clark twice");
+  // Refused as the flags are read, before the run folder or the corpus is opened.
+  expect_error("eval /nonexistent --r-eval 1,2,1", "--r-eval lists 1 twice");
+  expect_error("train --mix-probes-tasks induction,induction", "--mix-probes-tasks lists induction twice");
+  // Distinct entries, and the defaults, still work.
+  const auto ok = run_cli(optimal + "--budget 1e18 --budget 1e19 --r 1,2");
+  INFO(ok.out);
+  CHECK(ok.rc == 0);
+  CHECK(run_cli(design + "--param E_start=1 --param E_max=1e5").rc == 0);
+  CHECK(run_cli("optimal --help").out.find("--r INT=[1,2,4,8]") != std::string::npos);  // the help still shows the default
+}
