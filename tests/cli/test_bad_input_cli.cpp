@@ -56,3 +56,19 @@ TEST_CASE("cli: a list entry given twice is refused, naming the flag and the val
   CHECK(run_cli(design + "--param E_start=1 --param E_max=1e5").rc == 0);
   CHECK(run_cli("optimal --help").out.find("--r INT=[1,2,4,8]") != std::string::npos);  // the help still shows the default
 }
+
+TEST_CASE("cli: sweep slurm --time is a Slurm time limit of some time, longer than the warning", "[cli][slurm]") {
+  const std::string slurm = "sweep slurm --preset smoke --out " + temp_dir("slurm") + " --dry-run ";
+  // Slurm reads a limit of zero as no limit: these wrote "#SBATCH --time=0" and exited 0.
+  for (const char* t : {"0", "00:00", "0:0:0", "0-0", "0-00:00:00"}) expect_error(slurm + "--time " + t, "--time '" + std::string(t) + "' is no time at all");
+  // SIGUSR1 300 s before a limit of 90 s came as each task started: checkpoint after a step, requeue, again.
+  expect_error(slurm + "--time 1:30", "--signal-seconds 300 is not less than --time '1:30' (90 s)");
+  expect_error(slurm + "--time 5", "--signal-seconds 300 is not less than --time '5' (300 s)");
+  expect_error(slurm + "--time 1:2:3:4", "--time '1:2:3:4' is not a Slurm time limit");
+  // Every format of sbatch(1) with a positive total, and UNLIMITED.
+  for (const char* t : {"10", "1:30 --signal-seconds 60", "1:30 --signal-seconds 0", "12:00:00", "2-12", "2-12:30", "2-12:30:00", "0-0:6", "UNLIMITED"}) {
+    const auto r = run_cli(slurm + "--time " + t);
+    INFO(t << ": " << r.out);
+    CHECK(r.rc == 0);
+  }
+}

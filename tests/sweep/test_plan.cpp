@@ -269,6 +269,10 @@ TEST_CASE("slurm: an option Slurm would refuse, or one that would break the scri
       {"time with days and four fields", [](SlurmOptions& o) { o.time = "1-2:3:4:5"; }, "--time"},
       {"time without hours after the days", [](SlurmOptions& o) { o.time = "1-"; }, "--time"},
       {"empty time", [](SlurmOptions& o) { o.time = ""; }, "--time"},
+      // Slurm reads zero as no limit; UNLIMITED says so.
+      {"time zero", [](SlurmOptions& o) { o.time = std::string(1, '0'); }, "--time '0' is no time at all"},
+      {"time zero with days", [](SlurmOptions& o) { o.time = "0-00:00"; }, "--time '0-00:00' is no time at all"},
+      {"warning at the start", [](SlurmOptions& o) { o.time = "1:30"; }, "--signal-seconds 300 is not less than --time '1:30' (90 s)"},
       {"mem 64GB", [](SlurmOptions& o) { o.mem = "64GB"; }, "--mem '64GB'"},
       // One-character values built as strings: GCC 12 warns (-Wrestrict, a false positive) about
       // assigning a one-character literal after inlining.
@@ -318,10 +322,11 @@ TEST_CASE("slurm: an option Slurm would refuse, or one that would break the scri
       CHECK(msg.find('\n') == std::string::npos);
     }
   }
-  // What Slurm accepts passes.
-  for (const char* t : {"90", "1:30", "12:00:00", "2-12", "2-12:30", "2-12:30:00", "0", "UNLIMITED", "INFINITE"}) {
+  // What Slurm accepts passes, a limit longer than the warning (1:30 is 90 s).
+  for (const char* t : {"90", "1:30", "12:00:00", "2-12", "2-12:30", "2-12:30:00", "UNLIMITED", "INFINITE"}) {
     SlurmOptions o = base;
     o.time = t;
+    o.signal_seconds = 60;
     INFO(t);
     CHECK_NOTHROW(slurm_script(plan, o));
   }

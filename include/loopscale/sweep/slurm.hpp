@@ -25,6 +25,8 @@
 #pragma once
 
 #include <cctype>
+#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -103,21 +105,36 @@ inline std::string shown(std::string_view v) {
 }
 
 // Slurm's time limit formats (sbatch(1), --time): MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS,
-// DAYS-HOURS, DAYS-HOURS:MINUTES, DAYS-HOURS:MINUTES:SECONDS, or UNLIMITED / INFINITE.
-inline bool slurm_time(std::string_view t) {
-  if (t == "UNLIMITED" || t == "INFINITE") return true;
+// DAYS-HOURS, DAYS-HOURS:MINUTES, DAYS-HOURS:MINUTES:SECONDS, or UNLIMITED / INFINITE. Returns the
+// limit in seconds (infinity for UNLIMITED), or nothing when `t` is none of these. In double: a
+// field of twenty digits must not wrap around to a small limit.
+inline std::optional<double> slurm_time_seconds(std::string_view t) {
+  if (t == "UNLIMITED" || t == "INFINITE") return std::numeric_limits<double>::infinity();
+  std::optional<double> days;
   if (const auto dash = t.find('-'); dash != std::string_view::npos) {
-    if (!digits(t.substr(0, dash))) return false;
+    if (!digits(t.substr(0, dash))) return std::nullopt;
+    days = std::stod(std::string(t.substr(0, dash)));
     t = t.substr(dash + 1);
   }
-  int parts = 0;
-  for (std::size_t from = 0;; ++parts) {
+  std::vector<double> f;
+  for (std::size_t from = 0;;) {
     const auto colon = t.find(':', from);
-    if (!digits(t.substr(from, colon == std::string_view::npos ? std::string_view::npos : colon - from))) return false;
+    const std::string_view field = t.substr(from, colon == std::string_view::npos ? std::string_view::npos : colon - from);
+    if (!digits(field) || f.size() == 3) return std::nullopt;
+    f.push_back(std::stod(std::string(field)));
     if (colon == std::string_view::npos) break;
     from = colon + 1;
   }
-  return parts <= 2;
+  // The fields' units by their count, with and without days.
+  if (days) {
+    const double hours[] = {3600, 60, 1};
+    double s = *days * 86400;
+    for (std::size_t i = 0; i < f.size(); ++i) s += f[i] * hours[i];
+    return s;
+  }
+  if (f.size() == 1) return f[0] * 60;              // MINUTES
+  if (f.size() == 2) return f[0] * 60 + f[1];       // MINUTES:SECONDS
+  return f[0] * 3600 + f[1] * 60 + f[2];            // HOURS:MINUTES:SECONDS
 }
 
 // The task log's default: OUT/slurm-%A_%a.log, with a '%' of OUT itself doubled (Slurm reads
@@ -160,8 +177,16 @@ inline void check_slurm_options(const SlurmOptions& o) {
   for (const auto& [name, v] : {std::pair<const char*, const std::string&>{"--out", o.out}, {"--program", o.program}, {"--data", o.data},
                                 {"the spec", o.spec_arg}})
     if (v.find_first_of("\n\r") != std::string::npos) throw sweep_error(fmt::format("slurm: {} holds a line break", name));
-  if (!slurm_time(o.time))
+  const std::optional<double> limit = slurm_time_seconds(o.time);
+  if (!limit)
     throw sweep_error(fmt::format("slurm: --time {} is not a Slurm time limit (MINUTES, HH:MM:SS, D-HH, D-HH:MM:SS or UNLIMITED)", shown(o.time)));
+  // Slurm reads a limit of zero as no limit at all; UNLIMITED says that without the surprise.
+  if (*limit <= 0) throw sweep_error(fmt::format("slurm: --time {} is no time at all (for no limit, give UNLIMITED)", shown(o.time)));
+  // A warning due at or before the start would arrive as the task begins: it would checkpoint after
+  // its first step and requeue, again and again.
+  if (o.signal_seconds > 0 && o.signal_seconds >= *limit)
+    throw sweep_error(fmt::format("slurm: --signal-seconds {} is not less than --time {} ({:g} s): the warning would come as the task starts",
+                                  o.signal_seconds, shown(o.time), *limit));
   const auto mem_unit = o.mem.empty() ? std::string_view::npos : std::string_view("KMGTkmgt").find(o.mem.back());
   if (!digits(mem_unit == std::string_view::npos ? std::string_view(o.mem) : std::string_view(o.mem).substr(0, o.mem.size() - 1)))
     throw sweep_error(fmt::format("slurm: --mem {} is not a Slurm memory size (a number of megabytes, or with K, M, G or T: 64G)", shown(o.mem)));
