@@ -72,3 +72,34 @@ TEST_CASE("cli: sweep slurm --time is a Slurm time limit of some time, longer th
     CHECK(r.rc == 0);
   }
 }
+
+TEST_CASE("cli: law constants outside the formula's domain are refused, naming the constant", "[cli][law]") {
+  const std::string dir = temp_dir("law");
+  std::ofstream(dir + "/clark.csv") << "N,E,K,loss\n1e8,1,1,3.0\n1e8,2,1,2.9\n1e8,8,1,2.8\n2e8,1,1,2.8\n2e8,2,1,2.7\n2e8,8,1,2.6\n";
+  const std::string clark = "law --law clark --data " + dir + "/clark.csv --param a=-0.08 --param b=-0.05 --param c=0.005 --param d=2.5 ";
+  // Clark's transform needs 0 < E_start < E_max: E_start = E_max printed one loss for every E, a
+  // negative E_start a NaN, and E_start > E_max finite losses of nothing (exit 0 each).
+  expect_error(clark + "--param E_start=300 --param E_max=300", "--param E_start=300 is not below E_max=300");
+  expect_error(clark + "--param E_start=4 --param E_max=2", "--param E_start=4 is not below E_max=2");
+  expect_error(clark + "--param E_start=-1 --param E_max=300", "--param E_start=-1 is not positive");
+  expect_error(design + "--param E_start=4 --param E_max=2 --E 1,2,8", "--param E_start=4 is not below E_max=2");
+  expect_error(design + "--param E_start=0 --param E_max=1e5", "--param E_start=0 is not positive");
+  // From a fit file, named as such.
+  std::ofstream(dir + "/fit.json") << R"({"law": "looped-moe", "rmse": 0.02, "params": {
+      "c": 1.6, "A": 300, "B": 800, "alpha": 0.30, "beta": 0.28, "delta": -0.2, "gamma": 0.01, "omega": -0.05, "zeta": 0.0,
+      "E_start": 400, "E_max": 300, "kappa1": 0.3682, "kappa2": 1.4037, "theta": 0.3286}})";
+  expect_error("design --fit " + dir + "/fit.json --n-act 6e8 --n-loop 2e8 --expert-params 4e8 --budget 1e23",
+               "--fit " + dir + "/fit.json: E_start=400 is not below E_max=300");
+  // Held in a fit, and as a fit's start.
+  const std::string fit = "fit --law clark --data " + dir + "/clark.csv --starts random:2 ";
+  expect_error(fit + "--freeze E_start=20 --freeze E_max=10", "--freeze E_start=20 is not below E_max=10");
+  expect_error(fit + "--freeze E_start=0", "--freeze E_start=0 is not positive");
+  // What the project itself writes and documents stays accepted: E_start = 1, E_max = 1e5 (docs/sweeps.md)
+  // and E_start = 2, E_max = 300 (tests/law), a law's other constants of either sign.
+  for (const char* e : {"--param E_start=1 --param E_max=1e5", "--param E_start=2 --param E_max=300", "--param E_start=0.5 --param E_max=300"}) {
+    const auto r = run_cli(clark + e);
+    INFO(e << ": " << r.out);
+    CHECK(r.rc == 0);
+  }
+  CHECK(run_cli(fit + "--freeze E_start=1 --freeze E_max=1e5").rc == 0);
+}

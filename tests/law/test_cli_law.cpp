@@ -141,7 +141,8 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
   const std::string moe = "design --param c=2.11 --param A=400 --param B=400 --param alpha=0.324 --param beta=1.01 --param delta=-0.1 "
                           "--param gamma=0 --param omega=-0.08 --param zeta=0 --param E_max=1e5 --param kappa1=4 --param kappa2=2.15 "
                           "--param theta=-1.53 --epsilon 0.01 --n-loop 5e7 --expert-params 2e7 --budget 1e19 ";
-  expect_error(moe + "--param E_start=0 --n-act 1e8", "design: law looped-moe predicts no finite loss at R = 1, E = 1");
+  // E_start = 0 is outside Clark's transform: refused as read, before any loss is predicted.
+  expect_error(moe + "--param E_start=0 --n-act 1e8", "--param E_start=0 is not positive (Clark's expert transform needs 0 < E_start < E_max)");
   expect_error(moe + "--param E_start=1 --n-act inf", "must be finite");
   expect_error(moe + "--param E_start=1 --n-act 1e8 --R 1e300", "predicts no finite loss");
   expect_error(moe + "--param E_start=1 --n-act 1e8 --top-k 1.5", "design: top_k must be a whole number >= 1, not 1.5");

@@ -21,6 +21,7 @@ struct Clark {
     for (auto& q : expert_transform_parameters()) p.push_back(q);
     return p;
   }
+  std::string domain_fault(const std::map<std::string, double>& c) const { return expert_transform_fault(c); }
   std::vector<std::string> columns() const { return {"N", "E", "K"}; }
 
   struct Prepared {

@@ -33,6 +33,9 @@ inline Eigen::VectorXd theta_of(const AnyLaw& law, const Constants& c, const std
   for (const auto& [name, v] : c)
     if (index_of(ps, name) < 0)
       throw data_error(flag + " " + name + ": law " + law.name() + " has no such parameter (it has " + names_of(ps) + ")");
+  // Finite and positive where a scale must be, yet outside the formula: E_start >= E_max, say, would
+  // predict a NaN or a finite but meaningless loss.
+  if (const std::string fault = law.domain_fault(c); !fault.empty()) throw data_error(flag + " " + fault);
   return th;
 }
 

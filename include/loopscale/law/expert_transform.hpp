@@ -7,13 +7,30 @@
 #pragma once
 
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "loopscale/law/parameter.hpp"
+#include "loopscale/util/text.hpp"
 
 namespace loopscale::law {
 
 inline Parameters expert_transform_parameters() {
   return {{"E_start", Scale::linear, 1, 8}, {"E_max", Scale::log, std::log(10.0), std::log(1e5)}};
+}
+
+// The transform is defined for 0 < E_start < E_max only: (1/E_start - 1/E_max)^-1 needs E_start > 0
+// and E_start != E_max, and with E_start > E_max it is negative, so that 1/Ehat is <= 0 for some E
+// (no log) and Ehat is finite but meaningless for the others. The box keeps every fit inside; this
+// is for constants given by hand (--param, --freeze, a fit file). "" when the constants present in
+// `c` are in the domain.
+inline std::string expert_transform_fault(const std::map<std::string, double>& c) {
+  const auto start = c.find("E_start"), max = c.find("E_max");
+  if (start != c.end() && !(start->second > 0))
+    return concat("E_start=", start->second, " is not positive (Clark's expert transform needs 0 < E_start < E_max)");
+  if (start != c.end() && max != c.end() && !(start->second < max->second))
+    return concat("E_start=", start->second, " is not below E_max=", max->second, " (Clark's expert transform needs 0 < E_start < E_max)");
+  return {};
 }
 
 struct ExpertTransform {

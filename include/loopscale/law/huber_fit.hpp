@@ -429,7 +429,10 @@ inline FitResult fit(const AnyLaw& law, const Runs& runs, const FitOptions& opt 
     if (s.size() != static_cast<Eigen::Index>(ps.size()))
       throw data_error("fit: a start has " + std::to_string(s.size()) + " values, law " + law.name() + " has " +
                        std::to_string(ps.size()) + " parameters");
-  FitResult r = fit_prepared(*prepared, ps, runs["loss"], starts, frozen_coordinates(ps, opt.frozen, law.name()), opt);
+  const std::map<int, double> frozen = frozen_coordinates(ps, opt.frozen, law.name());
+  // Frozen values outside the formula's domain (law.hpp, HasDomain) would make every start's objective NaN.
+  if (const std::string fault = law.domain_fault(opt.frozen); !fault.empty()) throw data_error("--freeze " + fault);
+  FitResult r = fit_prepared(*prepared, ps, runs["loss"], starts, frozen, opt);
   r.law = law.name();
   if (reads_looped_counts(law)) r.injection = runs.injection;
   return r;

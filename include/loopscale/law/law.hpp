@@ -6,6 +6,7 @@
 #pragma once
 
 #include <concepts>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,6 +61,15 @@ concept Law = requires(const L& law, const Runs& runs) {
   { law.prepare(runs) } -> PreparedLaw;
 };
 
+// Laws whose formula is defined only for some values of their constants, beyond the positive scale
+// factors every law's log-scale parameters need (constants.hpp), say which: domain_fault(c) is ""
+// when the constants in `c` (by name, natural units; some may be absent) are in the formula's
+// domain, else one line naming the constant, its value and the domain.
+template <class L>
+concept HasDomain = requires(const L& law, const std::map<std::string, double>& c) {
+  { law.domain_fault(c) } -> std::convertible_to<std::string>;
+};
+
 // Laws may offer a deterministic start grid (Chinchilla's 4,500 starts), in fitted coordinates.
 template <class L>
 concept HasGrid = requires(const L& law) {
@@ -108,6 +118,7 @@ class AnyLaw {
   std::vector<std::string> columns() const { return self_->columns(); }
   std::unique_ptr<AnyPreparedLaw> prepare(const Runs& runs) const { return self_->prepare(runs); }
   std::optional<std::vector<Eigen::VectorXd>> grid() const { return self_->grid(); }
+  std::string domain_fault(const std::map<std::string, double>& c) const { return self_->domain_fault(c); }
 
  private:
   struct Concept {
@@ -119,6 +130,7 @@ class AnyLaw {
     virtual std::vector<std::string> columns() const = 0;
     virtual std::unique_ptr<AnyPreparedLaw> prepare(const Runs&) const = 0;
     virtual std::optional<std::vector<Eigen::VectorXd>> grid() const = 0;
+    virtual std::string domain_fault(const std::map<std::string, double>& c) const = 0;
   };
   template <class P>
   struct PreparedOf final : AnyPreparedLaw {
@@ -150,6 +162,10 @@ class AnyLaw {
     std::optional<std::vector<Eigen::VectorXd>> grid() const override {
       if constexpr (HasGrid<L>) return law.grid();
       else return std::nullopt;
+    }
+    std::string domain_fault(const std::map<std::string, double>& c) const override {
+      if constexpr (HasDomain<L>) return law.domain_fault(c);
+      else return {};
     }
   };
   std::shared_ptr<const Concept> self_;

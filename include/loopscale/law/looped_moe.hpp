@@ -29,6 +29,7 @@ struct MoEForm {
     for (auto& q : Mapping::parameters()) p.push_back(q);
     return p;
   }
+  std::string domain_fault(const std::map<std::string, double>& c) const { return expert_transform_fault(c); }
   std::vector<std::string> columns() const {
     auto c = Mapping::columns();
     for (const char* v : {"D", "E", "K"})
