@@ -103,3 +103,24 @@ TEST_CASE("cli: law constants outside the formula's domain are refused, naming t
   }
   CHECK(run_cli(fit + "--freeze E_start=1 --freeze E_max=1e5").rc == 0);
 }
+
+TEST_CASE("cli: a SentencePiece training that fails is our one line, without SentencePiece's warning", "[cli][data]") {
+  const std::string dir = temp_dir("tokenizer");
+  {
+    std::ofstream text(dir + "/t.txt");
+    for (int i = 0; i < 200; ++i) text << "line " << i << " some words here and there " << 7 * i << "\n";
+  }
+  // BPE runs out of pieces for a vocab of 5000 on this text: SentencePiece logged "No valid symbol
+  // found" (a LOG(WARNING) line) before our error.
+  expect_error("data tokenizer train --input " + dir + "/t.txt --vocab 5000 --out " + dir + "/big.model",
+               "data: SentencePiece could not train a tokenizer");
+  // A vocab it can fill trains as before.
+  const auto ok = run_cli("data tokenizer train --input " + dir + "/t.txt --vocab 300 --out " + dir + "/ok.model");
+  INFO(ok.out);
+  CHECK(ok.rc == 0);
+  CHECK(ok.out.find("tokenizer: " + dir + "/ok.model (SentencePiece bpe, vocab 300") != std::string::npos);
+  // A file that is no model is one line too (it was before: the loader returns a status, no log).
+  std::ofstream(dir + "/bad.model") << "garbage\n";
+  expect_error("data prepare --input " + dir + "/t.txt --tokenizer " + dir + "/bad.model --out " + dir + "/corpus",
+               "is not a SentencePiece model");
+}

@@ -127,7 +127,10 @@ inline TokenizerTrainResult train_tokenizer(const TokenizerTrainOptions& o) {
       {"bos_id", "-1"},
       {"eos_id", "-1"},
       {"pad_id", "-1"},
-      {"minloglevel", "1"},  // warnings and errors only (read by SentencePiece's argument parser)
+      // Errors only (read by SentencePiece's argument parser). Its warnings would come before our one
+      // error line, not instead of it: BPE's "No valid symbol found" precedes the failure of a vocab
+      // larger than the text has pieces for, and the lines we give it are never too long to warn of.
+      {"minloglevel", "2"},
   };
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(o.seed));  // SentencePiece's sampling
   if (const auto st = sentencepiece::SentencePieceTrainer::Train(args, &it, &res.model); !st.ok())
