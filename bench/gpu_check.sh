@@ -6,8 +6,8 @@
 #   4. training-step speed, MFU and device memory with the default bf16 GEMMs
 #      (bench/cuda/bench_model.cu) -> OUT_DIR/summary.json (precision, device, peak and its source),
 #   5. the model's GEMMs alone in fp32, tf32 and both bf16 forms (bench/cuda/bench_gemm.cu) ->
-#      OUT_DIR/gemm.json, and the dense step again with packed bf16 operands ->
-#      OUT_DIR/summary_packed.json.
+#      OUT_DIR/gemm.json, and the dense steps (full and truncated BPTT) again with packed bf16
+#      operands -> OUT_DIR/summary_packed.json.
 #
 #   bench/gpu_check.sh OUT_DIR [BIN_DIR]
 #
@@ -87,8 +87,8 @@ run model "$bin/test_cuda_model"
 run gradcheck "$bin/test_cuda_gradcheck"
 run bench "$bin/bench_cuda_model" "$out/summary.json" "${GPU_CHECK_STEPS:-10}"
 # The GEMMs alone at the model's shapes in every form (how much of a step faster GEMMs could
-# remove), and the dense step again with packed bf16 operands (cublaslt.hpp) against the fast
-# form the bench above ran.
+# remove), and the dense steps (full and truncated BPTT) again with packed bf16 operands
+# (cublaslt.hpp) against the fast form the bench above ran.
 run gemm_rates "$bin/bench_cuda_gemm" "$out/gemm.json" 10
 run bench_packed env LOOPSCALE_BF16_OPERANDS=packed "$bin/bench_cuda_model" "$out/summary_packed.json" "${GPU_CHECK_STEPS:-10}" bf16 dense,truncated
 exit $status

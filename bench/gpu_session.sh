@@ -50,7 +50,7 @@ if [[ " $stages " == *" check "* ]]; then
   GPU_CHECK_TIMEOUT=${GPU_CHECK_TIMEOUT:-90} bash "$here/bench/gpu_check.sh" "$work/check" "$bin" >"$work/check.log" 2>&1
   rc=$?
   cat "$work/check/status.txt" >>"$summary" 2>/dev/null
-  tail -n 4 "$work/check/bench.txt" >>"$summary" 2>/dev/null
+  tail -n 5 "$work/check/bench.txt" >>"$summary" 2>/dev/null
   grep -A6 "one step's GEMMs" "$work/check/gemm_rates.txt" >>"$summary" 2>/dev/null
   tail -n 3 "$work/check/bench_packed.txt" >>"$summary" 2>/dev/null
   note "check exit $rc"

@@ -159,6 +159,7 @@ int main(int argc, char** argv) {
   for (const Shape& w : head_major_shapes()) shapes.push_back(w);
   std::vector<std::vector<double>> ms(shapes.size(), std::vector<double>(n_forms, 0.0));
   std::vector<double> pack_ms(shapes.size(), 0.0);
+  std::vector<bool> fell_back(shapes.size(), false);  // the packed form ran the fast one (no bf16 x bf16 kernel)
   double step_flops = 0;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const Shape& s = shapes[i];
@@ -171,10 +172,12 @@ int main(int argc, char** argv) {
     for (int f = 0; f < n_forms; ++f) {
       CudaBackend::set_precision(forms[f].precision);
       lt::Engine::get().set_bf16_operands(forms[f].operands);
+      const std::size_t fallbacks = lt::Engine::get().packed_fallbacks();
       ms[i][f] = time_ms(reps, [&] {
         CudaBackend::gemm_batched(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), s.lda, s.sA, B.data(), s.ldb, s.sB, 0.0f, Cm.data(), s.ldc, s.sC,
                                   s.count);
       });
+      if (lt::Engine::get().packed_fallbacks() != fallbacks) fell_back[i] = true;
     }
     // The packed form's two conversions alone (its share of the "bf16 packed" time).
     const train::bf16_pack::Layout la = train::bf16_pack::layout(s.ta ? s.K : s.M, s.ta ? s.M : s.K, s.count, s.sA),
@@ -188,7 +191,7 @@ int main(int argc, char** argv) {
   lt::Engine::get().set_bf16_operands(lt::Bf16Operands::fast);
 
   // The table: microseconds and TFLOP/s a call in each form, and the calls' milliseconds a step.
-  std::printf("\n%-32s %6s %6s %6s %5s %5s", "GEMM (ta tb M N K x count)", "", "", "", "", "calls");
+  std::printf("\n%-36s %6s %6s %6s %5s %5s", "GEMM (ta tb M N K x count)", "", "", "", "", "calls");
   for (const Form& f : forms) std::printf(" | %-20s", f.name);
   std::printf(" | packing\n");
   std::vector<double> step_ms(n_forms, 0.0), attention_ms(n_forms, 0.0), head_major_ms(n_forms, 0.0);
@@ -196,7 +199,7 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const Shape& s = shapes[i];
     if (i == in_step) std::printf("what if attention laid Q, K and V out head-major (not in the step):\n");
-    std::printf("%-32s %c%c %5lld %5lld %5lld x%-3lld %5lld", s.what.c_str(), s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', static_cast<long long>(s.M),
+    std::printf("%-36s %c%c %5lld %5lld %5lld x%-3lld %5lld", s.what.c_str(), s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', static_cast<long long>(s.M),
                 static_cast<long long>(s.N), static_cast<long long>(s.K), static_cast<long long>(s.count), static_cast<long long>(s.per_step));
     for (int f = 0; f < n_forms; ++f) {
       std::printf(" | %8.1f us %6.1f TF", ms[i][f] * 1e3, s.flops() / (ms[i][f] * 1e-3) / 1e12);
@@ -205,7 +208,7 @@ int main(int argc, char** argv) {
       else step_ms[f] += a_step;
       if (i < in_step && s.what.rfind("attention ", 0) == 0 && s.count > 1) attention_ms[f] += a_step;
     }
-    std::printf(" | %7.1f us\n", pack_ms[i] * 1e3);
+    std::printf(" | %7.1f us%s\n", pack_ms[i] * 1e3, fell_back[i] ? "  (packed fell back to fast: no bf16 x bf16 kernel)" : "");
     if (i < in_step) step_pack_ms += pack_ms[i] * static_cast<double>(s.per_step);
   }
   std::printf("\none step's GEMMs (%.2f TFLOP):\n", step_flops / 1e12);
@@ -219,7 +222,15 @@ int main(int argc, char** argv) {
   std::printf("attention's products a step, per head as the model runs them / all heads in one call:\n");
   for (int f = 0; f < n_forms; ++f) std::printf("  %-12s %8.2f ms / %8.2f ms\n", forms[f].name, attention_ms[f], head_major_ms[f]);
 
-  std::string out = "{\n  \"device\": \"" + device.name + "\",\n  \"reps\": " + std::to_string(reps) + ",\n  \"step_gemm_tflop\": " +
+  const auto json_string = [](const std::string& v) {  // quoted, with quotes and backslashes escaped
+    std::string q = "\"";
+    for (const char c : v) {
+      if (c == '"' || c == '\\') q += '\\';
+      q += c;
+    }
+    return q + "\"";
+  };
+  std::string out = "{\n  \"device\": " + json_string(device.name) + ",\n  \"reps\": " + std::to_string(reps) + ",\n  \"step_gemm_tflop\": " +
                     std::to_string(step_flops / 1e12) + ",\n  \"peak_bf16_flops\": " + (peak ? std::to_string(peak->bf16) : "null") +
                     ",\n  \"step_ms\": {";
   for (int f = 0; f < n_forms; ++f) out += std::string(f ? ", " : "") + "\"" + forms[f].name + "\": " + std::to_string(step_ms[f]);
@@ -230,12 +241,12 @@ int main(int argc, char** argv) {
   out += "},\n  \"step_packing_ms\": " + std::to_string(step_pack_ms) + ",\n  \"shapes\": [\n";
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const Shape& s = shapes[i];
-    out += "    {\"what\": \"" + s.what + "\", \"ta\": " + (s.ta ? "true" : "false") + ", \"tb\": " + (s.tb ? "true" : "false") +
+    out += "    {\"what\": " + json_string(s.what) + ", \"ta\": " + (s.ta ? "true" : "false") + ", \"tb\": " + (s.tb ? "true" : "false") +
            ", \"M\": " + std::to_string(s.M) + ", \"N\": " + std::to_string(s.N) + ", \"K\": " + std::to_string(s.K) +
            ", \"count\": " + std::to_string(s.count) + ", \"calls_per_step\": " + std::to_string(s.per_step) +
            ", \"in_step\": " + (i < in_step ? "true" : "false") + ", \"ms\": {";
     for (int f = 0; f < n_forms; ++f) out += std::string(f ? ", " : "") + "\"" + forms[f].name + "\": " + std::to_string(ms[i][f]);
-    out += "}, \"packing_ms\": " + std::to_string(pack_ms[i]) + "}" + (i + 1 < shapes.size() ? "," : "") + "\n";
+    out += "}, \"packing_ms\": " + std::to_string(pack_ms[i]) + ", \"packed_fell_back\": " + (fell_back[i] ? "true" : "false") + "}" + (i + 1 < shapes.size() ? "," : "") + "\n";
   }
   out += "  ]\n}\n";
   if (FILE* f = std::fopen(argv[1], "w")) {

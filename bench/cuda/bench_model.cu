@@ -5,14 +5,17 @@
 //
 //   bench_cuda_model OUT.json [STEPS [PRECISION [MODELS [TRACE.csv]]]]
 //     PRECISION: bf16 (default), tf32 or fp32; MODELS: all (default) or a comma-separated list of
-//     dense, truncated, moe; TRACE.csv: a CUPTI timeline of the first model's timed steps
+//     dense, truncated, moe, small; TRACE.csv: a CUPTI timeline of the first model's timed steps
 //     (cupti_trace.hpp: every kernel, copy and CUDA call with its start and end), which
 //     bench/cuda/kernel_times.py sums by kernel; needs libcupti.so.13 on the library path
 //
 // Models: d_model 1024, seq 1024, depth 20 (prelude 2, a block of 4 run r = 4 times, coda 2), 8
 // heads, batch 8 (8,192 tokens a step), with full and with truncated BPTT (the last 2
 // recurrences), and the same with an E8 K2 MoE of equal active size (expert hidden 2 x 1024, the
-// dense MLP's 4 x 1024 split over the two chosen experts). Exit 77 without a usable device.
+// dense MLP's 4 x 1024 split over the two chosen experts); and the small model of issue 15's GPU
+// run (bench/gpu_mix_probes.sh: d_model 256, 4 heads of 64, prelude 1 + 2 shared layers x r 2 +
+// coda 1, byte vocabulary, seq 128, batch 256), whose step is short enough that launches and the
+// host's waits weigh. Exit 77 without a usable device.
 //
 // MFU is against the device's dense peak for the precision (bf16 or TF32 tensor cores, or the fp32
 // CUDA cores) from backend/gpu_peaks.hpp, found by the device's name; mfu_bf16_peak is always
@@ -77,6 +80,21 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// The small model of bench/gpu_mix_probes.sh (its `loopscale train` flags, spelled as a spec).
+ModelSpec small_spec() {
+  ModelSpec m;
+  m.d_model = 256;
+  m.vocab = 256;
+  LayerSpec l;
+  l.attn.heads = 4;
+  m.prelude = {1, l};
+  m.coda = {1, l};
+  m.recur.block = {2, l};
+  m.recur.r = 2;
+  m.recur.inject = {Inject::linear, 0};  // the program's default for r > 1
+  return m;
+}
+
 ModelSpec model_spec(int64 bptt, bool moe) {
   ModelSpec m;
   m.d_model = 1024;
@@ -103,7 +121,7 @@ std::string json_number(double v, bool known = true) { return known ? std::to_st
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_cuda_model OUT.json [STEPS [PRECISION [MODELS [TRACE.csv]]]]   (PRECISION: bf16, tf32 or fp32; MODELS: all or dense,truncated,moe)\n");
+    std::fprintf(stderr, "usage: bench_cuda_model OUT.json [STEPS [PRECISION [MODELS [TRACE.csv]]]]   (PRECISION: bf16, tf32 or fp32; MODELS: all or dense,truncated,moe,small)\n");
     return 2;
   }
   if (!CudaBackend::available()) {
@@ -129,8 +147,8 @@ int main(int argc, char** argv) {
   for (std::size_t at = 0; models != "all";) {  // every name in MODELS must be one of the three
     const std::size_t comma = models.find(',', at);
     const std::string name = models.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (name != "dense" && name != "truncated" && name != "moe") {
-      std::fprintf(stderr, "bench_cuda_model: MODELS must be all or a comma-separated list of dense, truncated, moe, not %s\n", argv[4]);
+    if (name != "dense" && name != "truncated" && name != "moe" && name != "small") {
+      std::fprintf(stderr, "bench_cuda_model: MODELS must be all or a comma-separated list of dense, truncated, moe, small, not %s\n", argv[4]);
       return 2;
     }
     if (comma == std::string::npos) break;
@@ -160,16 +178,18 @@ int main(int argc, char** argv) {
               *precision == train::Precision::bf16 ? " with operands " : "", *precision == train::Precision::bf16 ? operands : "",
               peak.flops > 0 ? (std::to_string(peak.flops / 1e12) + " TFLOP/s (" + peak.source + ")").c_str()
                              : "unknown: set LOOPSCALE_GPU_PEAK_TFLOPS for an MFU");
-  constexpr int64 batch = 8, seq = 1024;
   struct Run {
     const char* key;
     const char* name;
     int64 bptt;
     bool moe;
+    bool small = false;
+    int64 batch = 8, seq = 1024;
   };
   std::vector<Run> runs;
   for (const Run& r : {Run{"dense", "dense, full BPTT", full_bptt, false}, Run{"truncated", "dense, truncated BPTT (last 2)", 2, false},
-                       Run{"moe", "MoE E8 K2, full BPTT", full_bptt, true}})
+                       Run{"moe", "MoE E8 K2, full BPTT", full_bptt, true},
+                       Run{"small", "small (d 256, seq 128, batch 256)", full_bptt, false, true, 256, 128}})
     if (wanted(r.key)) runs.push_back(r);
 
   std::string out = "{\n  \"device\": " + json_string(device.name) + ",\n  \"sm_count\": " + std::to_string(device.sm_count) +
@@ -179,7 +199,8 @@ int main(int argc, char** argv) {
                     ",\n  \"peak_flops\": " + json_number(peak.flops, peak.flops > 0) + ",\n  \"peak_source\": " +
                     (peak.source.empty() ? std::string("null") : json_string(peak.source)) + ",\n  \"runs\": [\n";
   for (std::size_t k = 0; k < runs.size(); ++k) {
-    const ModelSpec spec = model_spec(runs[k].bptt, runs[k].moe);
+    const ModelSpec spec = runs[k].small ? small_spec() : model_spec(runs[k].bptt, runs[k].moe);
+    const int64 batch = runs[k].batch, seq = runs[k].seq;
     const std::size_t free0 = train::cuda_memory_info().free;
     double tokens_per_s = 0, seconds = 0;
     std::size_t used = 0;

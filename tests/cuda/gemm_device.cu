@@ -187,6 +187,12 @@ int main() {
   cudaGetDeviceProperties(&prop, 0);
   std::printf("device: %s (compute capability %d.%d)\n", prop.name, prop.major, prop.minor);
   expect(CudaBackend::precision() == Precision::bf16, "the default precision is bf16");
+  try {
+    lt::Engine::get();  // reads LOOPSCALE_BF16_OPERANDS: a bad value is a failed check, not an abort
+  } catch (const std::runtime_error& e) {
+    std::printf("FAIL %s\n", e.what());
+    return 1;
+  }
   if (!std::getenv("LOOPSCALE_BF16_OPERANDS"))
     expect(lt::Engine::get().bf16_operands() == lt::Bf16Operands::fast, "bf16 products convert inside cuBLASLt unless asked otherwise");
 
@@ -244,6 +250,12 @@ int main() {
       }
     std::printf("%s: %d cases, %zu plans cached\n", prec.c_str(), cases, lt::Engine::get().plans());
   }
+  // Every packed call above really ran bf16 x bf16 (no plan fell back to the fast form), so the
+  // packed rows of this test and of bench_gemm measure what they say.
+  if (prop.major >= 8)
+    expect(lt::Engine::get().packed_fallbacks() == 0,
+           "bf16 packed: cuBLASLt had a bf16 x bf16 -> fp32 kernel for every call (" + std::to_string(lt::Engine::get().packed_fallbacks()) +
+               " fell back to the fast form)");
   lt::Engine::get().set_bf16_operands(lt::Bf16Operands::fast);
 
   // K = 0: C = beta C, batched too; double through cuBLAS, single and batched, whatever the precision.

@@ -539,7 +539,9 @@ int main() {
     struct Case {
       int64 rows, cols, ld, stride, count;
     };
-    for (const Case c : {Case{7, 33, 40, 7 * 40 + 3, 3}, Case{5, 16, 16, 0, 4}, Case{3, 300, 301, 3 * 301, 2}, Case{1, 1, 1, 0, 1}}) {
+    // The last two run the grid's row and matrix loops past CUDA's 65,535 blocks in y and z.
+    for (const Case c : {Case{7, 33, 40, 7 * 40 + 3, 3}, Case{5, 16, 16, 0, 4}, Case{3, 300, 301, 3 * 301, 2}, Case{1, 1, 1, 0, 1},
+                         Case{70000, 3, 5, 0, 1}, Case{2, 3, 3, 7, 66000}}) {
       const int64 n = c.stride > 0 ? c.count * c.stride : c.rows * c.ld;
       std::vector<float> src = randn(static_cast<std::size_t>(n), 70 + c.cols, 3.0f);
       for (std::size_t i = 0; i < sizeof specials / sizeof specials[0] && i < src.size(); ++i) src[i] = specials[i];

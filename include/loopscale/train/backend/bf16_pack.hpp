@@ -62,7 +62,9 @@ inline std::uint16_t round_bits(float x) {
 
 // One thread per column of a row; the grid's y walks the rows and its z the matrices (both
 // grid-strided past CUDA's 65,535 blocks), so neighbouring threads read neighbouring fp32 values
-// and write neighbouring bf16 ones.
+// and write neighbouring bf16 ones. A template, as every kernel of this header-only library is, so
+// that two translation units including it link (a plain __global__ function would be defined twice).
+template <class = void>
 __global__ void pack_kernel(const float* src, int64 ld, int64 stride, __nv_bfloat16* dst, Layout to) {
   const int64 c = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= to.cols) return;
@@ -78,7 +80,7 @@ inline void pack(const float* src, int64 ld, int64 stride, __nv_bfloat16* dst, c
   const int64 threads = to.cols >= 256 ? 256 : (to.cols + 31) / 32 * 32;
   const auto cap = [](int64 v) { return static_cast<unsigned>(v < 65535 ? v : 65535); };
   const dim3 grid(static_cast<unsigned>((to.cols + threads - 1) / threads), cap(to.rows), cap(to.matrices));
-  pack_kernel<<<grid, static_cast<unsigned>(threads)>>>(src, ld, stride, dst, to);
+  pack_kernel<><<<grid, static_cast<unsigned>(threads)>>>(src, ld, stride, dst, to);
   cuda_detail::check(cudaGetLastError(), "kernel bf16_pack::pack_kernel",
                      std::to_string(to.matrices) + " x " + std::to_string(to.rows) + " x " + std::to_string(to.cols) + " values");
 }
