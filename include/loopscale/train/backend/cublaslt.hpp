@@ -43,8 +43,8 @@
 // form's combination (bf16 A and B, fp32 C and D, CUBLAS_COMPUTE_32F, scale type CUDA_R_32F) is the
 // one PyTorch's aten/src/ATen/cuda/CUDABlas.cpp asks cuBLASLt for when a bf16 product writes an fp32
 // result; it has not run here on a GPU yet, and a call cuBLASLt offers no kernel for is counted
-// (packed_fallbacks()), which tests/cuda/gemm_device.cu expects to stay 0 on a GPU with bf16 tensor
-// cores.
+// (packed_fallbacks()), which tests/cuda/gemm_device.cu expects to stay 0 for model-like products
+// on a GPU with bf16 tensor cores.
 //
 // Alignment: cuBLASLt's heuristic assumes every operand 256-byte aligned unless told otherwise
 // (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES, default 256, cublasLt.h) and may pick an
