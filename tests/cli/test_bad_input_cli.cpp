@@ -94,6 +94,12 @@ TEST_CASE("cli: law constants outside the formula's domain are refused, naming t
   const std::string fit = "fit --law clark --data " + dir + "/clark.csv --starts random:2 ";
   expect_error(fit + "--freeze E_start=20 --freeze E_max=10", "--freeze E_start=20 is not below E_max=10");
   expect_error(fit + "--freeze E_start=0", "--freeze E_start=0 is not positive");
+  // One of the pair frozen where the other's box reaches past it (E_max is fitted in [10, 1e5],
+  // E_start in [1, 8]): refused before fitting, naming the free one.
+  expect_error(fit + "--freeze E_start=20", "--freeze: E_max is fitted in [10, 100000], which crosses the frozen values");
+  expect_error(fit + "--freeze E_max=5", "--freeze: E_start is fitted in [1, 8], which crosses the frozen values");
+  CHECK(run_cli(fit + "--freeze E_start=5").rc == 0);
+  CHECK(run_cli(fit + "--freeze E_max=50").rc == 0);
   // What the project itself writes and documents stays accepted: E_start = 1, E_max = 1e5 (docs/sweeps.md)
   // and E_start = 2, E_max = 300 (tests/law), a law's other constants of either sign.
   for (const char* e : {"--param E_start=1 --param E_max=1e5", "--param E_start=2 --param E_max=300", "--param E_start=0.5 --param E_max=300"}) {

@@ -432,6 +432,21 @@ inline FitResult fit(const AnyLaw& law, const Runs& runs, const FitOptions& opt 
   const std::map<int, double> frozen = frozen_coordinates(ps, opt.frozen, law.name());
   // Frozen values outside the formula's domain (law.hpp, HasDomain) would make every start's objective NaN.
   if (const std::string fault = law.domain_fault(opt.frozen); !fault.empty()) throw data_error("--freeze " + fault);
+  // A frozen value can also cross a free parameter's box (E_start frozen at 20 while E_max is fitted
+  // in [10, 1e5]), and the optimiser would then step out of the domain. The laws' domains are
+  // bounds between pairs of constants, so it is enough that each end of every free box is inside
+  // together with the frozen values.
+  if (!opt.frozen.empty())
+    for (const Parameter& q : ps) {
+      if (opt.frozen.count(q.name)) continue;
+      for (const double end : {q.lo, q.hi}) {
+        std::map<std::string, double> c = opt.frozen;
+        c[q.name] = q.to_value(end);
+        if (const std::string fault = law.domain_fault(c); !fault.empty())
+          throw data_error(concat("--freeze: ", q.name, " is fitted in [", q.to_value(q.lo), ", ", q.to_value(q.hi),
+                                  "], which crosses the frozen values: at its end ", fault, "; freeze ", q.name, " too"));
+      }
+    }
   FitResult r = fit_prepared(*prepared, ps, runs["loss"], starts, frozen, opt);
   r.law = law.name();
   if (reads_looped_counts(law)) r.injection = runs.injection;
