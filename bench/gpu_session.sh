@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything a lent GPU machine is for, in one command that keeps what it finished: the device
-# tests and the training speed (bench/gpu_check.sh), where a step's time goes (bench/gpu_profile.sh),
+# tests and the training speed (bench/gpu_check.sh), where a step's time goes (bench/gpu_profile.sh,
+# the d 1024 model and then issue 15's small one),
 # and issue 15's acceptance pair (bench/gpu_mix_probes.sh), within SECONDS in all. After every
 # stage OUT_DIR/results.tgz is written again (atomically: a machine taken back mid-stage still
 # returns the stages before) beside OUT_DIR/summary.txt; two files, so a lease's limit on returned
@@ -63,7 +64,7 @@ fi
 # H200), gets at most 40 s a run; Nsight Compute what is left, at most 150 s, none under 40 s.
 if [[ " $stages " == *" profile "* ]] && [ "$(left)" -gt 90 ]; then
   note "profile: bench/gpu_profile.sh ($(left) s left)"
-  ncu_seconds=$(($(left) - 90))
+  ncu_seconds=$(($(left) - 130))  # 40 s of it kept for the small model's trace after
   [ "$ncu_seconds" -gt 150 ] && ncu_seconds=150
   GPU_PROFILE_NCU=$([ "$ncu_seconds" -ge 40 ] && echo 1 || echo 0) GPU_PROFILE_TIMEOUT=$ncu_seconds GPU_PROFILE_RUN_TIMEOUT=40 \
     bash "$here/bench/gpu_profile.sh" "$work/profile" "$bin" dense >"$work/profile.log" 2>&1
@@ -73,6 +74,17 @@ if [[ " $stages " == *" profile "* ]] && [ "$(left)" -gt 90 ]; then
   note "profile exit $rc"
   keep
   [ "$rc" = 0 ] || status=1
+  # The small model of the mix stage too (a few seconds, no ncu): its step is short enough that the
+  # trace shows what launches and the host's waits cost, which the d 1024 step hides.
+  if [ "$(left)" -gt 60 ]; then
+    note "profile of the small model ($(left) s left)"
+    GPU_PROFILE_NCU=0 GPU_PROFILE_RUN_TIMEOUT=25 bash "$here/bench/gpu_profile.sh" "$work/profile_small" "$bin" small >"$work/profile_small.log" 2>&1
+    rc=$?
+    cat "$work/profile_small/trace.txt" >>"$summary" 2>/dev/null
+    note "profile of the small model exit $rc"
+    keep
+    [ "$rc" = 0 ] || status=1
+  fi
 fi
 if [[ " $stages " == *" mix "* ]]; then
   mix_seconds=$(($(left) - ${NOMIX_RESERVE:-100} - ${EVAL_RESERVE:-90}))
