@@ -73,6 +73,7 @@ if [[ " $stages " == *" profile "* ]] && [ "$(left)" -gt 90 ]; then
   head -n 25 "$work/profile/kernels.txt" >>"$summary" 2>/dev/null
   note "profile exit $rc"
   keep
+  [ "$rc" = 77 ] && exit 77
   [ "$rc" = 0 ] || status=1
   # The small model of the mix stage too (a few seconds, no ncu): its step is short enough that the
   # trace shows what launches and the host's waits cost, which the d 1024 step hides.
