@@ -7,7 +7,8 @@
 #      (bench/cuda/bench_model.cu) -> OUT_DIR/summary.json (precision, device, peak and its source),
 #   5. the model's GEMMs alone in fp32, tf32 and both bf16 forms (bench/cuda/bench_gemm.cu) ->
 #      OUT_DIR/gemm.json, and the dense steps (full and truncated BPTT) again with packed bf16
-#      operands -> OUT_DIR/summary_packed.json.
+#      operands -> OUT_DIR/summary_packed.json, and with only the single products packed ->
+#      OUT_DIR/summary_packed_single.json.
 #
 #   bench/gpu_check.sh OUT_DIR [BIN_DIR]
 #
@@ -91,4 +92,5 @@ run bench "$bin/bench_cuda_model" "$out/summary.json" "${GPU_CHECK_STEPS:-10}"
 # (cublaslt.hpp) against the fast form the bench above ran.
 run gemm_rates "$bin/bench_cuda_gemm" "$out/gemm.json" 10
 run bench_packed env LOOPSCALE_BF16_OPERANDS=packed "$bin/bench_cuda_model" "$out/summary_packed.json" "${GPU_CHECK_STEPS:-10}" bf16 dense,truncated
+run bench_packed_single env LOOPSCALE_BF16_OPERANDS=packed-single "$bin/bench_cuda_model" "$out/summary_packed_single.json" "${GPU_CHECK_STEPS:-10}" bf16 dense,truncated
 exit $status

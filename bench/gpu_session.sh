@@ -53,7 +53,7 @@ if [[ " $stages " == *" check "* ]]; then
   cat "$work/check/status.txt" >>"$summary" 2>/dev/null
   tail -n 5 "$work/check/bench.txt" >>"$summary" 2>/dev/null
   grep -A6 "one step's GEMMs" "$work/check/gemm_rates.txt" >>"$summary" 2>/dev/null
-  tail -n 3 "$work/check/bench_packed.txt" >>"$summary" 2>/dev/null
+  tail -n 3 "$work/check/bench_packed.txt" "$work/check/bench_packed_single.txt" >>"$summary" 2>/dev/null
   note "check exit $rc"
   keep
   [ "$rc" = 77 ] && exit 77

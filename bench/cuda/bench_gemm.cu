@@ -219,6 +219,13 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("  of which the packed form's conversions: %.2f ms\n", step_pack_ms);
+  // packed-single (cublaslt.hpp): the packed form's times for single products, the fast form's for
+  // strided batches, from the columns above.
+  double single_ms = 0;
+  for (std::size_t i = 0; i < in_step; ++i)
+    single_ms += ms[i][shapes[i].count == 1 ? 3 : 2] * static_cast<double>(shapes[i].per_step);
+  std::printf("  %-12s %8.2f ms, %6.1f TFLOP/s (packed single products, fast batches: from the columns above)\n", "bf16 p-single", single_ms,
+              step_flops / (single_ms * 1e-3) / 1e12);
   std::printf("attention's products a step, per head as the model runs them / all heads in one call:\n");
   for (int f = 0; f < n_forms; ++f) std::printf("  %-12s %8.2f ms / %8.2f ms\n", forms[f].name, attention_ms[f], head_major_ms[f]);
 
@@ -234,7 +241,7 @@ int main(int argc, char** argv) {
                     std::to_string(step_flops / 1e12) + ",\n  \"peak_bf16_flops\": " + (peak ? std::to_string(peak->bf16) : "null") +
                     ",\n  \"step_ms\": {";
   for (int f = 0; f < n_forms; ++f) out += std::string(f ? ", " : "") + "\"" + forms[f].name + "\": " + std::to_string(step_ms[f]);
-  out += "},\n  \"attention_ms\": {";
+  out += ", \"bf16 packed-single\": " + std::to_string(single_ms) + "},\n  \"attention_ms\": {";
   for (int f = 0; f < n_forms; ++f) out += std::string(f ? ", " : "") + "\"" + forms[f].name + "\": " + std::to_string(attention_ms[f]);
   out += "},\n  \"attention_head_major_ms\": {";
   for (int f = 0; f < n_forms; ++f) out += std::string(f ? ", " : "") + "\"" + forms[f].name + "\": " + std::to_string(head_major_ms[f]);

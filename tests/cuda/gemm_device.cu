@@ -203,7 +203,8 @@ int main() {
     lt::Bf16Operands operands;
   };
   for (const Form form : {Form{Precision::fp32, lt::Bf16Operands::fast}, Form{Precision::tf32, lt::Bf16Operands::fast},
-                          Form{Precision::bf16, lt::Bf16Operands::fast}, Form{Precision::bf16, lt::Bf16Operands::packed}}) {
+                          Form{Precision::bf16, lt::Bf16Operands::fast}, Form{Precision::bf16, lt::Bf16Operands::packed},
+                          Form{Precision::bf16, lt::Bf16Operands::packed_single}}) {
     const Precision precision = form.precision;
     CudaBackend::set_precision(precision);
     lt::Engine::get().set_bf16_operands(form.operands);

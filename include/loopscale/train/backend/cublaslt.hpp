@@ -22,7 +22,8 @@
 //   bf16  CUBLAS_COMPUTE_32F_FAST_16BF: inputs rounded to bf16 on tensor cores (cublas_api.h:
 //         "allows down-converting inputs to bfloat16 or TF32"), fp32 accumulation, fp32 result.
 // bf16 has a second form, chosen per process (Engine::set_bf16_operands, or the environment's
-// LOOPSCALE_BF16_OPERANDS=packed|fast when the engine is made; fast unless set):
+// LOOPSCALE_BF16_OPERANDS=fast|packed|packed-single when the engine is made; fast unless set;
+// packed-single packs single products and leaves strided batches to the fast form):
 //   fast    the above: fp32 A and B, cuBLASLt rounds them inside its kernel;
 //   packed  a kernel of ours rounds A and B to bf16 (nearest even) into packed copies
 //           (backend/bf16_pack.hpp) and cuBLASLt multiplies bf16 x bf16 -> fp32 C with
@@ -97,20 +98,28 @@ inline cublasComputeType_t compute_type(Precision p) {
 }
 
 // How a bf16 product gets its bf16 inputs (the header's comment): cuBLASLt's in-kernel conversion
-// of the fp32 operands, or packed copies rounded by bf16_pack.hpp.
-enum class Bf16Operands { fast, packed };
+// of the fp32 operands, packed copies rounded by bf16_pack.hpp, or packed copies for single
+// products only (packed_single: the linear layers) and the fast form for strided batches
+// (attention's, whose T x T probabilities and their gradient would be copied for every product:
+// at the d 1024 model about as many bytes a step as all the linear layers' copies, for about an
+// eighth of the FLOPs; an estimate from the shapes, docs/training.md).
+enum class Bf16Operands { fast, packed, packed_single };
 
-inline const char* bf16_operands_name(Bf16Operands o) { return o == Bf16Operands::packed ? "packed" : "fast"; }
+inline const char* bf16_operands_name(Bf16Operands o) {
+  return o == Bf16Operands::packed ? "packed" : o == Bf16Operands::packed_single ? "packed-single" : "fast";
+}
 
-// LOOPSCALE_BF16_OPERANDS: unset or empty gives fast; "fast" or "packed"; anything else is an
-// error naming the variable and its value (a typo must not silently measure the other form).
+// LOOPSCALE_BF16_OPERANDS: unset or empty gives fast; "fast", "packed" or "packed-single"; anything
+// else is an error naming the variable and its value (a typo must not silently measure another
+// form).
 inline Bf16Operands bf16_operands_from_environment() {
   const char* v = std::getenv("LOOPSCALE_BF16_OPERANDS");
   if (!v || !*v) return Bf16Operands::fast;
   const std::string_view s(v);
   if (s == "fast") return Bf16Operands::fast;
   if (s == "packed") return Bf16Operands::packed;
-  throw std::runtime_error("cuda: LOOPSCALE_BF16_OPERANDS must be fast or packed, not '" + std::string(s) + "'");
+  if (s == "packed-single") return Bf16Operands::packed_single;
+  throw std::runtime_error("cuda: LOOPSCALE_BF16_OPERANDS must be fast, packed or packed-single, not '" + std::string(s) + "'");
 }
 
 // One row-major product, or count of them with X_i = X + i * strideX (strides in elements).
@@ -175,7 +184,8 @@ class Engine {
     // The mutex keeps two host threads from building one plan twice and from sharing the packed
     // scratch; the backend is driven from one thread, so it is never contended.
     const std::lock_guard<std::mutex> lock(mutex_);
-    const bool packed = g.precision == Precision::bf16 && bf16_operands_ == Bf16Operands::packed;
+    const bool packed = g.precision == Precision::bf16 && (bf16_operands_ == Bf16Operands::packed ||
+                                                           (bf16_operands_ == Bf16Operands::packed_single && g.count == 1));
     const std::array<int64, 17> key = {static_cast<int64>(g.precision), packed, g.ta, g.tb, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, g.count,
                                        batched ? g.strideA : 0, batched ? g.strideB : 0, batched ? g.strideC : 0,
                                        alignment(A, g.strideA * bytes, g.count), alignment(B, g.strideB * bytes, g.count),
