@@ -77,6 +77,7 @@ void run(const DesignArgs& a) {
   const law::AnyLaw l = law::law_by_name(law_name);
   // A constant out of its domain is named where it came from: the fit file, or --param.
   const Eigen::VectorXd theta = law::theta_of(l, constants, a.fit.empty() ? "--param" : "--fit " + a.fit + ":");
+  print_law_notes(l, constants);
   s.n_act = a.n_act, s.n_loop = a.n_loop, s.n_expert_active = a.expert_params, s.top_k = a.top_k;
   s.R = a.R, s.E = a.E, s.budget = a.budget;
   if (!(a.memory_gib >= 0)) throw usage_error("design: --memory-gib must be >= 0");

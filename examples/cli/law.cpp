@@ -15,7 +15,9 @@ struct LawArgs {
 
 void run(const LawArgs& a) {
   const law::AnyLaw l = law::law_by_name(a.law);
-  const Eigen::VectorXd theta = law::theta_of(l, numeric_assignments(a.params, "--param"));
+  const law::Constants constants = numeric_assignments(a.params, "--param");
+  const Eigen::VectorXd theta = law::theta_of(l, constants);
+  print_law_notes(l, constants);
   const law::RunTable table = law::read_table(a.data);
   const law::ColumnMap map = column_map(a.map);
   law::RunReader reader(table, map);

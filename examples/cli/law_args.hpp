@@ -2,6 +2,8 @@
 // runs with a column map, and the JSON and table forms of a fit.
 #pragma once
 
+#include <cstdio>
+
 #include <cmath>
 #include <algorithm>
 #include <map>
@@ -68,6 +70,12 @@ inline InjectionCount injection_option(const std::string& word) {
 inline constexpr const char* injection_help =
     "where the injection's parameters count in N_once / N_rec: rec (with the shared block, loopscale's accounting and the "
     "paper's code), once (with the once-run parameters) or excluded (in neither: the paper's 410M ~ 580M ~ 1B example)";
+
+// The law's notes on constants that are legal but likely a mistake (law.hpp, HasNotes): one line
+// each on stderr; the command goes on.
+inline void print_law_notes(const law::AnyLaw& l, const law::Constants& c) {
+  for (const std::string& n : l.notes(c)) std::fprintf(stderr, "loopscale: note: %s\n", n.c_str());
+}
 
 inline law::Constants numeric_assignments(const std::vector<std::string>& items, const std::string& flag) {
   law::Constants c;

@@ -29,6 +29,11 @@ std::string temp_dir(const std::string& name) {
   return dir.string();
 }
 
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  return s;
+}
+
 // The iso-depth paper's constants, for `optimal`.
 const std::string optimal = "optimal --param E=1.56773 --param A=28.027 --param B=915.82 --param alpha=0.19924 --param beta=0.36863 "
                             "--param phi=0.459 --max-width 1024 ";
@@ -108,6 +113,25 @@ TEST_CASE("cli: law constants outside the formula's domain are refused, naming t
     CHECK(r.rc == 0);
   }
   CHECK(run_cli(fit + "--freeze E_start=1 --freeze E_max=1e5").rc == 0);
+}
+
+TEST_CASE("cli: a looped-MoE constant in the paper's sign is legal, with a note saying so", "[cli][law]") {
+  // The looped-MoE paper writes alpha and beta without the minus loopscale's form has, so its
+  // numbers copied as they stand are negative: predictions in which the loss grows with N_eff and D,
+  // printed with exit 0 and nothing else.
+  const std::string with = design + "--param E_start=1 --param E_max=1e5 --R 1,2 --E 1,8 ";
+  const std::string paper = replace_all(replace_all(with, "alpha=0.2", "alpha=-0.2"), "beta=0.3", "beta=-0.3");
+  const auto r = run_cli(paper);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("loopscale: note: alpha=-0.2 is negative, so the predicted loss grows with N_eff") != std::string::npos);
+  CHECK(r.out.find("loopscale: note: beta=-0.3 is negative, so the predicted loss grows with D") != std::string::npos);
+  CHECK(r.out.find("negatives of the looped-MoE paper's") != std::string::npos);
+  // loopscale's own signs: no note.
+  const auto own = run_cli(with);
+  INFO(own.out);
+  CHECK(own.rc == 0);
+  CHECK(own.out.find("loopscale: note:") == std::string::npos);
 }
 
 TEST_CASE("cli: a SentencePiece training that fails is our one line, without SentencePiece's warning", "[cli][data]") {

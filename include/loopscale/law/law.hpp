@@ -70,6 +70,14 @@ concept HasDomain = requires(const L& law, const std::map<std::string, double>& 
   { law.domain_fault(c) } -> std::convertible_to<std::string>;
 };
 
+// Laws may say which legal constants are likely a mistake (a paper that writes the same law with
+// the opposite sign): notes(c) gives one line each for the constants in `c` (by name, natural
+// units; some may be absent), which the program prints and goes on.
+template <class L>
+concept HasNotes = requires(const L& law, const std::map<std::string, double>& c) {
+  { law.notes(c) } -> std::convertible_to<std::vector<std::string>>;
+};
+
 // Laws may offer a deterministic start grid (Chinchilla's 4,500 starts), in fitted coordinates.
 template <class L>
 concept HasGrid = requires(const L& law) {
@@ -119,6 +127,7 @@ class AnyLaw {
   std::unique_ptr<AnyPreparedLaw> prepare(const Runs& runs) const { return self_->prepare(runs); }
   std::optional<std::vector<Eigen::VectorXd>> grid() const { return self_->grid(); }
   std::string domain_fault(const std::map<std::string, double>& c) const { return self_->domain_fault(c); }
+  std::vector<std::string> notes(const std::map<std::string, double>& c) const { return self_->notes(c); }
 
  private:
   struct Concept {
@@ -131,6 +140,7 @@ class AnyLaw {
     virtual std::unique_ptr<AnyPreparedLaw> prepare(const Runs&) const = 0;
     virtual std::optional<std::vector<Eigen::VectorXd>> grid() const = 0;
     virtual std::string domain_fault(const std::map<std::string, double>& c) const = 0;
+    virtual std::vector<std::string> notes(const std::map<std::string, double>& c) const = 0;
   };
   template <class P>
   struct PreparedOf final : AnyPreparedLaw {
@@ -165,6 +175,10 @@ class AnyLaw {
     }
     std::string domain_fault(const std::map<std::string, double>& c) const override {
       if constexpr (HasDomain<L>) return law.domain_fault(c);
+      else return {};
+    }
+    std::vector<std::string> notes(const std::map<std::string, double>& c) const override {
+      if constexpr (HasNotes<L>) return law.notes(c);
       else return {};
     }
   };

@@ -9,11 +9,14 @@
 #include <algorithm>
 #include <array>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "loopscale/law/constants.hpp"
 #include "loopscale/law/expert_transform.hpp"
 #include "loopscale/law/law.hpp"
 #include "loopscale/law/recurrence.hpp"
+#include "loopscale/util/text.hpp"
 
 namespace loopscale::law {
 
@@ -30,6 +33,18 @@ struct MoEForm {
     return p;
   }
   std::string domain_fault(const std::map<std::string, double>& c) const { return expert_transform_fault(c); }
+  // A negative alpha or beta is legal but makes the loss grow with N_eff or D: what a constant
+  // copied from the looped-MoE paper, which writes these exponents without the minus, gives
+  // (the sign conventions below).
+  std::vector<std::string> notes(const std::map<std::string, double>& c) const {
+    std::vector<std::string> out;
+    for (const auto& [name, size] : {std::pair<const char*, const char*>{"alpha", "N_eff"}, {"beta", "D"}})
+      if (const auto it = c.find(name); it != c.end() && it->second < 0)
+        out.push_back(concat(name, "=", it->second, " is negative, so the predicted loss grows with ", size,
+                             "; loopscale writes this law's exponents with a minus, so alpha, beta, gamma and zeta are the"
+                             " negatives of the looped-MoE paper's (docs/laws.md): a constant copied from the paper needs its sign changed"));
+    return out;
+  }
   std::vector<std::string> columns() const {
     auto c = Mapping::columns();
     for (const char* v : {"D", "E", "K"})
