@@ -20,7 +20,8 @@
 # build that tree with -DLOOPSCALE_NATIVE=OFF -DLOOPSCALE_MPI=OFF for a machine whose CPU and
 # libraries are not the build machine's (bench/gpu_session.sh runs everything there).
 # Each program is stopped after GPU_CHECK_TIMEOUT seconds (default 240: a hang must not spend a
-# lent machine's time) and counts as failed.
+# lent machine's time) and counts as failed; with GPU_CHECK_DEADLINE, all of them within that many
+# seconds of the start (a program that would start past it is skipped and counts as failed).
 # Exit status: 0 all passed, 1 a check failed, 2 bad usage, 77 no usable CUDA device.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,10 +75,23 @@ run() {  # name, program, arguments...
   local name=$1
   shift
   local t0=$SECONDS
-  LD_LIBRARY_PATH=$libpath timeout -k 10 "${GPU_CHECK_TIMEOUT:-240}" "$@" 2>&1 | tee "$out/$name.txt"
+  # Each program gets GPU_CHECK_TIMEOUT seconds, and all of them together GPU_CHECK_DEADLINE (from
+  # this script's start; unset: no deadline), so a caller with a time budget (gpu_session.sh) is
+  # never overrun by a hang late in the list.
+  local limit=${GPU_CHECK_TIMEOUT:-240}
+  if [ -n "${GPU_CHECK_DEADLINE:-}" ]; then
+    local rest=$((GPU_CHECK_DEADLINE - SECONDS - 10))
+    [ "$rest" -lt "$limit" ] && limit=$rest
+    if [ "$limit" -lt 5 ]; then
+      echo "gpu_check: $name skipped, past GPU_CHECK_DEADLINE (${GPU_CHECK_DEADLINE} s)" | tee -a "$out/status.txt"
+      status=1
+      return
+    fi
+  fi
+  LD_LIBRARY_PATH=$libpath timeout -k 10 "$limit" "$@" 2>&1 | tee "$out/$name.txt"
   local rc=${PIPESTATUS[0]}
   local why=""
-  [ "$rc" = 124 ] || [ "$rc" = 137 ] && why=" (stopped after ${GPU_CHECK_TIMEOUT:-240} s)"
+  [ "$rc" = 124 ] || [ "$rc" = 137 ] && why=" (stopped after $limit s)"
   echo "gpu_check: $name exit $rc in $((SECONDS - t0)) s$why" | tee -a "$out/status.txt"
   if [ "$rc" = 77 ]; then exit 77; fi
   [ "$rc" = 0 ] || status=1

@@ -1,8 +1,9 @@
 // How fast the CUDA backend's GEMMs run at the shapes of bench_model.cu's dense model, in every
 // form a float GEMM can take (cublaslt.hpp): fp32, TF32, bf16 with the fp32 operands converted
 // inside cuBLASLt ("fast", the default) and bf16 with operands rounded into packed copies first
-// ("packed"). Each shape also carries how many times one training step calls it, so the table
-// ends with the GEMMs' share of a step in each form: the part of bench_cuda_model's step time that
+// ("packed"); "packed-single" (packed single products, fast batches) is summed from those
+// columns. Each shape also carries how many times one training step calls it, so the table ends
+// with the GEMMs' share of a step in each form: the part of bench_cuda_model's step time that
 // faster GEMMs could remove, and the rest that only the other kernels can.
 //
 //   bench_cuda_gemm OUT.json [REPS]     (REPS: timed calls of each shape after two warm-up calls, default 20)

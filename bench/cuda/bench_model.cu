@@ -23,7 +23,9 @@
 // know, or a MIG slice: set LOOPSCALE_GPU_PEAK_TFLOPS (the peak of PRECISION, TFLOP/s, dense),
 // else the MFUs are written as null. summary.json records the precision, the device, its peak and
 // where that peak came from. The first run's device memory includes cuBLASLt's 32 MiB workspace
-// and the library handles, made at its first GEMM.
+// and the library handles, made at its first GEMM, and, with packed bf16 operands
+// (LOOPSCALE_BF16_OPERANDS, cublaslt.hpp), their scratch (about 0.6 GB at d 1024), which the
+// estimate leaves out.
 //
 // The timed steps, and only they, lie between cudaProfilerStart and cudaProfilerStop, so a
 // profiler started with its capture off (`ncu --profile-from-start off`, bench/gpu_profile.sh)
@@ -144,7 +146,7 @@ int main(int argc, char** argv) {
     const std::string list = "," + models + ",";
     return list.find("," + std::string(key) + ",") != std::string::npos;
   };
-  for (std::size_t at = 0; models != "all";) {  // every name in MODELS must be one of the three
+  for (std::size_t at = 0; models != "all";) {  // every name in MODELS must be one of the four
     const std::size_t comma = models.find(',', at);
     const std::string name = models.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     if (name != "dense" && name != "truncated" && name != "moe" && name != "small") {

@@ -1,6 +1,7 @@
 // Bad input the `loopscale` program once took without a word: a list entry given twice, a Slurm time
 // limit of nothing, law constants outside their formula's domain, SentencePiece's own warning before
-// our error. Each is exit code 2 and one line naming what is wrong.
+// our error. Each is exit code 2 and one line naming what is wrong; and a looped-MoE exponent in the
+// paper's sign, which is legal (exit 0) but gets a `loopscale: note:` line.
 #include <catch2/catch.hpp>
 
 #include <filesystem>

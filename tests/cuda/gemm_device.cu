@@ -18,10 +18,11 @@
 // |reference|, random-sign errors grow like sqrt(K)). The layout, transposition and beta paths are
 // the same code in every precision and are held to fp32's bound; tf32 and bf16 show that the
 // precision reaches cuBLASLt (on a GPU with bf16 tensor cores the largest bf16 product must differ
-// from the fp32 one) and stays within its bound. bf16 runs in both of its forms (cublaslt.hpp):
-// fp32 operands converted inside cuBLASLt ("fast") and operands rounded into packed bf16 copies
-// first ("packed"); both round each input once, so both are held to the same bound, and the
-// packed form's odd shapes, leading dimensions and unaligned operands exercise the packing.
+// from the fp32 one) and stays within its bound. bf16 runs in each of its forms (cublaslt.hpp):
+// fp32 operands converted inside cuBLASLt ("fast"), operands rounded into packed bf16 copies first
+// ("packed"), and packed single products with fast batches ("packed-single"); all round each input
+// once, so all are held to the same bound, and the packed forms' odd shapes, leading dimensions
+// and unaligned operands exercise the packing.
 //
 // Exit 77 (ctest: skipped) without a usable CUDA device.
 #include <array>
@@ -254,7 +255,8 @@ int main() {
   // Odd shapes (K = 1, a single row) may have no bf16 x bf16 kernel and run the fast form; said,
   // not failed. Shapes like the model's must run packed, or bench_gemm's packed rows would
   // measure the fast form: a 256-multiple product and attention's strided batch of head slices.
-  std::printf("bf16 packed: %zu of the odd shapes above ran the fast form\n", lt::Engine::get().packed_fallbacks());
+  std::printf("bf16 packed: %zu packed plans of the odd shapes above (both packed forms) ran the fast form\n",
+              lt::Engine::get().packed_fallbacks());
   if (prop.major >= 8) {
     CudaBackend::set_precision(Precision::bf16);
     lt::Engine::get().set_bf16_operands(lt::Bf16Operands::packed);

@@ -22,7 +22,7 @@ inline Parameters expert_transform_parameters() {
 // The transform is defined for 0 < E_start < E_max only: (1/E_start - 1/E_max)^-1 needs E_start > 0
 // and E_start != E_max, and with E_start > E_max it is negative, so that 1/Ehat is <= 0 for some E
 // (no log) and Ehat is finite but meaningless for the others. The box keeps every fit inside; this
-// is for constants given by hand (--param, --freeze, a fit file). "" when the constants present in
+// is for constants given by hand (--param, --start, --freeze, a fit file). "" when the constants present in
 // `c` are in the domain.
 inline std::string expert_transform_fault(const std::map<std::string, double>& c) {
   const auto start = c.find("E_start"), max = c.find("E_max");

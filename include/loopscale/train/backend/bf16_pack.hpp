@@ -51,7 +51,8 @@ inline Layout layout(int64 rows, int64 cols, int64 count, int64 source_stride) {
 
 // The host twin of __float2bfloat16_rn: the upper 16 bits of the fp32 value rounded to nearest,
 // ties to even; values past bf16's largest become infinities, and a NaN becomes a NaN (0x7FFF, the
-// canonical one __float2bfloat16_rn returns; tests compare NaNs as NaNs, not by their bits).
+// canonical one __float2bfloat16_rn returns on the host; kernels_device compares the kernel's NaNs
+// as NaNs, whatever their bits).
 inline std::uint16_t round_bits(float x) {
   std::uint32_t u = 0;
   std::memcpy(&u, &x, sizeof u);

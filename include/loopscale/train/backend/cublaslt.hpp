@@ -4,8 +4,8 @@
 // One cuBLASLt handle and one 32 MiB workspace per process (cudaMalloc'd once, no managed memory;
 // 32 MiB is the workspace cuBLAS's documentation recommends for Hopper, cublasSetWorkspace), both
 // made on the device current at the first call and kept until exit: the backend drives one
-// device. Each distinct call (precision, transposes, M, N, K, leading dimensions, batch count and
-// strides, the operands' alignment) gets a plan at its first use: the matmul descriptor, the three
+// device. Each distinct call (precision, whether its bf16 operands are packed, transposes, M, N, K,
+// leading dimensions, batch count and strides, the operands' alignment) gets a plan at its first use: the matmul descriptor, the three
 // matrix layouts and the algorithm cuBLASLt's heuristic picks. Every later call of that key only
 // looks the plan up and launches: no allocation, no heuristic query. A training step repeats a few
 // dozen keys, so the cache stays small.
@@ -232,8 +232,8 @@ class Engine {
     return bf16_operands_;
   }
 
-  // How many calls asked for packed bf16 operands and got the fast form because cuBLASLt had no
-  // bf16 x bf16 -> fp32 kernel for them (distinct plans, counted when planned): tests expect none
+  // How many packed plans (distinct calls: shape, transposes, strides, alignment) got the fast form
+  // because cuBLASLt had no bf16 x bf16 -> fp32 kernel for them, counted when planned: tests expect none
   // on a GPU with bf16 tensor cores, and bench_gemm reports it, so the packed form cannot quietly
   // measure the fast one.
   std::size_t packed_fallbacks() {
