@@ -44,6 +44,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -92,6 +94,39 @@ template <class F>
 struct Once {
   F f;
   LOOPSCALE_HD void operator()(int64) const { f(); }
+};
+
+// Thrust's temporary storage for CudaBackend::sum (a reduction's partials and result), kept
+// between calls: plain thrust::cuda::par would cudaMalloc and cudaFree it on every sum, and
+// cudaFree waits for the whole device (the MoE step makes about 180 sums). Freed blocks are kept
+// by size and handed out again, so two live requests never share one; they stay until exit, like
+// the cuBLAS handle. The reduction itself is Thrust's, unchanged: the same bits as before.
+struct CachedTemporaries {
+  using value_type = char;
+  char* allocate(std::ptrdiff_t bytes) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = free.find(bytes);
+    if (it != free.end()) {
+      char* p = it->second;
+      free.erase(it);
+      return p;
+    }
+    void* p = nullptr;
+    check(cudaMalloc(&p, static_cast<std::size_t>(bytes)), "cudaMalloc", std::to_string(bytes) + " bytes of a reduction's temporary storage");
+    return static_cast<char*>(p);
+  }
+  void deallocate(char* p, std::size_t bytes) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    free.emplace(static_cast<std::ptrdiff_t>(bytes), p);
+  }
+  static CachedTemporaries& get() {
+    static CachedTemporaries& c = *new CachedTemporaries;  // never destroyed: see Engine::get in cublaslt.hpp
+    return c;
+  }
+
+ private:
+  std::mutex mutex;
+  std::multimap<std::ptrdiff_t, char*> free;
 };
 
 template <class T>
@@ -178,7 +213,8 @@ struct CudaBackend {
   template <class F>
   static double sum(int64 n, F f) {
     if (n <= 0) return 0.0;
-    const double s = thrust::transform_reduce(thrust::cuda::par, thrust::counting_iterator<int64>(0), thrust::counting_iterator<int64>(n),
+    const double s = thrust::transform_reduce(thrust::cuda::par(cuda_detail::CachedTemporaries::get()), thrust::counting_iterator<int64>(0),
+                                              thrust::counting_iterator<int64>(n),
                                               cuda_detail::AsDouble<F>{f}, 0.0, thrust::plus<double>());
     cuda_detail::check(cudaGetLastError(), "sum");
     return s;
