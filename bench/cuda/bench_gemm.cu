@@ -28,6 +28,8 @@
 #include "loopscale/train/backend/cuda_device.hpp"
 #include "loopscale/train/backend/precision.hpp"
 
+#include "json_text.hpp"
+
 namespace {
 
 using namespace loopscale;
@@ -36,6 +38,7 @@ using train::Precision;
 namespace lt = train::cublaslt;
 using int64 = std::int64_t;
 using train::cuda_detail::check;
+using bench::json_string;
 
 struct Shape {
   std::string what;
@@ -230,14 +233,6 @@ int main(int argc, char** argv) {
   std::printf("attention's products a step, per head as the model runs them / all heads in one call:\n");
   for (int f = 0; f < n_forms; ++f) std::printf("  %-12s %8.2f ms / %8.2f ms\n", forms[f].name, attention_ms[f], head_major_ms[f]);
 
-  const auto json_string = [](const std::string& v) {  // quoted, with quotes and backslashes escaped
-    std::string q = "\"";
-    for (const char c : v) {
-      if (c == '"' || c == '\\') q += '\\';
-      q += c;
-    }
-    return q + "\"";
-  };
   std::string out = "{\n  \"device\": " + json_string(device.name) + ",\n  \"reps\": " + std::to_string(reps) + ",\n  \"step_gemm_tflop\": " +
                     std::to_string(step_flops / 1e12) + ",\n  \"peak_bf16_flops\": " + (peak ? std::to_string(peak->bf16) : "null") +
                     ",\n  \"step_ms\": {";

@@ -48,6 +48,7 @@
 #include "loopscale/train/backend/gpu_peaks.hpp"
 
 #include "cupti_trace.hpp"
+#include "json_text.hpp"
 #include "loopscale/train/backend/precision.hpp"
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/optim.hpp"
@@ -56,6 +57,7 @@ namespace {
 
 using namespace loopscale;
 using train::CudaBackend;
+using bench::json_string;
 
 struct Peak {
   double flops = 0, bf16 = 0;  // FLOP/s of the measured precision and of bf16; 0: unknown
@@ -71,15 +73,6 @@ Peak device_peak(const train::CudaDeviceInfo& device, train::Precision precision
     p.source = "given (LOOPSCALE_GPU_PEAK_TFLOPS)";
   }
   return p;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
 }
 
 // The small model of bench/gpu_mix_probes.sh (its `loopscale train` flags, spelled as a spec).

@@ -2,9 +2,9 @@
 // kind of bad input ends as one line on stderr and exit code 2.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
-#include <algorithm>
 #include <limits>
 #include <sstream>
 #include <stdexcept>

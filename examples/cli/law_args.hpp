@@ -2,10 +2,9 @@
 // runs with a column map, and the JSON and table forms of a fit.
 #pragma once
 
-#include <cstdio>
-
-#include <cmath>
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -94,11 +93,11 @@ inline std::vector<law::AnyLaw> laws_from(const std::string& list) {
     const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (name.empty()) throw usage_error("--law: empty law name in '" + list + "'");
     names.push_back(name);
-    refuse_repeats(names, "--law");
     laws.push_back(law::law_by_name(name));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
+  refuse_repeats(names, "--law");
   return laws;
 }
 

@@ -260,14 +260,13 @@ class Engine {
   // caller's fp32 matrices at the alignments measured in run().
   std::unique_ptr<Plan> plan(const Gemm& g, int64 align_a, int64 align_b, int64 align_c, bool packed) const {
     const std::string what = g.describe() + (packed ? " (bf16 operands packed)" : "");
-    const int64 align_a_caller = align_a, align_b_caller = align_b;
     auto p = std::make_unique<Plan>();
     p->packed = packed;
     if (packed) {
       p->packed_a = bf16_pack::layout(g.ta ? g.K : g.M, g.ta ? g.M : g.K, g.count, g.strideA);
       p->packed_b = bf16_pack::layout(g.tb ? g.N : g.K, g.tb ? g.K : g.N, g.count, g.strideB);
-      align_a = align_b = 256;
     }
+    const int64 operand_align_a = packed ? 256 : align_a, operand_align_b = packed ? 256 : align_b;  // the copies start on 256 bytes
     const cudaDataType_t operand = packed ? CUDA_R_16BF : CUDA_R_32F;
     const int64 lda = packed ? p->packed_a.ld : g.lda, ldb = packed ? p->packed_b.ld : g.ldb;
     const int64 stride_a = packed ? p->packed_a.stride : g.strideA, stride_b = packed ? p->packed_b.stride : g.strideB;
@@ -306,7 +305,7 @@ class Engine {
     const std::uint64_t max_workspace = workspace_bytes;
     check(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof(max_workspace)),
           "cublasLtMatmulPreferenceSetAttribute (MAX_WORKSPACE_BYTES)", what);
-    const std::uint32_t aligned[] = {static_cast<std::uint32_t>(align_b), static_cast<std::uint32_t>(align_a),
+    const std::uint32_t aligned[] = {static_cast<std::uint32_t>(operand_align_b), static_cast<std::uint32_t>(operand_align_a),
                                      static_cast<std::uint32_t>(align_c), static_cast<std::uint32_t>(align_c)};
     const cublasLtMatmulPreferenceAttributes_t attrs[] = {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                                                           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
@@ -324,7 +323,7 @@ class Engine {
         std::fprintf(stderr, "loopscale: cuBLASLt offers no bf16 x bf16 -> fp32 kernel for %s; such products convert their fp32 operands inside cuBLASLt\n",
                      what.c_str());
       });
-      return plan(g, align_a_caller, align_b_caller, align_c, false);
+      return plan(g, align_a, align_b, align_c, false);
     }
     if ((hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found < 1)) && g.precision != Precision::fp32) {
       // No tensor-core kernel for these operands (the fast paths may refuse an alignment or a shape
