@@ -71,6 +71,7 @@ void print_table(const ModelSpec& m, const Accounting& a) {
   row("total", p.total, "");
   row("active", p.active, "what one token touches (MoE)");
   row("unrolled", p.unrolled, "once + r * rec: dense size of the same training cost");
+  row("inject", p.inject, "the injection, a part of rec");
   fmt::print("flops per token\n");
   row("forward", a.flops_per_token.forward, "");
   row("train", a.flops_per_token.train, "forward + backward");
@@ -93,9 +94,12 @@ SpecFile read_spec(const std::string& arg) {
     const nlohmann::json j = nlohmann::json::parse(text.str());
     const bool config = j.is_object() && j.contains("spec");
     const ModelSpec m = (config ? j.at("spec") : j).get<ModelSpec>();
+    // Sizes too large to count first (spec/limits.hpp): int64 accounting past them is undefined.
+    if (const std::string f = size_fault(m); !f.empty()) throw spec_error(f);
     validate(m);
     const int64 T = config && j.contains("seq_len") ? j.at("seq_len").get<int64>() : 0;
     if (config && j.contains("seq_len") && T < 1) throw usage_error("--compare: " + path.string() + ": seq_len must be at least 1");
+    if (const std::string f = seq_len_fault(T); !f.empty()) throw usage_error("--compare: " + path.string() + ": " + f);
     return {m, T};
   } catch (const nlohmann::json::exception& e) {
     throw usage_error("--compare: " + path.string() + " is not a model spec: " + e.what());
@@ -192,6 +196,7 @@ const bool registered_account = add_command([](CLI::App& app) {
   args->moe.add_to(*sub);
   sub->callback([args, sub] {
     if (args->seq_len < 1) throw usage_error("--seq-len must be at least 1");
+    if (const std::string f = seq_len_fault(args->seq_len); !f.empty()) throw usage_error("--seq-len: " + f);
     if (!args->compare.empty()) {
       for (const char* flag : {"--d-model", "--r", "--experts"})
         if (sub->count(flag) > 0) throw usage_error(std::string("--compare reads both specs from files; drop ") + flag);

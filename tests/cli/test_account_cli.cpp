@@ -28,6 +28,7 @@ void check_same(const nlohmann::json& j) {
   CHECK(j["params"]["total"] == a.params.total);
   CHECK(j["params"]["active"] == a.params.active);
   CHECK(j["params"]["unrolled"] == a.params.unrolled);
+  CHECK(j["params"]["inject"] == a.params.inject);
   CHECK(j["flops_per_token"]["forward"] == a.flops_per_token.forward);
   CHECK(j["flops_per_token"]["train"] == a.flops_per_token.train);
 }
@@ -102,6 +103,8 @@ TEST_CASE("account rejects bad specs with one line and exit 2", "[cli][account][
       "account --d-model 384 --experts 4 --moe-first-dense -1",  // negative
       "account --d-model 384 --experts 4 --moe-layers coda", // unknown scope
       "account --compare only_one.json",                     // --compare takes two
+      "account --d-model 384 --seq-len 9000000000000000000", // T above 2^20: the FLOP count overflowed int64
+      "account --d-model 384 --mlp-mult 1e300",              // above the limit (was "at least 0.001")
   };
   for (const char* args : bad) {
     INFO(args);
@@ -109,6 +112,11 @@ TEST_CASE("account rejects bad specs with one line and exit 2", "[cli][account][
     CHECK(res.rc == 2);
     CHECK(loopscale::test::count_lines(res.out) == 1);
     CHECK(res.out.rfind("loopscale: error: ", 0) == 0);
+  }
+  // Sizes too large to count are named as such, not as another fault.
+  for (const char* args : {"account --d-model 384 --seq-len 9000000000000000000", "account --d-model 384 --mlp-mult 1e300"}) {
+    INFO(args);
+    CHECK_THAT(run_cli(args).out, Catch::Contains("is above the limit"));
   }
 }
 
@@ -201,6 +209,18 @@ TEST_CASE("account --compare: the run-time twins of the static checks", "[cli][a
   CHECK(mixed.out == "loopscale: error: --compare: the two record different context lengths (seq_len 64 and 128); give --seq-len to compare both at one\n");
 
   std::ofstream(dir + "/broken.json") << "{\"d_model\": 384";
+  // Files are outside input: sizes too large to count are refused as the flags' are (spec/limits.hpp).
+  ModelSpec wide = spec_of<Family::member<1>>();
+  wide.d_model = int64{1} << 40;
+  const std::string too_wide = write("too_wide.json", wide);
+  const std::string too_long = config_at("too_long", spec_of<Family::member<2>>(), int64{1} << 40);
+  for (const std::string& f : {too_wide, too_long}) {
+    const auto res = run_cli("account --compare " + r1 + " " + f);
+    INFO(f);
+    CHECK(res.rc == 2);
+    CHECK(loopscale::test::count_lines(res.out) == 1);
+    CHECK_THAT(res.out, Catch::Contains("is above the limit"));
+  }
   for (const std::string& args : {"account --compare " + r1 + " " + dir + "/missing.json", "account --compare " + r1 + " " + dir + "/broken.json",
                                   "account --compare " + r1 + " " + r4 + " --require sideways",
                                   "account --compare " + r1 + " " + r4 + " --require width,compute,width",  // a check named twice

@@ -26,13 +26,23 @@ struct SpecLimits {
   static constexpr int64 batch_tokens = int64{1} << 26;  // tokens in one (micro-)batch held in memory
 };
 
+namespace limits_detail {
+inline std::string over(const char* what, int64 v, int64 limit) {
+  return what + std::string(" = ") + std::to_string(v) + " is above the limit " + std::to_string(limit) + " (spec/limits.hpp)";
+}
+}  // namespace limits_detail
+
+// A context length above SpecLimits, as a sentence; empty when there is none (lengths below 1 are
+// each reader's to refuse: training needs 2, a FLOP count 1).
+inline std::string seq_len_fault(int64 seq_len) {
+  return seq_len > SpecLimits::seq_len ? limits_detail::over("seq_len", seq_len, SpecLimits::seq_len) : std::string();
+}
+
 // The first size of `m` above SpecLimits, as a sentence; empty when there is none. `m` need not be
 // valid (find_fault): negative and zero sizes are left to it.
 inline std::string size_fault(const ModelSpec& m) {
   using L = SpecLimits;
-  const auto over = [](const char* what, int64 v, int64 limit) {
-    return what + std::string(" = ") + std::to_string(v) + " is above the limit " + std::to_string(limit) + " (spec/limits.hpp)";
-  };
+  using limits_detail::over;
   if (m.d_model > L::width) return over("d_model", m.d_model, L::width);
   if (m.vocab > L::vocab) return over("vocab", m.vocab, L::vocab);
   if (m.vocab_multiple > L::vocab) return over("vocab_multiple", m.vocab_multiple, L::vocab);

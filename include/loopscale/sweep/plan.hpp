@@ -242,7 +242,7 @@ inline void validate(const SweepSpec& s) {
     for (int64 m : b.widths)
       need(m < 1 || (m <= L::width && width_of(s, m) <= L::width), fmt::format("width s = {} gives a d_model above the limit {}", m, L::width));
   need(s.vocab <= L::vocab && s.vocab_multiple <= L::vocab, fmt::format("vocab and vocab_multiple must be at most {}", L::vocab));
-  need(s.seq_len <= L::seq_len, fmt::format("seq_len {} is above the limit {}", s.seq_len, L::seq_len));
+  if (const std::string f = seq_len_fault(s.seq_len); !f.empty()) need(false, f);
   need(s.micro_batch_tokens <= L::batch_tokens, fmt::format("micro_batch_tokens {} is above the limit {}", s.micro_batch_tokens, L::batch_tokens));
   for (int64 e : s.experts) need(e <= L::multiplier, fmt::format("experts: E = {} is above the limit {}", e, L::multiplier));
   need(s.expert_ff <= static_cast<double>(L::multiplier), fmt::format("expert_ff {} is above the limit {}", s.expert_ff, L::multiplier));
