@@ -213,8 +213,9 @@ const bool registered_sweep = add_command([](CLI::App& app) {
       }
       opt.out = *out;
       opt.data = data->empty() ? plan.spec.data : *data;
-      if (!fs::exists(opt.data / "train.bin") || !fs::exists(opt.data / "val.bin"))
-        throw usage_error(fmt::format("{} has no train.bin and val.bin; build the corpus with scripts/corpus.sh or pass --data", opt.data.string()));
+      // Before any run, in either layout (train.bin and val.bin, or a manifest's shards from `data
+      // prepare`), headers only: each run reads every byte against its checksum.
+      for (const data::Split s : {data::Split::train, data::Split::val}) data::open_corpus(opt.data, s, data::Verify::headers);
       EngineOptions eo;
       eo.threads = *threads;
       eo.eval_items = *no_eval ? 0 : *eval_items;

@@ -85,7 +85,7 @@ const bool registered_train = add_command([](CLI::App& app) {
   sub->add_option("--decay", a->decay, "cosine | linear | constant (adamw cosine, paper linear)");
   sub->add_option("--final-lr-frac", c.final_lr_frac, "learning-rate floor as a fraction of --lr (0.1)");
   sub->add_option("--softcap", c.softcap, "logit softcap (0: off)")->capture_default_str();
-  sub->add_option("--data", c.data, "corpus folder with train.bin and val.bin")->capture_default_str();
+  sub->add_option("--data", c.data, "corpus folder: train.bin and val.bin, or a manifest.json and its shards (data prepare)")->capture_default_str();
   sub->add_option("--out", c.out, "run folder: log.jsonl, checkpoint.bin, summary.json")->check(output_folder());
   sub->add_option("--seed", c.seed, "seed of the initialisation and the data order")->capture_default_str();
   sub->add_option("--threads", c.threads, "threads (0: every core)")->capture_default_str()->check(thread_count());

@@ -422,3 +422,35 @@ TEST_CASE("reliability: sweep run stopped by SIGTERM, SIGINT or SIGUSR1 exits 75
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("reliability: sweep run reads a sharded corpus (data prepare's manifest) as training does, and names a folder that holds none",
+          "[sweep][reliability][data]") {
+  // `sweep run` once checked for train.bin and val.bin only, so the corpus docs/sweeps.md's Slurm
+  // steps prepare (shards named in manifest.json) was refused before any run.
+  const fs::path dir = fresh("rel_sharded");
+  {
+    std::ofstream docs(dir / "docs.jsonl");
+    const std::string text = "the quick brown fox jumps over the lazy dog. what is one recurrence worth? ";
+    for (int i = 0; i < 400; ++i) docs << nlohmann::json{{"text", std::to_string(i) + " " + text + text}}.dump() << '\n';
+  }
+  const auto prep = test::run_cli("data prepare --input " + (dir / "docs.jsonl").string() + " --val-fraction 0.1 --shard-tokens 16384 --quiet --out " +
+                                  (dir / "corpus").string());
+  INFO(prep.out);
+  REQUIRE(prep.rc == 0);
+  REQUIRE(fs::exists(dir / "corpus" / "manifest.json"));
+  REQUIRE(!fs::exists(dir / "corpus" / "train.bin"));
+  spit(dir / "spec.json", tiny_sweep_spec().dump());
+  const auto run = test::run_cli("sweep run " + (dir / "spec.json").string() + " --data " + (dir / "corpus").string() + " --out " +
+                                 (dir / "out").string());
+  INFO(run.out);
+  CHECK(run.rc == 0);
+  CHECK(losses_by_id(dir / "out").size() == 2);
+
+  fs::create_directories(dir / "empty");
+  const auto none = test::run_cli("sweep run " + (dir / "spec.json").string() + " --data " + (dir / "empty").string() + " --out " +
+                                  (dir / "out_none").string());
+  CHECK(none.rc == 2);
+  CHECK(test::count_lines(none.out) == 1);
+  CHECK_THAT(none.out, Catch::Contains((dir / "empty").string()));
+  CHECK(!fs::exists(dir / "out_none" / "results.jsonl"));
+}
