@@ -155,3 +155,25 @@ TEST_CASE("cli: a SentencePiece training that fails is our one line, without Sen
   expect_error("data prepare --input " + dir + "/t.txt --tokenizer " + dir + "/bad.model --out " + dir + "/corpus",
                "is not a SentencePiece model");
 }
+
+TEST_CASE("cli: a folder given as a runs file is named as a folder, a failed data prepare or import leaves no folder behind",
+          "[cli][files]") {
+  const std::string dir = temp_dir("folders");
+  // Read as an empty CSV before ("is empty (no CSV header)").
+  expect_error("fit --law chinchilla --data " + dir, "is a folder, not a CSV or JSONL file");
+  expect_error("law --law chinchilla --param E=1 --param A=1 --param B=1 --param alpha=0.3 --param beta=0.3 --data " + dir,
+               "is a folder, not a CSV or JSONL file");
+  // These failed with the right line and exit 2 but left their --out folder (empty) behind.
+  std::ofstream(dir + "/empty.jsonl").close();
+  std::ofstream(dir + "/no_text.jsonl") << "{\"x\": \"a\"}\n";
+  expect_error("data prepare --input " + dir + "/empty.jsonl --out " + dir + "/out1", "holds no document");
+  expect_error("data prepare --input " + dir + "/no_text.jsonl --out " + dir + "/out2", "has no text field");
+  CHECK(!std::filesystem::exists(dir + "/out1"));
+  CHECK(!std::filesystem::exists(dir + "/out2"));
+  // Into a folder that exists (and holds something else), only what the failed call wrote goes.
+  std::filesystem::create_directories(dir + "/out3");
+  std::ofstream(dir + "/out3/notes.txt") << "mine\n";
+  expect_error("data prepare --input " + dir + "/no_text.jsonl --out " + dir + "/out3", "has no text field");
+  CHECK(std::filesystem::exists(dir + "/out3/notes.txt"));
+  CHECK(!std::filesystem::exists(dir + "/out3/manifest.json"));
+}

@@ -48,7 +48,7 @@ inline Manifest import_tokens(const ImportOptions& o) {
   std::vector<ForeignFile> train, val;  // open and check every file before writing anything
   for (const auto& p : o.train) train.emplace_back(p, o.format);
   for (const auto& p : o.val) val.emplace_back(p, o.format);
-  prepare_output_folder(o.out, o.force);
+  CorpusOutput out(o.out, o.force);
 
   Manifest m;
   m.vocab = vocab;
@@ -76,6 +76,7 @@ inline Manifest import_tokens(const ImportOptions& o) {
   for (const auto& p : o.val) m.inputs.push_back(p);
   m.created_by = "loopscale data import";
   write_manifest(o.out, m);
+  out.commit();
   return m;
 }
 

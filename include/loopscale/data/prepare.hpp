@@ -133,7 +133,7 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
     vi.paths = o.val_inputs;
     val = std::make_unique<DocumentReader>(vi);
   }
-  prepare_output_folder(o.out, o.force);
+  CorpusOutput out(o.out, o.force);
 
   PrepareResult res;
   res.threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -179,6 +179,7 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
   m.inputs = o.input.paths;
   m.created_by = "loopscale data prepare";
   write_manifest(o.out, m);
+  out.commit();
   st.seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return res;
 }

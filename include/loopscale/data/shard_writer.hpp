@@ -110,4 +110,39 @@ inline void prepare_output_folder(const std::filesystem::path& dir, bool replace
   for (const fs::path& p : old) fs::remove(p, ec);
 }
 
+// A corpus folder being written by `data prepare` or `data import`: made ready as
+// prepare_output_folder does, and unless commit() is called once the manifest is written, emptied
+// again of what the writers put there (token files, tokenizer, manifest) and removed when this
+// call created it, so a failure part-way (an empty input, a document without its text field, a
+// full disk) leaves no half corpus and no empty folder.
+class CorpusOutput {
+ public:
+  CorpusOutput(const std::filesystem::path& dir, bool replace) : dir_(dir) {
+    std::error_code ec;
+    created_ = !std::filesystem::exists(dir, ec);
+    prepare_output_folder(dir, replace);
+  }
+  CorpusOutput(const CorpusOutput&) = delete;
+  CorpusOutput& operator=(const CorpusOutput&) = delete;
+  ~CorpusOutput() {
+    if (!committed_) discard();
+  }
+  void commit() { committed_ = true; }
+
+ private:
+  void discard() noexcept {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::remove(dir_ / manifest_name, ec);
+    fs::remove(dir_ / tokenizer_file_name, ec);
+    std::vector<fs::path> ours;
+    for (auto it = fs::directory_iterator(dir_, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (is_split_token_file(it->path())) ours.push_back(it->path());
+    for (const fs::path& p : ours) fs::remove(p, ec);
+    if (created_) fs::remove(dir_, ec);  // only when empty: nothing of anyone else's goes
+  }
+  std::filesystem::path dir_;
+  bool created_ = false, committed_ = false;
+};
+
 }  // namespace loopscale::data

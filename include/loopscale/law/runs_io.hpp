@@ -3,6 +3,7 @@
 // column that no law reads may hold anything.
 #pragma once
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -133,6 +134,9 @@ inline RunTable read_jsonl(std::istream& in, const std::string& source) {
 
 // By extension: .jsonl / .ndjson / .json are JSON lines, anything else CSV.
 inline RunTable read_table(const std::string& path) {
+  // A folder opens as a stream and then reads as empty ("no CSV header"): name it as what it is.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw data_error("data: '" + path + "' is a folder, not a CSV or JSONL file");
   std::ifstream in(path);
   if (!in) throw data_error("data: cannot open '" + path + "'");
   const auto ends = [&](const char* ext) {

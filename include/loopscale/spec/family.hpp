@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -129,9 +130,12 @@ struct ComputeBudget {
 inline std::pair<int64, int64> expansion_fraction(double x) {
   if (!(x > 0) || !std::isfinite(x)) throw spec_error("mlp: the expansion must be a positive number");
   // Before rounding: llround of a value past int64 is unspecified (it gave "at least 0.001" for 1e300).
-  if (x > static_cast<double>(SpecLimits::multiplier))
-    throw spec_error("mlp: the expansion " + std::to_string(x) + " is above the limit " + std::to_string(SpecLimits::multiplier) +
+  if (x > static_cast<double>(SpecLimits::multiplier)) {
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", x);
+    throw spec_error(std::string("mlp: the expansion ") + shown + " is above the limit " + std::to_string(SpecLimits::multiplier) +
                      " (spec/limits.hpp)");
+  }
   const int64 num = std::llround(x * 1000), den = 1000;
   if (num < 1) throw spec_error("mlp: the expansion must be at least 0.001");
   const int64 g = std::gcd(num, den);
