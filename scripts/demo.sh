@@ -5,7 +5,8 @@
 #
 # Resumable: the sweep lives in sweeps/cpu-mini; running this script again skips finished runs and
 # resumes an interrupted one. Delete sweeps/cpu-mini to start over. Measured durations are in
-# docs/sweeps.md (22 minutes on two busy cores, 19 of them the sweep).
+# docs/sweeps.md (8 to 22 minutes on two cores with the packages installed, 5 to 19 of them the
+# sweep, depending on the CPU and the load).
 #
 # Environment: LOOPSCALE_BUILD (build folder, default build), LOOPSCALE_JOBS (compile jobs,
 # default every core), LOOPSCALE_SWEEP (sweep folder, default sweeps/cpu-mini).

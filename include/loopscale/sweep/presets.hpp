@@ -1,6 +1,6 @@
 // Named sweeps: `--preset NAME` on every sweep command.
 //   smoke     at most 8 tiny runs, well under a minute on two cores (tests, CI);
-//   cpu-mini  the demo: r in {1, 2, 4, 8}, 3 widths per budget, 14-19 minutes on two cores;
+//   cpu-mini  the demo: r in {1, 2, 4, 8}, 3 widths per budget, 5-19 minutes on two cores (docs/sweeps.md);
 //   cpu       the same family with more widths and budgets, a few hours on two cores;
 //   paper     the 116-run grid of the iso-depth paper (spec/paper_grid.hpp), for GPUs;
 //   looped-moe  E x R for the looped-MoE law (moe_presets.hpp);
