@@ -21,7 +21,7 @@ What it mirrors in loopscale, by file (include/loopscale/...):
                          the real vocabulary), linear (no bias anywhere)
   train/optim.hpp        AdamW (0.9, 0.95, eps 1e-8), decoupled weight decay 0.1 on the matrix group
                          only (wqkv, wo, w1, w2), global-norm clip 1.0, warmup 2% then cosine to 0.1
-  train/trainer.hpp      TrainConfig defaults (recipe adamw, lr 3e-3, softcap 15)
+  train/train_config.hpp TrainConfig defaults (recipe adamw, lr 3e-3, softcap 15)
 The twin is checked, not assumed: --check-run RUN_DIR loads the weights of a finished `loopscale
 train` run (checkpoint.bin) into this model and recomputes the run's validation loss on the same
 windows; pytorch_compare.sh requires agreement to 1e-4 (it agrees to about 1e-7). What is not

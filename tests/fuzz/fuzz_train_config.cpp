@@ -1,4 +1,4 @@
-// Fuzzes the trainer's reading of a `--config` JSON file (train/trainer.hpp config_from_json, then
+// Fuzzes the trainer's reading of a `--config` JSON file (train/train_config.hpp config_from_json, then
 // detail::check_config, the run's length, its thread lanes and memory estimate, all before any file
 // is opened). Text that is not JSON is the caller's to report (`loopscale train` turns any
 // nlohmann::json::exception of the parse into its usage error); from a parsed document on, the

@@ -44,8 +44,8 @@ namespace loopscale::sweep {
 // cores, oneDNN, idle, two runs): two threads against one 0.68-0.69x at 0.34 GFLOP a step (d 32),
 // 0.89-0.99x at 1.16 (d 64), 1.20-1.24x at 2.46 (d 96), 1.33-1.47x at 4.2 (d 128), 1.9x at 466
 // (the acceptance model).
-// That holds for threads that share each kernel of one model. Threads in lanes (train/trainer.hpp,
-// thread_lanes: each its share of the batch through a model of its own) meet once per pass and pay
+// That holds for threads that share each kernel of one model. Threads in lanes (train/lane_plan.hpp and
+// thread_lanes.hpp: each its share of the batch through a model of its own) meet once per pass and pay
 // at every size, so a run whose threads would form lanes gets every core.
 inline constexpr double serial_step_flops = 2e9;
 inline int auto_threads(double step_flops, int cores, bool lanes = false) {
