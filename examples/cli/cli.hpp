@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "loopscale/util/thread_limit.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::cli {
 
@@ -80,6 +81,8 @@ inline CLI::Validator output_file() {
 // "--config", "design: --fit".
 inline void refuse_folder(const std::string& path, const std::string& what, const std::string& kind) {
   if (std::filesystem::is_directory(path)) throw usage_error(what + " " + path + " is a folder, not " + kind);
+  // A pipe or a device would block the reader until someone writes to it.
+  if (const std::string why = not_a_file(path); !why.empty()) throw usage_error(what + " " + why);
 }
 
 // A list whose entries each make a run, a row or a member of a set (`optimal --r 1,2,4`, `design

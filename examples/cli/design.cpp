@@ -39,8 +39,8 @@ FitFile read_fit(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error&) {
-    throw usage_error("design: --fit " + path + " is not JSON (write it with `loopscale fit --json`)");
+  } catch (const nlohmann::json::exception& e) {
+    throw usage_error("design: --fit " + path + " is not JSON that loopscale can read (" + e.what() + "; write it with `loopscale fit --json`)");
   }
   FitFile f;
   try {

@@ -136,6 +136,15 @@ TEST_CASE("reliability: a torn last results line is set aside with a warning and
   CHECK_THROWS_WITH(run_fake(plan, out), Catch::Contains("results.jsonl:2: not a JSON line"));
   spit(file, middle);
   CHECK_THROWS_WITH(read_results(file), Catch::Contains("results.jsonl:1: result line lacks a field"));
+  // Numbers no fit can take (a negative loss, a negative count) are named, not fitted.
+  std::string negative = whole;
+  negative.insert(negative.find("\"loss\":") + 7, "-");
+  spit(file, negative);
+  CHECK_THROWS_WITH(read_results(file), Catch::Contains("results.jsonl:1: result line: 'loss' = -"));
+  // A folder where results.jsonl goes is named as one (it read as "no finished runs").
+  fs::remove(file);
+  fs::create_directories(file);
+  CHECK_THROWS_WITH(read_results(file), Catch::Contains("is a folder, not a file"));
   fs::remove_all(out);
 }
 

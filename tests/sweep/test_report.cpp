@@ -117,6 +117,19 @@ TEST_CASE("compare: delta-phi of two sweeps with different phi, and the CLI arou
   const auto cj = nlohmann::json::parse(cmp.out);
   CHECK(cj["a"]["draws"] == 20);  // from a's analysis.json, written by the report above
   CHECK(cj["delta_phi"].get<double>() > 0.1);
+  // analysis.json is a cache: one with a field of another type (it escaped as a JSON library error,
+  // exit 1) or a folder in its place is passed over and the sweep analysed afresh.
+  auto cached = nlohmann::json::parse(slurp(a / "analysis.json"));
+  cached["joint"]["bootstrap"]["phi_lo"] = "low";
+  std::ofstream(a / "analysis.json") << cached.dump();
+  const auto fresh = run_cli("sweep compare " + a.string() + " " + b.string() + " --starts 40 --bootstrap 10 --bootstrap-starts 2 --json");
+  INFO(fresh.out);
+  REQUIRE(fresh.rc == 0);
+  CHECK(nlohmann::json::parse(fresh.out)["a"]["draws"] == 10);  // analysed again, at this --bootstrap
+  fs::remove(a / "analysis.json");
+  fs::create_directories(a / "analysis.json");
+  CHECK(run_cli("sweep compare " + a.string() + " " + b.string() + " --starts 40 --bootstrap 10 --bootstrap-starts 2 --json").rc == 0);
+  fs::remove_all(a / "analysis.json");
   // Bad input: one line, exit 2.
   const auto wrong = run_cli("sweep report " + a.string() + " --preset smoke");
   CHECK(wrong.rc == 2);

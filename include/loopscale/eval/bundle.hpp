@@ -181,7 +181,9 @@ inline Item parse_item(TaskType type, const json& row, const std::string& where)
   };
   const auto index = [&](const char* name) {
     const json& v = field(name);
-    if (!v.is_number() || !json_whole<std::int64_t>(v)) throw fail(concat(name, " must be a whole number, not ", kind_of(v)));
+    if (!v.is_number() || !json_whole<std::int64_t>(v))
+      throw fail(v.is_number_integer() || v.is_number_unsigned() ? concat(name, " ", v.dump(), " is too large")
+                                                                 : concat(name, " must be a whole number, not ", kind_of(v)));
     return v.get<std::int64_t>();
   };
   Item it;
@@ -525,6 +527,10 @@ inline void write_bundle(const Bundle& b, const std::filesystem::path& dir) {
     throw bundle_error(concat(at, ": a name, label or delimiter is not UTF-8 (JSON cannot carry it)"));
   }
   std::error_code ec;
+  for (const fs::path& f : {dir / bundle_manifest_name})
+    if (fs::is_directory(f, ec)) throw bundle_error(concat(at, ": ", f.string(), " is a folder; write the bundle into another folder"));
+  for (const auto& [path, t] : files)
+    if (fs::is_directory(path, ec)) throw bundle_error(concat(at, ": ", path.string(), " is a folder; write the bundle into another folder"));
   for (std::size_t i = 0; i < files.size(); ++i) {
     fs::create_directories(files[i].first.parent_path(), ec);
     if (ec) throw file_write_error(concat("eval: cannot make the folder ", files[i].first.parent_path().string(), ": ", ec.message()));

@@ -49,6 +49,7 @@
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/moe_routing.hpp"
 #include "loopscale/train/trainer.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::eval {
 
@@ -105,6 +106,7 @@ inline std::vector<int64> moe_experts(const ModelSpec& s) {
 }
 
 inline nlohmann::json read_json_file(const std::filesystem::path& p) {
+  if (const std::string why = not_a_file(p); !why.empty()) throw train::config_error(why);
   std::ifstream in(p);
   if (!in) throw train::config_error(concat("cannot read ", p.string()));
   std::stringstream text;
@@ -191,6 +193,9 @@ inline RunModel load_run(const std::filesystem::path& dir) {
   train::TrainConfig cfg;
   try {
     cfg = train::config_from_json(cj);
+    // Every check the trainer made of it: a batch of 0, say, would divide by zero in the
+    // validation windows (eval/validation.hpp).
+    train::detail::check_config(cfg);
   } catch (const std::invalid_argument& e) {  // config_error, or spec_error from the spec's JSON
     throw train::config_error(concat(files.config.string(), ": ", e.what()));
   }

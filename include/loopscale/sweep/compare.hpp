@@ -4,6 +4,8 @@
 // the interval of the difference is the percentile interval of draw_a[i] - draw_b[i].
 #pragma once
 
+#include <cmath>
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -55,19 +57,31 @@ inline SweepPhi sweep_phi(const fs::path& dir, const AnalyseOptions& opt) {
   s.name = spec.name;
   s.fingerprint = plan.fingerprint;
   s.runs = results.size();
-  std::ifstream in(dir / "analysis.json");
-  if (in) {
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_discarded() && j.value("fingerprint", std::string{}) == plan.fingerprint && j.value("runs", std::size_t{0}) == results.size() &&
-        j.contains("joint") && j["joint"]["bootstrap"]["phi"].size() >= 2) {
-      s.phi = j["joint"]["phi"].get<double>();
-      s.lo = j["joint"]["bootstrap"]["phi_lo"].get<double>();
-      s.hi = j["joint"]["bootstrap"]["phi_hi"].get<double>();
-      s.r2 = j["joint"]["fit"]["r2"].get<double>();
-      s.draws = j["joint"]["bootstrap"]["phi"].get<std::vector<double>>();
-      s.from_cache = true;
-      s.phi_edge = phi_box_edge(s.phi);
-      return s;
+  // analysis.json is a cache of `sweep report`: one that is not what report writes for these results
+  // (another sweep, other runs, a field missing or of another type, a number that is not finite) is
+  // passed over and the sweep analysed afresh.
+  const fs::path cache = dir / "analysis.json";
+  std::ifstream in(cache);
+  if (in && not_a_file(cache).empty()) {
+    try {
+      const auto j = nlohmann::json::parse(in);
+      if (j.at("fingerprint").get<std::string>() == plan.fingerprint && j.at("runs").get<std::size_t>() == results.size()) {
+        const nlohmann::json& joint = j.at("joint");
+        SweepPhi c = s;
+        c.phi = joint.at("phi").get<double>();
+        c.lo = joint.at("bootstrap").at("phi_lo").get<double>();
+        c.hi = joint.at("bootstrap").at("phi_hi").get<double>();
+        c.r2 = joint.at("fit").at("r2").get<double>();
+        c.draws = joint.at("bootstrap").at("phi").get<std::vector<double>>();
+        const auto finite = [](double v) { return std::isfinite(v); };
+        if (c.draws.size() >= 2 && finite(c.phi) && finite(c.lo) && finite(c.hi) && finite(c.r2) && std::all_of(c.draws.begin(), c.draws.end(), finite)) {
+          c.from_cache = true;
+          c.phi_edge = phi_box_edge(c.phi);
+          return c;
+        }
+      }
+    } catch (const nlohmann::json::exception&) {
+      // not report's file: analysed afresh below
     }
   }
   const Analysis a = analyse(results, opt);

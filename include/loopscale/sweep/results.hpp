@@ -13,6 +13,9 @@
 // "N_loop", "N_total", "m", "N_unroll".
 #pragma once
 
+#include <utility>
+#include <string_view>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <filesystem>
@@ -29,6 +32,7 @@
 
 #include "loopscale/sweep/plan.hpp"
 #include "loopscale/util/atomic_file.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::sweep {
 
@@ -83,6 +87,12 @@ inline RunResult result_from_json(const nlohmann::json& j) {
   } catch (const nlohmann::json::exception& e) {
     throw sweep_error(fmt::format("result line lacks a field or has a wrong type ({}): {}", e.what(), j.dump().substr(0, 200)));
   }
+  // What the fits read: an infinite loss printed R^2 -nan and a shifted phi without a word.
+  for (const auto& [k, v] : {std::pair<const char*, double>{"C", r.budget}, {"N_once", r.n_once}, {"N_rec", r.n_rec}, {"D", r.tokens}, {"loss", r.loss}})
+    if (!std::isfinite(v) || v < 0 || (std::string_view(k) == "loss" && v == 0))
+      throw sweep_error(fmt::format("result line: '{}' = {} is not a finite {}: {}", k, v, std::string_view(k) == "loss" ? "positive loss" : "count",
+                                    j.dump().substr(0, 200)));
+  if (r.r < 1) throw sweep_error(fmt::format("result line: 'r' = {} is not a number of recurrences: {}", r.r, j.dump().substr(0, 200)));
   r.line = j;
   return r;
 }
@@ -122,6 +132,7 @@ struct ResultsFile {
 
 inline ResultsFile parse_results_file(const fs::path& file) {
   ResultsFile f;
+  if (const std::string why = not_a_file(file); !why.empty()) throw sweep_error(why);
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     if (fs::exists(file)) throw sweep_error("cannot read " + file.string());

@@ -37,6 +37,7 @@
 #include "loopscale/sweep/results.hpp"
 #include "loopscale/util/file_lock.hpp"
 #include "loopscale/util/interrupt.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::sweep {
 
@@ -128,6 +129,7 @@ inline void claim_folder(const fs::path& out, const Plan& plan) {
 // The spec recorded in a sweep folder.
 inline SweepSpec folder_spec(const fs::path& out) {
   const fs::path file = out / "sweep.json";
+  if (const std::string why = not_a_file(file); !why.empty()) throw sweep_error(why);
   std::ifstream in(file);
   if (!in) throw sweep_error(fmt::format("{} has no sweep.json: not a sweep folder", out.string()));
   try {

@@ -46,6 +46,7 @@
 
 #include "loopscale/data/checksum.hpp"
 #include "loopscale/util/atomic_file.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::train {
 
@@ -130,6 +131,7 @@ void save_checkpoint(const std::filesystem::path& path, const nlohmann::json& me
 template <class T>
 Checkpoint<T> load_checkpoint(const std::filesystem::path& path) {
   const std::string name = "checkpoint " + path.string();
+  if (const std::string why = not_a_file(path); !why.empty()) throw checkpoint_error("cannot open " + name + ": " + why);
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw checkpoint_error("cannot open " + name + ": " + std::strerror(errno));
   struct Closer {

@@ -80,6 +80,7 @@
 #include "loopscale/util/interrupt.hpp"
 #include "loopscale/util/json_number.hpp"
 #include "loopscale/util/names.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::train {
 
@@ -273,6 +274,12 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
       ckpt = load_previous(e.what());
     }
   }
+  // Version 3 checkpoints are checksummed; earlier ones are read as they are, so a field of the
+  // wrong type is named here instead of escaping as a JSON library error.
+  // (A checkpoint from before recipes has none in its config: adamw, filled in below.)
+  if (!ckpt.meta.contains("config") || !ckpt.meta.at("config").is_object() || !ckpt.meta.contains("step") ||
+      !ckpt.meta.at("step").is_number_integer() || (ckpt.meta.at("config").contains("recipe") && !ckpt.meta.at("config").at("recipe").is_string()))
+    throw checkpoint_error("checkpoint " + ckpt.path.string() + " is corrupt: its JSON lacks an integer step or a config object (with a recipe name, if any)");
   nlohmann::json was = ckpt.meta.at("config");
   const nlohmann::json now = identity(cfg);
   // A checkpoint written before a key existed trained as that key's adamw default says.
@@ -320,6 +327,10 @@ inline void check_memory_fits(const TrainConfig& cfg, int64 micro, const LanePla
 template <class B>
 RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks = 1) {
   check_config(cfg);
+  // A folder or a pipe where a run file goes failed only when the file was written: summary.json
+  // after the whole run.
+  for (const std::filesystem::path& f : {files.config, files.checkpoint, files.prev, files.log, files.summary})
+    if (const std::string why = not_a_file(f); !why.empty()) throw config_error("config: the run folder's " + why);
   const int64 micro = micro_batch(cfg, ranks);
   const std::filesystem::path data(cfg.data);
   RunInputs in;
@@ -520,7 +531,12 @@ class Trainer {
     res_.params = model_.num_params();
     res_.memory_estimate_bytes = memory_.total;
     if (in.checkpoint) {
-      restore(*in.checkpoint);
+      try {
+        restore(*in.checkpoint);
+      } catch (const nlohmann::json::exception& e) {
+        throw checkpoint_error("checkpoint " + in.checkpoint->path.string() + " is corrupt: a field of its JSON is missing or of another type (" +
+                               e.what() + ")");
+      }
       in.checkpoint.reset();  // the copies are in place; free the checkpoint's buffers
     } else {
       model_.init(cfg.seed, parse_init(cfg.init));
@@ -587,6 +603,9 @@ class Trainer {
     model_.write_params(std::span<const float>(ckpt.params.data(), ckpt.params.size()));
     opt_.write_moments(std::span<const float>(ckpt.m.data(), ckpt.m.size()), std::span<const float>(ckpt.v.data(), ckpt.v.size()));
     step0_ = ckpt.meta.at("step").get<int64>();
+    if (step0_ < 0 || step0_ > length_.steps)
+      throw checkpoint_error("checkpoint " + ckpt.path.string() + " is at step " + std::to_string(step0_) + ", outside this run's 0 to " +
+                             std::to_string(length_.steps) + " steps");
     // Version 1 checkpoints (adamw only) name the step count adam_steps and hold no norms.
     opt_.set_steps_taken(ckpt.meta.contains("optimizer_steps") ? ckpt.meta.at("optimizer_steps").get<int64>()
                                                                : ckpt.meta.at("adam_steps").get<int64>());

@@ -59,6 +59,8 @@ class AtomicFile {
  public:
   explicit AtomicFile(std::filesystem::path path, std::string prefix = "")
       : path_(std::move(path)), tmp_(path_.string() + ".tmp." + std::to_string(::getpid())), prefix_(std::move(prefix)) {
+    // The rename at the end would fail on a folder, after all the writing.
+    if (std::error_code ec; std::filesystem::is_directory(path_, ec)) throw Error(prefix_ + "cannot write " + path_.string() + ": it is a folder");
     f_ = std::fopen(tmp_.c_str(), "wb");
     if (!f_) throw Error(prefix_ + "cannot write " + path_.string() + ": " + atomic_file_detail::reason(errno));
   }
