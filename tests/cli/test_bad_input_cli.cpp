@@ -8,6 +8,10 @@
 #include <fstream>
 #include <string>
 
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
 #include "run_cli.hpp"
 
 using loopscale::test::count_lines;
@@ -176,4 +180,62 @@ TEST_CASE("cli: a folder given as a runs file is named as a folder, a failed dat
   expect_error("data prepare --input " + dir + "/no_text.jsonl --out " + dir + "/out3", "has no text field");
   CHECK(std::filesystem::exists(dir + "/out3/notes.txt"));
   CHECK(!std::filesystem::exists(dir + "/out3/manifest.json"));
+}
+
+TEST_CASE("cli: run folders with a folder or a pipe where a file goes, a config training would refuse, and recurrences past the limits",
+          "[cli][files][eval]") {
+  namespace fs = std::filesystem;
+  const std::string dir = temp_dir("run_folders");
+  {
+    std::ofstream docs(dir + "/docs.jsonl");
+    for (int i = 0; i < 300; ++i) docs << "{\"text\": \"" << i << " the quick brown fox jumps over the lazy dog, again and again.\"}\n";
+  }
+  REQUIRE(run_cli("data prepare --input " + dir + "/docs.jsonl --val-fraction 0.2 --shard-tokens 0 --quiet --out " + dir + "/corpus").rc == 0);
+  const std::string tiny = " --d-model 16 --head-dim 8 --depth 4 --prelude 1 --coda 1 --tokens 2000 --seq-len 32 --batch 2 --threads 1 --data " + dir + "/corpus";
+  const auto trained = run_cli("train" + tiny + " --out " + dir + "/run");
+  INFO(trained.out);
+  REQUIRE(trained.rc == 0);
+  const auto copy_run = [&](const std::string& name) {
+    fs::copy(dir + "/run", dir + "/" + name, fs::copy_options::recursive);
+    return dir + "/" + name;
+  };
+
+  // A batch of 0 in config.json divided by zero in the validation windows (SIGFPE); the trainer's checks run first now.
+  const std::string zero = copy_run("batch0");
+  {
+    auto cfg = nlohmann::json::parse(std::ifstream(zero + "/config.json"));
+    cfg["batch"] = 0;
+    std::ofstream(zero + "/config.json") << cfg.dump();
+  }
+  expect_error("eval " + zero + " --tasks none", "batch must be at least 1");
+
+  // Recurrences past the limit allocated KV caches and activations without bound (bad_alloc, exit 1).
+  expect_error("sample " + dir + "/run --prompt hi --max-new 1 --r-eval 100000000000", "above the limit");
+  expect_error("eval " + dir + "/run --tasks none --r-eval 5000", "above the limit");
+
+  // A pipe where config.json or checkpoint.bin goes blocked eval and sample for ever.
+  const std::string piped = copy_run("piped");
+  fs::remove(piped + "/checkpoint.bin");
+  REQUIRE(::mkfifo((piped + "/checkpoint.bin").c_str(), 0600) == 0);
+  expect_error("eval " + piped + " --tasks none", "not a regular file");
+  fs::remove(piped + "/config.json");
+  REQUIRE(::mkfifo((piped + "/config.json").c_str(), 0600) == 0);
+  expect_error("sample " + piped + " --prompt hi --max-new 1", "not a regular file");
+
+  // A folder where summary.json goes failed after the whole run was trained.
+  fs::create_directories(dir + "/blocked/summary.json");
+  const auto blocked = run_cli("train" + tiny + " --out " + dir + "/blocked");
+  CHECK(blocked.rc == 2);
+  CHECK(count_lines(blocked.out) == 1);
+  CHECK_THAT(blocked.out, Catch::Contains("summary.json is a folder"));
+  CHECK(!fs::exists(dir + "/blocked/checkpoint.bin"));
+
+  // eval --write-builtin into a folder that holds a folder where a task file goes: nothing written.
+  fs::create_directories(dir + "/bundle/sort.jsonl");
+  expect_error("eval --write-builtin " + dir + "/bundle", "sort.jsonl is a folder");
+  CHECK(!fs::exists(dir + "/bundle/bundle.json"));
+
+  // design --fit with a number past double's range (out_of_range, not a parse error: exit 1 before).
+  std::ofstream(dir + "/big.json") << "{\"law\": \"looped-moe\", \"params\": {\"c\": 1e400}, \"rmse\": 0.01}";
+  expect_error("design --fit " + dir + "/big.json --n-act 1e8 --n-loop 5e7 --expert-params 3e7 --budget 1e19", "is not JSON that loopscale can read");
 }

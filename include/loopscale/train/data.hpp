@@ -123,10 +123,9 @@ class ValidationSet {
  public:
   ValidationSet(Corpus val, int64 seq_len, int64 windows)
       : c_(std::move(val)), T_(seq_len), window_(static_cast<std::size_t>(seq_len + 1)) {
-    // Evenly spaced starts; they overlap only when the split is shorter than the sample.
-    const std::uint64_t span = c_.tokens() - static_cast<std::uint64_t>(seq_len);
+    // Evenly spaced starts (start()); they overlap only when the split is shorter than the sample.
+    span_ = c_.tokens() - static_cast<std::uint64_t>(seq_len);
     n_ = std::max<int64>(1, windows);
-    for (int64 i = 0; i < n_; ++i) starts_.push_back(span * static_cast<std::uint64_t>(i) / static_cast<std::uint64_t>(n_));
   }
   ValidationSet(const TokenFile& val, int64 seq_len, int64 windows) : ValidationSet(Corpus(val), seq_len, windows) {}
   int64 windows() const { return n_; }
@@ -134,7 +133,7 @@ class ValidationSet {
   // Windows [first, first + batch) (modulo the sample size), as inputs and targets.
   void batch(int64 first, int64 batch, std::int32_t* inputs, std::int32_t* targets) const {
     for (int64 b = 0; b < batch; ++b) {
-      const std::uint64_t s = starts_[static_cast<std::size_t>((first + b) % n_)];
+      const std::uint64_t s = start((first + b) % n_);
       c_.read(s, window_.size(), window_.data());
       c_.release(s, window_.size());
       std::copy(window_.begin(), window_.end() - 1, inputs + b * T_);
@@ -143,9 +142,15 @@ class ValidationSet {
   }
 
  private:
+  // Window i starts at span i / n (in 128 bits: span x i overflows 64 for a long split and a large
+  // sample; below that the value is the one 64-bit arithmetic gave).
+  std::uint64_t start(int64 i) const {
+    __extension__ using u128 = unsigned __int128;
+    return static_cast<std::uint64_t>(static_cast<u128>(span_) * static_cast<u128>(i) / static_cast<u128>(n_));
+  }
   Corpus c_;
   int64 T_, n_ = 0;
-  std::vector<std::uint64_t> starts_;
+  std::uint64_t span_ = 0;
   mutable std::vector<std::int32_t> window_;  // one (T+1)-token window, allocated once
 };
 

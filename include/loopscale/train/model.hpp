@@ -48,6 +48,7 @@
 
 #include "loopscale/account/memory.hpp"
 #include "loopscale/account/params.hpp"
+#include "loopscale/spec/limits.hpp"
 #include "loopscale/train/backend/host.hpp"
 #include "loopscale/train/backend/vector_ops.hpp"
 #include "loopscale/train/kernels/attention.hpp"
@@ -94,6 +95,11 @@ inline constexpr thread_lane_t thread_lane{};
 // well defined and is what is chosen here. A model without a shared block has no loop: only r = 1.
 inline void check_recurrences(const ModelSpec& spec, int64 r) {
   if (r < 1) throw spec_error(concat("the number of recurrences must be at least 1, not ", r));
+  // The KV cache and the activations grow with r: past the limits a typo allocated without bound.
+  ModelSpec at = spec;
+  at.recur.r = r;
+  if (r > SpecLimits::depth || effective_depth(at) > SpecLimits::depth)
+    throw spec_error(concat("r = ", r, " gives an effective depth above the limit ", SpecLimits::depth, " (spec/limits.hpp)"));
   if (spec.recur.block.empty() && r != 1)
     throw spec_error(concat("the model has no shared block, so it runs r = 1 only, not ", r));
   if (spec.recur.inject.kind == Inject::hyper && r > spec.recur.r)
