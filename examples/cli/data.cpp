@@ -70,7 +70,7 @@ void add_tokenizer(CLI::App& data) {
   sub->add_option("--vocab", o->vocab, "vocabulary size, the 256 byte pieces included")->required();
   sub->add_option("--model", o->model, "bpe or unigram")->capture_default_str();
   sub->add_option("--sample-lines", o->sample_lines, "lines sampled for training (0: all)")->capture_default_str();
-  sub->add_option("--out", *out, "the model file to write (e.g. data/tok4k.model)")->required();
+  sub->add_option("--out", *out, "the model file to write (e.g. data/tok4k.model)")->required()->check(output_file());
   sub->callback([in, o, out] {
     o->input = in->options();
     o->split = {in->val_fraction, in->split_seed};

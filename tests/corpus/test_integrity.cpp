@@ -143,6 +143,15 @@ TEST_CASE("token file integrity: shards of a manifest corpus are verified on ope
   write_text(shard, b);
   REQUIRE_THROWS_WITH(open_corpus(o.out, Split::train),
                       Catch::Contains(shard.string() + " is corrupt: it does not match its checksum in " + (o.out / "manifest.json").string()));
+  // A manifest whose val lists a train shard: training read it and validation scored the tokens it
+  // trained on, silently (data verify alone objected).
+  write_text(shard, good);
+  m = read_manifest(o.out);
+  m.train.shards[1].checksum = file_checksum(shard);
+  m.val.shards.push_back(m.train.shards[0]);
+  write_manifest(o.out, m);
+  REQUIRE_THROWS_WITH(open_corpus(o.out, Split::val), Catch::Contains("lists the shard train_00000.bin twice (in val as well as in train"));
+  REQUIRE_THROWS_WITH(open_corpus(o.out, Split::train), Catch::Contains("lists the shard train_00000.bin twice"));
   fs::remove_all(dir);
 }
 

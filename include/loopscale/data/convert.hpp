@@ -99,7 +99,21 @@ inline std::vector<std::filesystem::path> export_corpus(const ExportOptions& o) 
     for (const auto& e : fs::directory_iterator(o.out, ec))
       if (is_split_token_file(e.path()))
         throw corpus_error("data: --out " + o.out.string() + " already holds " + e.path().filename().string() + "; export into an empty folder");
+  const bool created = !fs::exists(o.out, ec);
   std::filesystem::create_directories(o.out, ec);
+  // A failure part-way (a bad token in the second split, a full disk) removes the files this call
+  // wrote and the folder it made, so no half export is left to be taken for a whole one.
+  struct Undo {
+    const fs::path& dir;
+    const std::vector<fs::path>& files;
+    bool created, done = false;
+    ~Undo() {
+      if (done) return;
+      std::error_code e;
+      for (const fs::path& f : files) fs::remove(f, e);
+      if (created) fs::remove(dir, e);
+    }
+  } undo{o.out, written, created};
   for (const Split s : {Split::train, Split::val}) {
     if (s == Split::val && has_manifest(o.data) && read_manifest(o.data).val.shards.empty()) continue;
     const Corpus c = open_corpus(o.data, s);
@@ -125,6 +139,7 @@ inline std::vector<std::filesystem::path> export_corpus(const ExportOptions& o) 
       written.push_back(o.out / name);
     }
   }
+  undo.done = true;
   return written;
 }
 

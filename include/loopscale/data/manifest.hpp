@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -115,10 +116,17 @@ inline Manifest read_manifest(const std::filesystem::path& dir) {
     m.split = j.value("split", nlohmann::json::object());
     m.inputs = j.value("inputs", nlohmann::json::array());
     m.created_by = j.value("created_by", "");
+    std::set<std::string> listed;
     for (const SplitInfo* s : {&m.train, &m.val})
-      for (const ShardInfo& x : s->shards)
+      for (const ShardInfo& x : s->shards) {
         if (x.file.empty() || x.file.find('/') != std::string::npos || x.file == "." || x.file == "..")
           throw corpus_error("data: " + path.string() + ": shard file name '" + x.file + "' is not a file in the folder");
+        // Training read a shard listed under val too, and validation scored training tokens, silently.
+        if (!listed.insert(x.file).second)
+          throw corpus_error("data: " + path.string() + " lists the shard " + x.file + " twice" +
+                             (s == &m.val ? " (in val as well as in train, or twice in val): validation would score tokens it trains on or count them twice"
+                                          : " in train: training would read its tokens twice"));
+      }
     return m;
   } catch (const nlohmann::json::exception& e) {
     throw corpus_error("data: " + path.string() + " is not a valid manifest: " + e.what());
