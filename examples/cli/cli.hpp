@@ -61,6 +61,9 @@ inline CLI::Validator output_folder() {
       "FOLDER");
 }
 
+// Options read into unsigned integers (seeds, shard sizes, line counts) take
+// ->check(CLI::NonNegativeNumber): CLI11 reads "-1" into them as 2^64 - 1, a value nobody typed.
+
 // A file to write: not a folder, and in a folder that exists (a write would otherwise fail after
 // the work that produced it, as an exit-1 filesystem error).
 inline CLI::Validator output_file() {
@@ -81,8 +84,6 @@ inline CLI::Validator output_file() {
 // "--config", "design: --fit".
 inline void refuse_folder(const std::string& path, const std::string& what, const std::string& kind) {
   if (std::filesystem::is_directory(path)) throw usage_error(what + " " + path + " is a folder, not " + kind);
-  // A pipe or a device would block the reader until someone writes to it.
-  if (const std::string why = not_a_file(path); !why.empty()) throw usage_error(what + " " + why);
 }
 
 // A list whose entries each make a run, a row or a member of a set (`optimal --r 1,2,4`, `design

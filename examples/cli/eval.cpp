@@ -133,7 +133,7 @@ void run_eval(EvalArgs a) {
   if (a.val_tokens != 0 && !corpus.empty()) {
     val = data::open_corpus(corpus, data::Split::val);
     windows = a.val_tokens > 0 ? std::max<int64>(1, a.val_tokens / seq)
-                               : eval::trainer_validation_windows(cfg.value("eval_tokens", int64{65536}), cfg.value("batch", int64{8}), seq);
+                               : eval::trainer_validation_windows(cfg.value("eval_tokens", train::TrainConfig{}.eval_tokens), cfg.value("batch", train::TrainConfig{}.batch), seq);
   } else if (a.val_tokens > 0) {
     throw usage_error("--val-tokens: the run's corpus was not found; give --corpus DIR");
   }
@@ -199,7 +199,9 @@ void run_sample(const SampleArgs& a, bool max_new_given) {
   const int64 room = model.context() - static_cast<int64>(prompt.size());
   // The default asks for at most what the context leaves; a --max-new given must fit.
   const int64 max_new = max_new_given ? a.max_new : std::min(a.max_new, room);
-  if (room < max_new || room < 1)
+  if (room < 1)  // named alone: the default --max-new, cut to the room, would read as a negative count
+    throw usage_error(fmt::format("--prompt ({} tokens) leaves no room in the model's context of {} tokens", prompt.size(), model.context()));
+  if (room < max_new)
     throw usage_error(fmt::format("--prompt ({} tokens) and --max-new {} exceed the model's context of {} tokens", prompt.size(),
                                   max_new, model.context()));
   const int64 r = a.r_eval > 0 ? a.r_eval : model.spec.recur.r;
@@ -231,7 +233,7 @@ const bool registered_eval = add_command([](CLI::App& app) {
   sub->add_option("--max-per-task", a->max_per_task, "score at most N items of each task (0: all)")->capture_default_str();
   sub->add_option("--items", a->items, "built-in probes: items per task")->capture_default_str();
   sub->add_option("--max-bytes", a->max_bytes, "built-in probes: bytes per prompt, few-shot example included")->capture_default_str();
-  sub->add_option("--seed", a->seed, "seed of the built-in probes, the item subset and the few-shot draws (default: a run's --mix-probes-seed)")->capture_default_str();
+  sub->add_option("--seed", a->seed, "seed of the built-in probes, the item subset and the few-shot draws (default: a run's --mix-probes-seed)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--corpus", a->corpus, "corpus folder for the validation windows and the cloze probes (default: the run's)");
   sub->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the trainer's windows; 0: none)");
   sub->add_option("--batch", a->batch, "sequences per forward")->capture_default_str();
@@ -251,7 +253,7 @@ const bool registered_eval = add_command([](CLI::App& app) {
   smp->add_option("--temperature", s->temperature, "0: greedy")->capture_default_str();
   smp->add_option("--top-k", s->top_k, "draw among the k most likely tokens (0: all)")->capture_default_str();
   smp->add_option("--r-eval", s->r_eval, "number of recurrences (default: the trained r)")->check(at_least(1));
-  smp->add_option("--seed", s->seed, "seed of the draws")->capture_default_str();
+  smp->add_option("--seed", s->seed, "seed of the draws")->capture_default_str()->check(CLI::NonNegativeNumber);
   smp->add_option("--threads", s->threads, "threads (0: every core)")->capture_default_str()->check(thread_count());
   smp->add_flag("--json", s->json, "print the sample and its log-probability as JSON");
   smp->callback([s, smp] { run_sample(*s, smp->get_option("--max-new")->count() > 0); });

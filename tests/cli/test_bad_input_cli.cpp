@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <sys/stat.h>
 
@@ -238,4 +239,20 @@ TEST_CASE("cli: run folders with a folder or a pipe where a file goes, a config 
   // design --fit with a number past double's range (out_of_range, not a parse error: exit 1 before).
   std::ofstream(dir + "/big.json") << "{\"law\": \"looped-moe\", \"params\": {\"c\": 1e400}, \"rmse\": 0.01}";
   expect_error("design --fit " + dir + "/big.json --n-act 1e8 --n-loop 5e7 --expert-params 3e7 --budget 1e19", "is not JSON that loopscale can read");
+}
+
+TEST_CASE("cli: a pipe given as an input file is read (process substitution, /dev/stdin)", "[cli][files]") {
+  // refuse_folder once refused pipes too, which broke `sweep plan <(jq ...)` and `--config /dev/stdin`.
+  const std::string dir = temp_dir("pipe_input");
+  const std::string fifo = dir + "/spec.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::thread writer([&] {
+    std::ofstream(fifo) << R"({"name": "piped", "depth": 4, "prelude": 1, "coda": 1, "r": [1, 2], "width_per_s": 16, "width_round": 16,
+        "head_dim": 16, "vocab": 256, "seq_len": 32, "batch_tokens": 128, "micro_batch_tokens": 128, "budgets": [{"C": 4e9, "s": [1]}]})";
+  });
+  const auto r = run_cli("sweep plan " + fifo);
+  writer.join();
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("piped"));
 }

@@ -14,7 +14,7 @@
 // as config.json, it holds exactly the spec's parameter count (account/params.hpp) and one
 // selection bias per expert of every MoE layer. Every problem is one line naming the file and what
 // is wrong, as the library's usual error types, so the `loopscale` program exits 2 on it:
-// train::config_error (the folder, config.json), spec_error (its spec), train::checkpoint_error
+// train::config_error (the folder, config.json and its spec), train::checkpoint_error
 // (the checkpoints), data::corpus_error (the tokenizer file).
 //
 // The tokenizer: "byte" is data::Tokenizer's byte tokenizer; "sentencepiece" is loaded from the
@@ -193,9 +193,14 @@ inline RunModel load_run(const std::filesystem::path& dir) {
   train::TrainConfig cfg;
   try {
     cfg = train::config_from_json(cj);
-    // Every check the trainer made of it: a batch of 0, say, would divide by zero in the
-    // validation windows (eval/validation.hpp).
-    train::detail::check_config(cfg);
+    // The trainer's checks (a batch of 0, say, would divide by zero in the validation windows,
+    // eval/validation.hpp), less those of how it ran, which evaluation does not repeat: threads,
+    // device, precision and the split of the work, whose limits an older loopscale did not have.
+    train::TrainConfig as_run = cfg;
+    const train::TrainConfig defaults;
+    as_run.threads = defaults.threads, as_run.device = defaults.device, as_run.precision = defaults.precision;
+    as_run.thread_split = defaults.thread_split, as_run.accum = defaults.accum, as_run.reduction = defaults.reduction;
+    train::detail::check_config(as_run);
   } catch (const std::invalid_argument& e) {  // config_error, or spec_error from the spec's JSON
     throw train::config_error(concat(files.config.string(), ": ", e.what()));
   }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loopscale/sweep/report.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::sweep {
 
@@ -61,8 +62,9 @@ inline SweepPhi sweep_phi(const fs::path& dir, const AnalyseOptions& opt) {
   // (another sweep, other runs, a field missing or of another type, a number that is not finite) is
   // passed over and the sweep analysed afresh.
   const fs::path cache = dir / "analysis.json";
-  std::ifstream in(cache);
-  if (in && not_a_file(cache).empty()) {
+  std::ifstream in;
+  if (not_a_file(cache).empty()) in.open(cache);  // asked first: opening a pipe waits for a writer
+  if (in) {
     try {
       const auto j = nlohmann::json::parse(in);
       if (j.at("fingerprint").get<std::string>() == plan.fingerprint && j.at("runs").get<std::size_t>() == results.size()) {

@@ -111,7 +111,14 @@ inline nlohmann::json evaluate_run(const eval::RunModel& model, const eval::Bund
 // it took. On `threads` host threads the r_eval points run side by side, each with a scorer of its
 // own on one thread (the largest first), with the losses one thread gives.
 inline nlohmann::json recurrence_curve(const eval::RunModel& model, const fs::path& data, int64 seq_len, int64 windows, int threads = 1) {
-  const std::vector<int64> rs = eval::recurrence_curve_points(model.spec.recur.r);
+  // Only the points the model can run: a per-recurrence hyperconnection stops at its trained r, and
+  // 4r of a deep sweep can pass the effective-depth limit (train::check_recurrences).
+  std::vector<int64> rs;
+  for (const int64 r : eval::recurrence_curve_points(model.spec.recur.r)) try {
+      train::check_recurrences(model.spec, r);
+      rs.push_back(r);
+    } catch (const spec_error&) {
+    }
   const auto n = static_cast<int64>(rs.size());
   std::vector<eval::ValidationResult> v(rs.size());
   std::vector<std::exception_ptr> failed(rs.size());

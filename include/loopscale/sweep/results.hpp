@@ -89,8 +89,9 @@ inline RunResult result_from_json(const nlohmann::json& j) {
   }
   // What the fits read: an infinite loss printed R^2 -nan and a shifted phi without a word.
   for (const auto& [k, v] : {std::pair<const char*, double>{"C", r.budget}, {"N_once", r.n_once}, {"N_rec", r.n_rec}, {"D", r.tokens}, {"loss", r.loss}})
-    if (!std::isfinite(v) || v < 0 || (std::string_view(k) == "loss" && v == 0))
-      throw sweep_error(fmt::format("result line: '{}' = {} is not a finite {}: {}", k, v, std::string_view(k) == "loss" ? "positive loss" : "count",
+    if (const bool positive = std::string_view(k) == "loss";  // counts may be 0 (a planned run too large to run has D 0)
+        !std::isfinite(v) || v < 0 || (positive && v == 0))
+      throw sweep_error(fmt::format("result line: '{}' = {} is not a finite, {} number: {}", k, v, positive ? "positive" : "non-negative",
                                     j.dump().substr(0, 200)));
   if (r.r < 1) throw sweep_error(fmt::format("result line: 'r' = {} is not a number of recurrences: {}", r.r, j.dump().substr(0, 200)));
   r.line = j;
