@@ -48,13 +48,15 @@ inline Manifest import_tokens(const ImportOptions& o) {
   std::vector<ForeignFile> train, val;  // open and check every file before writing anything
   for (const auto& p : o.train) train.emplace_back(p, o.format);
   for (const auto& p : o.val) val.emplace_back(p, o.format);
+  // Its bytes before the folder is prepared: the tokenizer may be the --out folder's own tokenizer.model.
+  const std::string model_bytes = tok ? Tokenizer::read_all(o.tokenizer) : std::string();
   CorpusOutput out(o.out, o.force);
 
   Manifest m;
   m.vocab = vocab;
   m.token_bytes = token_bytes_for(vocab);
   if (tok) {
-    const std::string model = Tokenizer::read_all(o.tokenizer);
+    const std::string& model = model_bytes;
     write_file_atomic<corpus_error>(o.out / tokenizer_file_name, model);
     m.tokenizer = {"sentencepiece", vocab, tokenizer_file_name, checksum_text(xxh3(model)), ""};
   } else {

@@ -146,7 +146,9 @@ inline TokenFile open_shard(const std::filesystem::path& dir, const Manifest& m,
 inline Corpus open_corpus(const std::filesystem::path& dir, Split split, Verify verify = Verify::checksums) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
-    throw corpus_error("data: the corpus folder " + dir.string() + " does not exist (build one with scripts/corpus.sh or loopscale data prepare)");
+    throw corpus_error("data: the corpus folder " + dir.string() +
+                       (std::filesystem::exists(dir, ec) ? " is a file, not a folder (a corpus is a folder: train.bin and val.bin, or a manifest and its shards)"
+                                                         : " does not exist (build one with scripts/corpus.sh or loopscale data prepare)"));
   if (!has_manifest(dir)) {
     const TokenFile f = read_token_file((dir / (std::string(split_name(split)) + ".bin")).string());
     if (verify == Verify::checksums) verify_tokens(f);

@@ -32,6 +32,10 @@ class MappedFile {
   MappedFile() = default;
   // Maps the whole file; an empty file maps to nothing (size 0).
   explicit MappedFile(const std::filesystem::path& path) {
+    // Before opening: a folder opens read-only and then fails to map ("No such device"), and opening
+    // a pipe waits for a writer.
+    if (struct stat ahead {}; ::stat(path.c_str(), &ahead) == 0 && !S_ISREG(ahead.st_mode))
+      throw corpus_error("data: " + path.string() + (S_ISDIR(ahead.st_mode) ? " is a folder, not a file" : " is not a regular file (a pipe, socket or device)"));
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw corpus_error("data: cannot open " + path.string() + ": " + std::strerror(errno));
     struct stat st {};

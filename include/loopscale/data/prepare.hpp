@@ -133,6 +133,8 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
     vi.paths = o.val_inputs;
     val = std::make_unique<DocumentReader>(vi);
   }
+  // Its bytes before the folder is prepared: the tokenizer may be the --out folder's own tokenizer.model.
+  const std::string model_bytes = tok.kind() == Tokenizer::Kind::sentencepiece ? Tokenizer::read_all(o.tokenizer) : std::string();
   CorpusOutput out(o.out, o.force);
 
   PrepareResult res;
@@ -143,7 +145,7 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
   m.tokenizer.kind = tok.kind_name();
   m.tokenizer.vocab = tok.vocab();
   if (tok.kind() == Tokenizer::Kind::sentencepiece) {
-    const std::string model = Tokenizer::read_all(o.tokenizer);
+    const std::string& model = model_bytes;
     write_file_atomic<corpus_error>(o.out / tokenizer_file_name, model);
     m.tokenizer.file = tokenizer_file_name;
     m.tokenizer.checksum = checksum_text(xxh3(model));

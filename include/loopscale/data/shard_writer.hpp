@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -105,6 +106,7 @@ inline void prepare_output_folder(const std::filesystem::path& dir, bool replace
     if (e.is_regular_file() && is_split_token_file(e.path())) old.push_back(e.path());
   const bool has = fs::exists(dir / manifest_name) || !old.empty();
   if (has && !replace) throw corpus_error("data: " + dir.string() + " already holds a corpus; pass --force to replace it");
+  if (!has) return;  // a tokenizer.model without a corpus is the user's (perhaps the --tokenizer itself)
   fs::remove(dir / manifest_name, ec);
   fs::remove(dir / tokenizer_file_name, ec);
   for (const fs::path& p : old) fs::remove(p, ec);
@@ -121,6 +123,8 @@ class CorpusOutput {
     std::error_code ec;
     created_ = !std::filesystem::exists(dir, ec);
     prepare_output_folder(dir, replace);
+    for (auto it = std::filesystem::directory_iterator(dir_, ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+      before_.insert(it->path().filename().string());
   }
   CorpusOutput(const CorpusOutput&) = delete;
   CorpusOutput& operator=(const CorpusOutput&) = delete;
@@ -133,15 +137,17 @@ class CorpusOutput {
   void discard() noexcept {
     namespace fs = std::filesystem;
     std::error_code ec;
-    fs::remove(dir_ / manifest_name, ec);
-    fs::remove(dir_ / tokenizer_file_name, ec);
-    std::vector<fs::path> ours;
-    for (auto it = fs::directory_iterator(dir_, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-      if (is_split_token_file(it->path())) ours.push_back(it->path());
+    std::vector<fs::path> ours;  // what the writers added: entries that were not there when this began
+    for (auto it = fs::directory_iterator(dir_, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!before_.count(name) && (name == manifest_name || name == tokenizer_file_name || is_split_token_file(it->path())))
+        ours.push_back(it->path());
+    }
     for (const fs::path& p : ours) fs::remove(p, ec);
     if (created_) fs::remove(dir_, ec);  // only when empty: nothing of anyone else's goes
   }
   std::filesystem::path dir_;
+  std::set<std::string> before_;
   bool created_ = false, committed_ = false;
 };
 
