@@ -61,8 +61,16 @@ inline CLI::Validator output_folder() {
       "FOLDER");
 }
 
-// Options read into unsigned integers (seeds, shard sizes, line counts) take
-// ->check(CLI::NonNegativeNumber): CLI11 reads "-1" into them as 2^64 - 1, a value nobody typed.
+// For options read into unsigned integers (seeds, shard sizes, line counts): CLI11 reads "-1" into
+// them as 2^64 - 1, a value nobody typed. (CLI::NonNegativeNumber says so with a 300-digit bound.)
+inline CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        const std::size_t first = v.find_first_not_of(" \t");
+        return first != std::string::npos && v[first] == '-' ? "must not be negative, not " + v : std::string();
+      },
+      "UINT");
+}
 
 // A file to write: not a folder, and in a folder that exists (a write would otherwise fail after
 // the work that produced it, as an exit-1 filesystem error).

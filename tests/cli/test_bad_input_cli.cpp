@@ -256,3 +256,9 @@ TEST_CASE("cli: a pipe given as an input file is read (process substitution, /de
   CHECK(r.rc == 0);
   CHECK_THAT(r.out, Catch::Contains("piped"));
 }
+
+TEST_CASE("cli: a negative value for an unsigned flag is refused (it read as 2^64 - 1)", "[cli][flags]") {
+  expect_error("fit --law chinchilla --data /nonexistent.csv --seed -1", "--seed: must not be negative, not -1");
+  expect_error("data prepare --input /nonexistent.jsonl --out /tmp/loopscale_never --shard-tokens -5", "--shard-tokens: must not be negative");
+  CHECK(!std::filesystem::exists("/tmp/loopscale_never"));
+}
