@@ -50,7 +50,7 @@ inline Manifest import_tokens(const ImportOptions& o) {
   for (const auto& p : o.val) val.emplace_back(p, o.format);
   // Its bytes before the folder is prepared: the tokenizer may be the --out folder's own tokenizer.model.
   const std::string model_bytes = tok ? Tokenizer::read_all(o.tokenizer) : std::string();
-  CorpusOutput out(o.out, o.force);
+  CorpusOutput out = begin_corpus_output(o.out, o.force);
 
   Manifest m;
   m.vocab = vocab;
@@ -105,17 +105,7 @@ inline std::vector<std::filesystem::path> export_corpus(const ExportOptions& o) 
   std::filesystem::create_directories(o.out, ec);
   // A failure part-way (a bad token in the second split, a full disk) removes the files this call
   // wrote and the folder it made, so no half export is left to be taken for a whole one.
-  struct Undo {
-    const fs::path& dir;
-    const std::vector<fs::path>& files;
-    bool created, done = false;
-    ~Undo() {
-      if (done) return;
-      std::error_code e;
-      for (const fs::path& f : files) fs::remove(f, e);
-      if (created) fs::remove(dir, e);
-    }
-  } undo{o.out, written, created};
+  CorpusOutput out(o.out, created);
   for (const Split s : {Split::train, Split::val}) {
     if (s == Split::val && has_manifest(o.data) && read_manifest(o.data).val.shards.empty()) continue;
     const Corpus c = open_corpus(o.data, s);
@@ -141,7 +131,7 @@ inline std::vector<std::filesystem::path> export_corpus(const ExportOptions& o) 
       written.push_back(o.out / name);
     }
   }
-  undo.done = true;
+  out.commit();
   return written;
 }
 

@@ -135,7 +135,7 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
   }
   // Its bytes before the folder is prepared: the tokenizer may be the --out folder's own tokenizer.model.
   const std::string model_bytes = tok.kind() == Tokenizer::Kind::sentencepiece ? Tokenizer::read_all(o.tokenizer) : std::string();
-  CorpusOutput out(o.out, o.force);
+  CorpusOutput out = begin_corpus_output(o.out, o.force);
 
   PrepareResult res;
   res.threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

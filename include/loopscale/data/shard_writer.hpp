@@ -112,17 +112,15 @@ inline void prepare_output_folder(const std::filesystem::path& dir, bool replace
   for (const fs::path& p : old) fs::remove(p, ec);
 }
 
-// A corpus folder being written by `data prepare` or `data import`: made ready as
-// prepare_output_folder does, and unless commit() is called once the manifest is written, emptied
-// again of what the writers put there (token files, tokenizer, manifest) and removed when this
-// call created it, so a failure part-way (an empty input, a document without its text field, a
-// full disk) leaves no half corpus and no empty folder.
+// A corpus folder being written (`data prepare`, `import`, `export`): unless commit() is called once
+// the last file is written, the corpus files (token files, tokenizer, manifest) that were not in
+// `dir` when this was made are removed again, and `dir` itself when `created` (the caller made it),
+// so a failure part-way (an empty input, a document without its text field, a bad token, a full
+// disk) leaves no half corpus and no empty folder.
 class CorpusOutput {
  public:
-  CorpusOutput(const std::filesystem::path& dir, bool replace) : dir_(dir) {
+  CorpusOutput(const std::filesystem::path& dir, bool created) : dir_(dir), created_(created) {
     std::error_code ec;
-    created_ = !std::filesystem::exists(dir, ec);
-    prepare_output_folder(dir, replace);
     for (auto it = std::filesystem::directory_iterator(dir_, ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
       before_.insert(it->path().filename().string());
   }
@@ -150,5 +148,13 @@ class CorpusOutput {
   std::set<std::string> before_;
   bool created_ = false, committed_ = false;
 };
+
+// prepare_output_folder, and the undo of what then goes into the folder (`data prepare`, `import`).
+inline CorpusOutput begin_corpus_output(const std::filesystem::path& dir, bool replace) {
+  std::error_code ec;
+  const bool created = !std::filesystem::exists(dir, ec);
+  prepare_output_folder(dir, replace);
+  return CorpusOutput(dir, created);
+}
 
 }  // namespace loopscale::data

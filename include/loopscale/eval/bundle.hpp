@@ -527,10 +527,11 @@ inline void write_bundle(const Bundle& b, const std::filesystem::path& dir) {
     throw bundle_error(concat(at, ": a name, label or delimiter is not UTF-8 (JSON cannot carry it)"));
   }
   std::error_code ec;
-  for (const fs::path& f : {dir / bundle_manifest_name})
+  const auto refuse_folder = [&](const fs::path& f) {  // before any file is written
     if (fs::is_directory(f, ec)) throw bundle_error(concat(at, ": ", f.string(), " is a folder; write the bundle into another folder"));
-  for (const auto& [path, t] : files)
-    if (fs::is_directory(path, ec)) throw bundle_error(concat(at, ": ", path.string(), " is a folder; write the bundle into another folder"));
+  };
+  for (const auto& [path, t] : files) refuse_folder(path);
+  refuse_folder(dir / bundle_manifest_name);
   for (std::size_t i = 0; i < files.size(); ++i) {
     fs::create_directories(files[i].first.parent_path(), ec);
     if (ec) throw file_write_error(concat("eval: cannot make the folder ", files[i].first.parent_path().string(), ": ", ec.message()));

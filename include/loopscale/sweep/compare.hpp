@@ -4,8 +4,8 @@
 // the interval of the difference is the percentile interval of draw_a[i] - draw_b[i].
 #pragma once
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>

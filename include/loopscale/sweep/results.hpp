@@ -13,8 +13,6 @@
 // "N_loop", "N_total", "m", "N_unroll".
 #pragma once
 
-#include <utility>
-#include <string_view>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -24,6 +22,8 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
