@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <sys/resource.h>
@@ -203,6 +204,32 @@ TEST_CASE("checkpoint integrity: versions 1 and 2 (no checksum) still load, and 
     write_text(p, t);
     REQUIRE_THROWS_WITH(load_checkpoint<float>(p), Catch::Contains("bad trailer"));
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint integrity: a NaN, an infinity or a negative second moment is refused in every version", "[train][checkpoint][integrity]") {
+  const fs::path dir = temp_dir("nonfinite");
+  const fs::path p = dir / "c.bin";
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    std::vector<float> params, m, v;
+    const char* says;
+  };
+  const std::vector<Case> cases{{{1, nan, 3}, {0, 0, 0}, {0, 0, 0}, "parameter value 1 of 3 is NaN"},
+                                {{1, 2, 3}, {0, 0, -inf}, {0, 0, 0}, "first-moment value 2 of 3 is infinite"},
+                                {{1, 2, 3}, {0, 0, 0}, {-1e-3f, 0, 0}, "second-moment value 0 of 3 is negative"}};
+  for (const Case& k : cases) {
+    save_checkpoint<float>(p, {{"step", 3}}, k.params, k.m, k.v);  // version 3: the checksum matches
+    REQUIRE_THROWS_WITH(load_checkpoint<float>(p), Catch::Contains("c.bin is corrupt: its " + std::string(k.says)));
+    std::string b = slurp(p);
+    b.resize(b.size() - 8);  // version 2: no checksum, the value check is all there is
+    const std::uint32_t two = 2;
+    std::memcpy(b.data() + 8, &two, 4);
+    write_text(p, b);
+    REQUIRE_THROWS_WITH(load_checkpoint<float>(p), Catch::Contains(k.says));
+  }
+  save_checkpoint<float>(p, {{"step", 3}}, std::vector<float>{1, -2, 3}, std::vector<float>{-1, 0, 1}, std::vector<float>{0, 0, 5});
+  REQUIRE(load_checkpoint<float>(p).params[1] == -2);  // negative parameters and first moments are values
   fs::remove_all(dir);
 }
 

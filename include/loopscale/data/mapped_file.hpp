@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "loopscale/data/error.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::data {
 
@@ -34,8 +35,7 @@ class MappedFile {
   explicit MappedFile(const std::filesystem::path& path) {
     // Before opening: a folder opens read-only and then fails to map ("No such device"), and opening
     // a pipe waits for a writer.
-    if (struct stat ahead {}; ::stat(path.c_str(), &ahead) == 0 && !S_ISREG(ahead.st_mode))
-      throw corpus_error("data: " + path.string() + (S_ISDIR(ahead.st_mode) ? " is a folder, not a file" : " is not a regular file (a pipe, socket or device)"));
+    if (const std::string why = not_a_file(path); !why.empty()) throw corpus_error("data: " + why);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw corpus_error("data: cannot open " + path.string() + ": " + std::strerror(errno));
     struct stat st {};

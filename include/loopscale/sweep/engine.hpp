@@ -112,13 +112,10 @@ inline nlohmann::json evaluate_run(const eval::RunModel& model, const eval::Bund
 // own on one thread (the largest first), with the losses one thread gives.
 inline nlohmann::json recurrence_curve(const eval::RunModel& model, const fs::path& data, int64 seq_len, int64 windows, int threads = 1) {
   // Only the points the model can run: a per-recurrence hyperconnection stops at its trained r, and
-  // 4r of a deep sweep can pass the effective-depth limit (train::check_recurrences).
+  // 4r of a deep sweep can pass the effective-depth limit (train::recurrence_fault).
   std::vector<int64> rs;
-  for (const int64 r : eval::recurrence_curve_points(model.spec.recur.r)) try {
-      train::check_recurrences(model.spec, r);
-      rs.push_back(r);
-    } catch (const spec_error&) {
-    }
+  for (const int64 r : eval::recurrence_curve_points(model.spec.recur.r))
+    if (train::recurrence_fault(model.spec, r).empty()) rs.push_back(r);
   const auto n = static_cast<int64>(rs.size());
   std::vector<eval::ValidationResult> v(rs.size());
   std::vector<std::exception_ptr> failed(rs.size());

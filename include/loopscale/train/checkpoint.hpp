@@ -16,7 +16,9 @@
 // exceed the file is refused), then hashes every byte as it reads them and compares with the stored
 // checksum before the JSON is parsed: any flipped bit is "corrupt: checksum mismatch". Every
 // problem with a checkpoint that cannot be used is a checkpoint_error naming the file (the
-// `loopscale` program exits 2 on it); a failure to write one is a file_write_error (exit 1).
+// `loopscale` program exits 2 on it); so is a value that is not finite or a negative second moment,
+// the only damage versions 1 and 2 can be caught in. A failure to write one is a file_write_error
+// (exit 1).
 //
 // The optimiser's state (optim.hpp's Optimizer) is m, v and the JSON's optimizer_steps, and with
 // the paper recipe muon_matrices and muon_norms: m holds the AdamW first moments and the MuonH
@@ -30,6 +32,7 @@
 #pragma once
 
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -206,6 +209,18 @@ Checkpoint<T> load_checkpoint(const std::filesystem::path& path) {
     throw checkpoint_error(name + " is corrupt: its JSON does not parse (" + e.what() + ")");
   }
   if (!c.meta.is_object()) throw checkpoint_error(name + " is corrupt: its JSON is not an object");
+  // Training stops at the first non-finite loss or gradient norm (trainer.hpp) before it would save,
+  // so a NaN, an infinity or a negative second moment is damage, not a state: versions 1 and 2 have
+  // no checksum to catch it, and resuming from it would train on nonsense without a word.
+  const auto refuse_values = [&](const std::vector<T>& a, const char* what, bool non_negative) {
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!std::isfinite(a[i]) || (non_negative && a[i] < 0))
+        throw checkpoint_error(name + " is corrupt: its " + what + " value " + std::to_string(i) + " of " + std::to_string(a.size()) +
+                               " is " + (std::isnan(a[i]) ? "NaN" : std::isinf(a[i]) ? "infinite" : "negative"));
+  };
+  refuse_values(c.params, "parameter", false);
+  refuse_values(c.m, "first-moment", false);
+  refuse_values(c.v, "second-moment", true);
   return c;
 }
 

@@ -85,27 +85,31 @@ struct thread_lane_t {
 };
 inline constexpr thread_lane_t thread_lane{};
 
-// Whether a model trained as `spec` can run r recurrences at inference; throws spec_error saying why
-// not. The parameter layout of the linear, additive and passthrough injections and of the shared
+// Why a model trained as `spec` cannot run r recurrences at inference, as a sentence; empty when it
+// can. The parameter layout of the linear, additive and passthrough injections and of the shared
 // hyperconnections (hyper-shared) does not depend on r, so any r >= 1 runs the same weights (r = 1
 // without injection is the passthrough loop, which is what Inject::none means). The paper's
 // hyperconnections (hyper) hold one parameter set per trained recurrence: r above the trained R has
 // no parameters and is refused; r <= R runs the first r sets, exactly the trained model's first r
 // recurrences followed by its lane pooling and coda (an early exit from the trained loop), which is
 // well defined and is what is chosen here. A model without a shared block has no loop: only r = 1.
-inline void check_recurrences(const ModelSpec& spec, int64 r) {
-  if (r < 1) throw spec_error(concat("the number of recurrences must be at least 1, not ", r));
+inline std::string recurrence_fault(const ModelSpec& spec, int64 r) {
+  if (r < 1) return concat("the number of recurrences must be at least 1, not ", r);
   // The KV cache and the activations grow with r: past the limits a typo allocated without bound.
   ModelSpec at = spec;
   at.recur.r = r;
   if (r > SpecLimits::depth || effective_depth(at) > SpecLimits::depth)
-    throw spec_error(concat("r = ", r, " gives an effective depth above the limit ", SpecLimits::depth, " (spec/limits.hpp)"));
-  if (spec.recur.block.empty() && r != 1)
-    throw spec_error(concat("the model has no shared block, so it runs r = 1 only, not ", r));
+    return concat("r = ", r, " gives an effective depth above the limit ", SpecLimits::depth, " (spec/limits.hpp)");
+  if (spec.recur.block.empty() && r != 1) return concat("the model has no shared block, so it runs r = 1 only, not ", r);
   if (spec.recur.inject.kind == Inject::hyper && r > spec.recur.r)
-    throw spec_error(concat("the model's hyperconnections (", inject_name(spec.recur.inject), ") hold one parameter set per ",
-                            "recurrence, ", spec.recur.r, " of them; it cannot run ", r,
-                            " recurrences (at most ", spec.recur.r, ")"));
+    return concat("the model's hyperconnections (", inject_name(spec.recur.inject), ") hold one parameter set per ", "recurrence, ",
+                  spec.recur.r, " of them; it cannot run ", r, " recurrences (at most ", spec.recur.r, ")");
+  return {};
+}
+
+// The same as a spec_error, for callers that refuse.
+inline void check_recurrences(const ModelSpec& spec, int64 r) {
+  if (std::string why = recurrence_fault(spec, r); !why.empty()) throw spec_error(std::move(why));
 }
 
 template <class T, class B = HostBackend>
