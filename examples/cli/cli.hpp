@@ -108,18 +108,48 @@ void refuse_repeats(const std::vector<T>& list, const std::string& flag) {
     }
 }
 
-// A list option (repeated, or with ->delimiter(',') one value split at its commas) whose entries
-// must differ (refuse_repeats). Checked as CLI11 converts it, so every command that takes the list
-// refuses a repeat the same way; the list's initial value is the default the help shows.
+// A list option whose entries must differ (refuse_repeats), given by repeating the flag
+// (`optimal --budget 1e18 --budget 1e19`) and, with delimiter ',', also as one value split at its
+// commas (`--r-eval 1,2,4`). The commas are split here, not by CLI11's ->delimiter(): CLI11 2.1.2
+// drops the empty pieces of a delimited value before a callback sees them, so `--r-eval 1,,2` ran
+// as 1,2 and `--r-eval ''` as 0. An empty entry is refused naming the flag and the value; an entry
+// that does not convert gives CLI11's own "Could not convert: --r-eval = 1,x". Checked as CLI11
+// reads the flag, so every command refuses the same way; the list's initial value is the default
+// the help shows.
 template <class T>
-CLI::Option* add_distinct_list(CLI::App& app, const std::string& name, std::vector<T>& list, const std::string& help) {
-  CLI::Option* o = app.add_option_function<std::vector<T>>(
+CLI::Option* add_distinct_list(CLI::App& app, const std::string& name, std::vector<T>& list, const std::string& help, char delimiter = '\0') {
+  CLI::Option* o = app.add_option(
       name,
-      [&list, name](const std::vector<T>& v) {
+      [&list, name, delimiter](const CLI::results_t& given) {
+        std::vector<T> v;
+        if (given.empty()) throw usage_error(name + ": an empty entry in ''");
+        for (const std::string& value : given) {
+          std::vector<std::string> pieces;
+          if (delimiter == '\0') {
+            pieces.push_back(value);
+          } else {
+            for (std::size_t at = 0;;) {
+              const std::size_t end = value.find(delimiter, at);
+              pieces.push_back(value.substr(at, end == std::string::npos ? std::string::npos : end - at));
+              if (end == std::string::npos) break;
+              at = end + 1;
+            }
+          }
+          for (const std::string& piece : pieces) {
+            if (piece.find_first_not_of(" \t") == std::string::npos) throw usage_error(name + ": an empty entry in '" + value + "'");
+            T x{};
+            if (!CLI::detail::lexical_cast(piece, x)) throw CLI::ConversionError(name, given);
+            v.push_back(std::move(x));
+          }
+        }
         refuse_repeats(v, name);
-        list = v;
+        list = std::move(v);
+        return true;
       },
-      help);
+      help, false);
+  o->type_name(CLI::detail::type_name<std::vector<T>>());
+  o->type_size(CLI::detail::type_count_min<std::vector<T>>::value, CLI::detail::type_count<std::vector<T>>::value);
+  o->expected(CLI::detail::expected_count<std::vector<T>>::value);
   if (!list.empty()) {
     std::ostringstream d;
     for (std::size_t i = 0; i < list.size(); ++i) d << (i ? "," : "[") << list[i];

@@ -139,8 +139,8 @@ const bool registered_design = add_command([](CLI::App& app) {
   sub->add_option("--expert-params", a->expert_params, "of N_act, the parameters in the top-k routed experts")->required();
   sub->add_option("--top-k", a->top_k, "experts per token")->capture_default_str();
   sub->add_option("--budget", a->budget, "training FLOPs C")->required();
-  add_distinct_list(*sub, "--R", a->R, "recurrence candidates")->delimiter(',');
-  add_distinct_list(*sub, "--E", a->E, "routed expert candidates")->delimiter(',');
+  add_distinct_list(*sub, "--R", a->R, "recurrence candidates", ',');
+  add_distinct_list(*sub, "--E", a->E, "routed expert candidates", ',');
   sub->add_option("--memory-gib", a->memory_gib, "memory for the weights (0: no limit)")->capture_default_str();
   sub->add_option("--bytes-per-weight", a->bytes_per_weight, "bytes per stored weight")->capture_default_str();
   sub->add_option("--max-inference-flops", a->max_inference_flops, "inference FLOPs per token, 2 N_unroll (0: no limit)")->capture_default_str();

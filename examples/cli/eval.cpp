@@ -229,7 +229,7 @@ const bool registered_eval = add_command([](CLI::App& app) {
   CLI::App* sub = app.add_subcommand("eval", "score a trained run on downstream tasks and its validation windows, at any number of recurrences");
   sub->add_option("run", a->run, "the run folder (loopscale train --out)");
   sub->add_option("--tasks", a->tasks, "builtin (the generated probes), a CORE-format bundle folder, or none")->capture_default_str();
-  add_distinct_list(*sub, "--r-eval", a->r_eval, "numbers of recurrences to evaluate at, e.g. 1,2,4,8 (default: the trained r)")->delimiter(',');
+  add_distinct_list(*sub, "--r-eval", a->r_eval, "numbers of recurrences to evaluate at, e.g. 1,2,4,8 (default: the trained r)", ',');
   sub->add_option("--max-per-task", a->max_per_task, "score at most N items of each task (0: all)")->capture_default_str();
   sub->add_option("--items", a->items, "built-in probes: items per task")->capture_default_str();
   sub->add_option("--max-bytes", a->max_bytes, "built-in probes: bytes per prompt, few-shot example included")->capture_default_str();

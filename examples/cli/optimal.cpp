@@ -79,7 +79,7 @@ const bool registered_optimal = add_command([](CLI::App& app) {
   sub->add_option("--law", a->law, "iso-depth, parcae or chinchilla")->capture_default_str();
   sub->add_option("--param", a->params, "law constants in natural units: --param A=28.027 ...")->required();
   add_distinct_list(*sub, "--budget", a->budgets, "training FLOPs (repeat for several budgets: exponents need two)")->required();
-  add_distinct_list(*sub, "--r", a->rs, "recurrences (divisors of 16)")->delimiter(',');
+  add_distinct_list(*sub, "--r", a->rs, "recurrences (divisors of 16)", ',');
   sub->add_option("--seq-len", a->seq_len, "context length T of the FLOP count")->capture_default_str();
   sub->add_option("--vocab", a->vocab, "vocabulary")->capture_default_str();
   sub->add_option("--max-width", a->max_width, "largest d_model tried (widths step by 128)")->capture_default_str();

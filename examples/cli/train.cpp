@@ -113,8 +113,7 @@ const bool registered_train = add_command([](CLI::App& app) {
   sub->add_option("--mix-probes-seed", a->mix_probes_seed, "the probes' seed, the one `loopscale eval --seed` evaluates with")
       ->capture_default_str()->check(non_negative());
   add_distinct_list(*sub, "--mix-probes-tasks", a->mix_probes_tasks,
-                    "only these probe tasks in the mixed text, e.g. induction,var_assign_d0_math (default: every task the text has)")
-      ->delimiter(',');
+                    "only these probe tasks in the mixed text, e.g. induction,var_assign_d0_math (default: every task the text has)", ',');
   sub->add_option("--accum", c.accum,
                   "micro-batches per step and rank: each forward pass computes batch / (ranks x accum) sequences, their "
                   "gradients summed (less memory, the same step)")

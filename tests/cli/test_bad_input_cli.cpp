@@ -68,6 +68,27 @@ TEST_CASE("cli: a list entry given twice is refused, naming the flag and the val
   CHECK(run_cli("optimal --help").out.find("--r INT=[1,2,4,8]") != std::string::npos);  // the help still shows the default
 }
 
+TEST_CASE("cli: an empty entry of a comma-separated list is refused, naming the flag and the value", "[cli][lists]") {
+  // CLI11 dropped the empty pieces before our code saw them: `--r-eval 1,,2` evaluated 1 and 2, and
+  // `--r-eval ''` said "the number of recurrences must be at least 1, not 0", naming no flag.
+  expect_error("eval /nonexistent --r-eval 1,,2", "--r-eval: an empty entry in '1,,2'");
+  expect_error("eval /nonexistent --r-eval 1,2,", "--r-eval: an empty entry in '1,2,'");
+  expect_error("eval /nonexistent --r-eval ,1", "--r-eval: an empty entry in ',1'");
+  expect_error("eval /nonexistent --r-eval ''", "--r-eval: an empty entry in ''");
+  expect_error(optimal + "--budget 1e18 --r 1,,2", "--r: an empty entry in '1,,2'");
+  expect_error(optimal + "--budget 1e18 --r 2,", "--r: an empty entry in '2,'");
+  expect_error(design + "--param E_start=1 --param E_max=1e5 --R 1,,2", "--R: an empty entry in '1,,2'");
+  expect_error("train --mix-probes-tasks induction,,repeat", "--mix-probes-tasks: an empty entry in 'induction,,repeat'");
+  // The other messages stay: a value that is no number, and a repeat.
+  expect_error(optimal + "--budget 1e18 --r 1,x", "Could not convert: --r = 1,x");
+  expect_error("eval /nonexistent --r-eval 1,2,1", "--r-eval lists 1 twice");
+  // Lists with no empty entry work as before, as one value or as several.
+  const auto ok = run_cli(optimal + "--budget 1e18 --r 1,2");
+  INFO(ok.out);
+  CHECK(ok.rc == 0);
+  CHECK(count_lines(ok.out) == count_lines(run_cli(optimal + "--budget 1e18 --r 1 --r 2").out));
+}
+
 TEST_CASE("cli: sweep slurm --time is a Slurm time limit of some time, longer than the warning", "[cli][slurm]") {
   const std::string slurm = "sweep slurm --preset smoke --out " + temp_dir("slurm") + " --dry-run ";
   // Slurm reads a limit of zero as no limit: these wrote "#SBATCH --time=0" and exited 0.
