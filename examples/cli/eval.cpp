@@ -73,7 +73,8 @@ std::optional<std::uint64_t> mix_probes_seed(const std::filesystem::path& run) {
 }
 
 void run_eval(EvalArgs a) {
-  if (a.items < 2) throw usage_error("--items must be at least 2");
+  if (a.items < 2 || a.items > eval::max_probe_items)  // eval::builtin_probes' bound, named as the flag
+    throw usage_error(fmt::format("--items must be from 2 to {}, not {}", eval::max_probe_items, a.items));
   if (a.max_bytes < 16) throw usage_error("--max-bytes must be at least 16");
   if (a.max_per_task < 0) throw usage_error("--max-per-task must be 0 (all) or more");
   if (a.batch < 1) throw usage_error("--batch must be at least 1");

@@ -188,7 +188,7 @@ const bool registered_sweep = add_command([](CLI::App& app) {
                     "training threads of every run (0: the spec's, else chosen per run: one below 2 GFLOP a training step, every core above)")->capture_default_str()->check(thread_count());
     sub->add_option("--eval-items", *eval_items, "items per task of the built-in probes each finished run is scored on")
         ->capture_default_str()
-        ->check(CLI::Range(2, 100000));
+        ->check(CLI::Range(std::int64_t{2}, eval::max_probe_items));  // eval::builtin_probes' bound
     sub->add_option("--curve-windows", *curve_windows,
                     "validation windows of each finished run's test-time recurrence curve (r_eval 1, 2, 4, ... 4r; 0: none)")
         ->capture_default_str()

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../cli/run_cli.hpp"
+#include "loopscale/data/token_file.hpp"
 #include "test_files.hpp"
 
 namespace fs = std::filesystem;
@@ -228,4 +229,21 @@ TEST_CASE("train --mix-probes: the probes' training text is written beside the r
   const auto alone = run_cli(train_into(few) + "_alone --tokens 1024 --mix-probes-tasks induction");
   CHECK(alone.rc == 2);
   CHECK_THAT(alone.out, Catch::Contains("--mix-probes-tasks needs --mix-probes"));
+}
+
+TEST_CASE("eval: --items past the probes' bound is refused naming the flag, before the run is read", "[eval][cli]") {
+  // Probe generation is linear in --items: 100000000000 ran for ever (200000 took 22 s and 1.5 GB).
+  const auto bad = [](const std::string& args, const std::string& what) {
+    const auto r = run_cli(args);
+    INFO(args << "\n" << r.out);
+    CHECK(r.rc == 2);
+    CHECK(loopscale::test::count_lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::Contains(what));
+  };
+  bad("eval /nonexistent/run --items 100000000000", "--items must be from 2 to 100000, not 100000000000");
+  bad("eval /nonexistent/run --items 1", "--items must be from 2 to 100000, not 1");
+  const fs::path out = loopscale::test::temp_path("eval_items");
+  bad("eval --write-builtin " + out.string() + " --items 100001", "--items must be from 2 to 100000, not 100001");
+  CHECK_FALSE(fs::exists(out / "bundle.json"));
+  bad("sweep run --preset smoke --out " + out.string() + " --eval-items 100001", "--eval-items");
 }

@@ -642,10 +642,15 @@ TEST_CASE("probes: a corpus that is not byte-level is an error, and one with too
   fs::remove_all(dir);
 }
 
-TEST_CASE("probes: options out of range and a missing corpus are errors", "[eval]") {
+TEST_CASE("probes: options out of range, more than max_probe_items items and a missing corpus are errors", "[eval]") {
   ProbeOptions o;
   o.items_per_task = 1;
   REQUIRE_THROWS_WITH(builtin_probes(o), Catch::Contains("at least 2 items per task"));
+  o = ProbeOptions{};
+  o.items_per_task = 100000000000;  // generation is linear in the count: this ran for ever
+  REQUIRE_THROWS_WITH(builtin_probes(o), Catch::Contains("at most 100000 items per task") && Catch::Contains("not 100000000000"));
+  o.items_per_task = max_probe_items + 1;
+  REQUIRE_THROWS_WITH(builtin_probes(o), Catch::Contains("at most 100000 items per task"));
   o = ProbeOptions{};
   o.max_bytes = 0;
   REQUIRE_THROWS_WITH(builtin_probes(o), Catch::Contains("positive max_bytes"));

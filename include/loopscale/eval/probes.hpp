@@ -113,9 +113,15 @@
 
 namespace loopscale::eval {
 
+// The most items per task the probes make. Generating them is linear in the count (200,000 took
+// 22 s and 1.5 GB), so without a bound `eval --items 100000000000` ran for ever; 100,000 is far
+// more than a task's accuracy needs (its standard error is below 0.2% there). The one limit of
+// ProbeOptions::items_per_task, `eval --items` and `sweep run --eval-items`.
+inline constexpr std::int64_t max_probe_items = 100000;
+
 struct ProbeOptions {
   std::uint64_t seed = 0;
-  std::int64_t items_per_task = 200;  // at least 2: a 1-shot item needs another as its example
+  std::int64_t items_per_task = 200;  // 2 (a 1-shot item needs another as its example) to max_probe_items
   std::int64_t max_bytes = 256;       // of every scored prompt, few-shot examples included
   // A byte-level corpus folder (scripts/corpus.sh writes data/corpus): the cloze tasks draw their
   // lines from its train and val splits. Empty: the cloze tasks are left out.
@@ -635,6 +641,8 @@ inline void check(const ProbeOptions& o) {
   if (o.items_per_task < 2)
     throw std::invalid_argument(
         concat("eval: probes need at least 2 items per task (a 1-shot item's example is another item), not ", o.items_per_task));
+  if (o.items_per_task > max_probe_items)
+    throw std::invalid_argument(concat("eval: probes make at most ", max_probe_items, " items per task (eval::max_probe_items), not ", o.items_per_task));
   if (o.max_bytes < 1) throw std::invalid_argument(concat("eval: probes need a positive max_bytes, not ", o.max_bytes));
 }
 
