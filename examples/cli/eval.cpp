@@ -115,7 +115,14 @@ void run_eval(EvalArgs a) {
     bundle = eval::read_bundle(a.tasks);
   }
   const bool tasks = !bundle.tasks.empty();
-  if (tasks) (void)model.text_tokenizer();  // a run on imported tokens cannot read task text: say so now
+  eval::EvalOptions opt;
+  opt.max_per_task = a.max_per_task;
+  opt.seed = a.seed;
+  opt.batch = 4 * a.batch;
+  // Every row the evaluation will score is prepared once now (a rendering and an encoding each, no
+  // forward), so a row too long for the context or a num_fewshot that cannot fit is one line before
+  // the validation windows and the first r_eval's tasks are scored, not after them.
+  if (tasks) eval::check_scorable(bundle, model.text_tokenizer(), model.context(), opt, train::HostBackend::threads());
 
   // The validation windows: the trainer's own (same count and spacing) unless --val-tokens says.
   std::optional<data::Corpus> val;
@@ -143,10 +150,6 @@ void run_eval(EvalArgs a) {
   for (const int64 r : rs) train::check_recurrences(model.spec, r);
 
   eval::ModelScorer<> scorer(model, rs.front(), a.batch);
-  eval::EvalOptions opt;
-  opt.max_per_task = a.max_per_task;
-  opt.seed = a.seed;
-  opt.batch = 4 * a.batch;
   nlohmann::json out = {{"run", a.run}, {"step", model.step}, {"trained_r", model.spec.recur.r}, {"seed", a.seed},
                         {"checkpoint", model.checkpoint.string()}, {"tasks", !tasks ? std::string("none") : a.tasks == "builtin" ? std::string("builtin") : a.tasks},  // what was asked; the bundle's own name is under "bundle"
                         {"threads", train::HostBackend::threads()}, {"results", nlohmann::json::array()}};

@@ -247,3 +247,40 @@ TEST_CASE("eval: --items past the probes' bound is refused naming the flag, befo
   CHECK_FALSE(fs::exists(out / "bundle.json"));
   bad("sweep run --preset smoke --out " + out.string() + " --eval-items 100001", "--eval-items");
 }
+
+TEST_CASE("eval: an over-long bundle row and a num_fewshot past the context are one line before anything is scored", "[eval][cli]") {
+  if (!fs::exists(corpus() / "val.bin")) {
+    WARN("skipped: no data/corpus (bash scripts/corpus.sh builds it)");
+    return;
+  }
+  const fs::path& run = trained_run();  // seq_len 128: a context of 129 tokens
+  const fs::path dir = loopscale::test::temp_dir("eval_scorable");
+  const auto task = [](const std::string& label, int fewshot) {
+    return R"({"label": ")" + label + R"(", "dataset_uri": ")" + label + R"(.jsonl", "icl_task_type": "language_modeling", "num_fewshot": )" +
+           std::to_string(fewshot) + R"(, "axis": "math", "random_baseline": 0})";
+  };
+  const auto rows = [](const fs::path& file, int n, std::size_t continuation) {
+    std::ofstream f(file);
+    for (int i = 0; i < n; ++i) f << R"({"context": "Say )" << i << R"(", "continuation": ")" << std::string(continuation, 'x') << "\"}\n";
+  };
+  const auto expect = [&](const fs::path& bundle, const std::string& what) {
+    // Two r_eval values and the validation windows: before, the row was found after the windows
+    // and the first r_eval's tasks were scored (their lines printed before the error).
+    const auto r = run_cli("eval " + run.string() + " --tasks " + bundle.string() + " --r-eval 1,2 --threads 1");
+    INFO(r.out);
+    CHECK(r.rc == 2);
+    CHECK(loopscale::test::count_lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::Contains(what) && !Catch::Contains("r_eval 1:"));
+  };
+  fs::create_directories(dir / "long");
+  std::ofstream(dir / "long" / "bundle.json") << R"({"name": "long", "icl_tasks": [)" << task("ok", 0) << ", " << task("long", 0) << "]}";
+  rows(dir / "long" / "ok.jsonl", 4, 3);
+  rows(dir / "long" / "long.jsonl", 1, 200);
+  expect(dir / "long", "eval: long.jsonl: task \"long\" row 1: the scored span of the continuation is 201 tokens");
+
+  fs::create_directories(dir / "many");
+  std::ofstream(dir / "many" / "bundle.json") << R"({"name": "many", "icl_tasks": [)" << task("many", 150) << "]}";
+  rows(dir / "many" / "many.jsonl", 200, 3);
+  expect(dir / "many", "eval: many.jsonl: task \"many\": num_fewshot 150 cannot fit a context of 129 tokens (at most 128 examples)");
+  fs::remove_all(dir);
+}

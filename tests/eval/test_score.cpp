@@ -527,3 +527,55 @@ TEST_CASE("score: a scorer that breaks its contract is reported", "[eval]") {
   } bad;
   REQUIRE_THROWS_WITH(evaluate_task(lm_task(), bad, bytes), Catch::Contains("the scorer returned 0 log-probabilities"));
 }
+
+TEST_CASE("score: check_scorable finds a row too long for the context and a num_fewshot that cannot fit, before anything is scored", "[eval]") {
+  // A row whose continuation is longer than the context: evaluation met it only when it reached
+  // the row, after the tasks before it (and, in `loopscale eval`, the validation windows and the
+  // earlier r_eval values) were scored. check_scorable gives the same error without a forward.
+  Task longer = lm_task();
+  longer.label = "long";
+  longer.dataset_uri = "long.jsonl";
+  longer.items.push_back(lm_item("mn", std::string(40, 'o')));
+  Bundle b;
+  b.name = "b";
+  b.tasks = {lm_task(), longer};
+  const std::string err = bundle_error_of([&] { check_scorable(b, bytes, 16); });
+  CHECK_THAT(err, Catch::Contains("eval: long.jsonl: task \"long\" row 3: the scored span of the continuation is 41 tokens"));
+  ToyScorer s = toy(16);
+  CHECK(bundle_error_of([&] { evaluate(b, s, bytes); }) == err);
+  // Only the rows the evaluation selects are prepared: a subset without the long row passes.
+  EvalOptions one;
+  one.max_per_task = 1;
+  for (one.seed = 0; select_rows(3, 1, one.seed).front() == 2; ++one.seed) {
+  }
+  CHECK_NOTHROW(check_scorable(b, bytes, 16, one));
+  CHECK_NOTHROW(check_scorable(b, bytes, 64, {}, 2));
+
+  // num_fewshot at or past the context: every example takes a token, so they cannot all fit, and
+  // each prompt rendered and encoded all of them before cropping (19999 of 20000 rows hung).
+  Task many = lm_task();
+  many.label = "many";
+  many.dataset_uri = "many.jsonl";
+  many.items.clear();
+  for (int i = 0; i < 40; ++i) many.items.push_back(lm_item("mn", "op"));
+  many.num_fewshot = 33;
+  b.tasks = {many};
+  const std::string msg = "eval: many.jsonl: task \"many\": num_fewshot 33 cannot fit a context of 33 tokens (at most 32 examples)";
+  CHECK(bundle_error_of([&] { check_scorable(b, bytes, 33); }) == msg);
+  ToyScorer t = toy(33);
+  CHECK(bundle_error_of([&] { evaluate_task(many, t, bytes); }) == msg);
+  CHECK(t.calls.empty());
+  many.num_fewshot = 32;  // the most that can: cropped from the left as before
+  b.tasks = {many};
+  CHECK_NOTHROW(check_scorable(b, bytes, 33));
+  CHECK(evaluate_task(many, t, bytes).n == 40);
+}
+
+TEST_CASE("score: many few-shot rows are drawn as few are, distinct and never the item", "[eval]") {
+  // Past 64 shots the draws skip repeats through a set, not a scan: the same draws.
+  const std::vector<std::int64_t> k64 = fewshot_rows(1000, 17, 64, 5), k300 = fewshot_rows(1000, 17, 300, 5);
+  REQUIRE(k300.size() == 300);
+  CHECK(std::equal(k64.begin(), k64.end(), k300.begin()));
+  CHECK(std::set<std::int64_t>(k300.begin(), k300.end()).size() == 300);
+  CHECK(std::find(k300.begin(), k300.end(), 17) == k300.end());
+}

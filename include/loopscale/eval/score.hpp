@@ -7,7 +7,8 @@
 //             the item itself), in drawn order, by a generator keyed by (seed, the item's row), so a
 //             prompt depends neither on max_per_task nor on the other tasks. (CORE keys Python's
 //             random.Random(1234 + row); the draws differ, the rule is the same.) They are drawn
-//             from all of the task's rows, not only the evaluated subset.
+//             from all of the task's rows, not only the evaluated subset. num_fewshot must be
+//             below the scorer's context (fewshot_problem): every example takes a token.
 //   Prompts   D = continuation_delimiter, S = example_delimiter (CORE: a blank line, "\n\n"):
 //     multiple_choice  per choice c: [query D choices[gold] S] per example, then  query D c
 //     schema           per option o: [context_options[gold] D continuation S] ..., then  o D continuation
@@ -60,6 +61,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -144,6 +146,11 @@ inline std::string row_where(const Task& t, std::int64_t row) {
   return concat("eval: ", t.dataset_uri.empty() ? std::string() : t.dataset_uri + ": ", "task \"", t.label, "\" row ", row + 1);
 }
 
+// Where a task's problem is: its file in the bundle (where it came from one) and its label.
+inline std::string task_where(const Task& t) {
+  return concat("eval: ", t.dataset_uri.empty() ? std::string() : t.dataset_uri + ": ", "task \"", t.label, "\"");
+}
+
 // printf into a std::string.
 __attribute__((format(printf, 1, 2))) inline std::string printf_string(const char* fmt, ...) {
   va_list a, b;
@@ -209,10 +216,15 @@ inline std::vector<std::int64_t> fewshot_rows(std::int64_t n, std::int64_t row, 
     all.resize(static_cast<std::size_t>(k));
     return all;
   }
-  while (out.size() < static_cast<std::size_t>(k)) {  // few of many: draw, skipping repeats
+  // Few of many: draw, skipping repeats. Past a few dozen shots the repeats are looked up in a set
+  // (the same draws), so k shots cost O(k), not O(k^2): up to context() - 1 of them are allowed.
+  std::unordered_set<std::int64_t> taken;
+  const bool use_set = k > 64;
+  while (out.size() < static_cast<std::size_t>(k)) {
     auto r = static_cast<std::int64_t>(score_detail::below(g, others));
     if (r >= row) ++r;
-    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+    const bool fresh = use_set ? taken.insert(r).second : std::find(out.begin(), out.end(), r) == out.end();
+    if (fresh) out.push_back(r);
   }
   return out;
 }
@@ -342,6 +354,17 @@ inline PreparedItem prepare_item(const Task& t, std::int64_t row, const data::To
   return p;
 }
 
+// Whether the task's num_fewshot examples can fit a scorer context of `context` tokens, or what is
+// wrong. Every example adds at least one token, so num_fewshot >= context cannot be what was meant:
+// cropping would keep only the last examples. And each prompt renders and encodes all of them
+// before it is cropped, so such a count made the work grow as rows x num_fewshot (num_fewshot
+// 19999 of 20000 rows did not finish); below the context it is at most context - 1 examples a row.
+inline std::optional<std::string> fewshot_problem(const Task& t, std::int64_t context) {
+  if (t.num_fewshot < context) return std::nullopt;
+  return concat(score_detail::task_where(t), ": num_fewshot ", t.num_fewshot, " cannot fit a context of ", context, " tokens (at most ",
+                context - 1, " examples)");
+}
+
 // The verdict on one item.
 struct ItemScore {
   bool correct = false;
@@ -386,6 +409,7 @@ inline TaskResult evaluate_task(const Task& t, Scorer& scorer, const data::Token
   if (opt.max_per_task < 0) throw std::invalid_argument(concat("eval: max_per_task must be 0 (every row) or more, not ", opt.max_per_task));
   const std::int64_t context = scorer.context();
   if (context < 2) throw std::invalid_argument(concat("eval: the scorer's context is ", context, " tokens; scoring needs at least 2"));
+  if (auto p = fewshot_problem(t, context)) throw bundle_error(*p);
 
   TaskResult res;
   res.label = t.label;
@@ -522,6 +546,37 @@ EvalResults evaluate_parallel(const Bundle& b, MakeScorer&& make_scorer, const d
   return out;
 }
 
+// Throws, before anything is scored, the error evaluate() or evaluate_parallel() with a scorer of
+// `context` tokens and these options would meet on a row (the first in bundle order, then row
+// order): the bundle's and the tasks' checks, a num_fewshot that cannot fit (fewshot_problem), and
+// every row they would select (select_rows) prepared as prepare_item does and discarded, so a span
+// too long for the context, an empty span or a tokenizer that merges across the boundary is found
+// here. Why: evaluation finds such a row only when it reaches it, after the validation windows and
+// the tasks of earlier numbers of recurrences were scored (`loopscale eval --r-eval 1,2,4` spent
+// minutes before one bad row failed the command). It costs a rendering and an encoding per row, one
+// forward's worth of tokens without the forward, shared among `threads` OpenMP threads.
+inline void check_scorable(const Bundle& b, const data::Tokenizer& tok, std::int64_t context, const EvalOptions& opt = {}, int threads = 1) {
+  (void)detail::start_evaluation(b, opt);
+  if (opt.max_per_task < 0) throw std::invalid_argument(concat("eval: max_per_task must be 0 (every row) or more, not ", opt.max_per_task));
+  if (context < 2) throw std::invalid_argument(concat("eval: the scorer's context is ", context, " tokens; scoring needs at least 2"));
+  for (const Task& t : b.tasks)
+    if (auto p = fewshot_problem(t, context)) throw bundle_error(*p);
+  const auto n = static_cast<std::int64_t>(b.tasks.size());
+  threads = static_cast<int>(std::clamp<std::int64_t>(threads, 1, n));
+  std::vector<std::exception_ptr> failed(b.tasks.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Task& t = b.tasks[static_cast<std::size_t>(i)];
+    try {  // nothing may leave an OpenMP region by an exception
+      for (const std::int64_t row : select_rows(static_cast<std::int64_t>(t.items.size()), opt.max_per_task, opt.seed))
+        (void)prepare_item(t, row, tok, context, opt);
+    } catch (...) {
+      failed[static_cast<std::size_t>(i)] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& f : failed)
+    if (f) std::rethrow_exception(f);
+}
 
 // ---- output ---------------------------------------------------------------------------------
 
