@@ -160,10 +160,13 @@ void run_eval(EvalArgs a) {
     if (val) {
       const eval::ValidationResult v = eval::validation_loss(scorer, *val, seq, windows, a.batch);
       row["validation"] = eval::to_json(v);
+      // Windows that overlap (a split shorter than they are) say so: "4096 windows of 32 tokens"
+      // from a 2000-token split would read as far more text than was scored.
+      const bool overlap = v.covered_tokens < v.windows * (seq + 1);
       if (!a.json)
-        std::printf("r_eval %lld: val_loss %.4f nats/token, val_bpb %.4f (%lld windows of %lld tokens, %.0f tokens/s)\n",
+        std::printf("r_eval %lld: val_loss %.4f nats/token, val_bpb %.4f (%lld windows of %lld tokens%s, %.0f tokens/s)\n",
                     static_cast<long long>(r), v.loss, v.bpb, static_cast<long long>(v.windows), static_cast<long long>(seq),
-                    v.tokens_per_s);
+                    overlap ? fmt::format(", overlapping: {} distinct tokens of the split", v.covered_tokens).c_str() : "", v.tokens_per_s);
     }
     if (tasks) {
       const auto t0 = std::chrono::steady_clock::now();

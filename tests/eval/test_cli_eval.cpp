@@ -284,3 +284,37 @@ TEST_CASE("eval: an over-long bundle row and a num_fewshot past the context are 
   expect(dir / "many", "eval: many.jsonl: task \"many\": num_fewshot 150 cannot fit a context of 129 tokens (at most 128 examples)");
   fs::remove_all(dir);
 }
+
+TEST_CASE("eval: validation windows that overlap on a short split say how many distinct tokens they read", "[eval][cli]") {
+  if (!fs::exists(corpus() / "val.bin")) {
+    WARN("skipped: no data/corpus (bash scripts/corpus.sh builds it)");
+    return;
+  }
+  const fs::path& run = trained_run();
+  // A byte-level split of 300 tokens: 10 windows of 129 cannot be apart. "10 windows of 128
+  // tokens" alone read as 1,290 tokens of text.
+  const fs::path small = loopscale::test::temp_dir("eval_short_split");
+  std::vector<std::int32_t> text;
+  for (int i = 0; i < 300; ++i) text.push_back('a' + i % 26);
+  loopscale::data::write_token_file((small / "train.bin").string(), text, 256);
+  loopscale::data::write_token_file((small / "val.bin").string(), text, 256);
+  const std::string base = "eval " + run.string() + " --tasks none --corpus " + small.string() + " --val-tokens 1280";
+  const auto r = run_cli(base);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("10 windows of 128 tokens, overlapping: ") && Catch::Contains(" distinct tokens of the split"));
+  const auto j = run_cli(base + " --json");
+  REQUIRE(j.rc == 0);
+  const nlohmann::json v = parse_json(j.out).at("results")[0].at("validation");
+  CHECK(v.at("windows") == 10);
+  CHECK(v.at("covered_tokens").get<std::int64_t>() > 129);
+  CHECK(v.at("covered_tokens").get<std::int64_t>() <= 300);
+  // Windows that fit apart are counted whole and print no note.
+  const auto apart = run_cli("eval " + run.string() + " --tasks none --val-tokens 1024");
+  INFO(apart.out);
+  REQUIRE(apart.rc == 0);
+  CHECK_THAT(apart.out, Catch::Contains("8 windows of 128 tokens, ") && !Catch::Contains("overlapping"));
+  const auto aj = run_cli("eval " + run.string() + " --tasks none --val-tokens 1024 --json");
+  CHECK(parse_json(aj.out).at("results")[0].at("validation").at("covered_tokens") == 8 * 129);
+  fs::remove_all(small);
+}

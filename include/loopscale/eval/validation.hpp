@@ -22,6 +22,9 @@ namespace loopscale::eval {
 
 struct ValidationResult {
   std::int64_t windows = 0, tokens = 0;  // tokens scored: windows x seq_len
+  // The split's tokens the windows read, each once (train::ValidationSet::covered_tokens): less
+  // than windows x (seq_len + 1) when the split is too short for them and they overlap.
+  std::int64_t covered_tokens = 0;
   double loss = 0;                       // nats per token
   double bpb = 0;                        // bits per byte of the text (NaN when the corpus does not know its bytes)
   double seconds = 0, tokens_per_s = 0;  // of the scoring alone
@@ -29,7 +32,7 @@ struct ValidationResult {
 
 inline nlohmann::json to_json(const ValidationResult& v) {
   const auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
-  return {{"windows", v.windows}, {"tokens", v.tokens}, {"loss", num(v.loss)}, {"bpb", num(v.bpb)},
+  return {{"windows", v.windows}, {"tokens", v.tokens}, {"covered_tokens", v.covered_tokens}, {"loss", num(v.loss)}, {"bpb", num(v.bpb)},
           {"seconds", v.seconds}, {"tokens_per_s", v.tokens_per_s}};
 }
 
@@ -50,7 +53,9 @@ inline std::vector<std::int64_t> recurrence_curve_points(std::int64_t r) {
   return rs;
 }
 
-// Scores `windows` windows of seq_len + 1 tokens of `val` in groups of `group` sequences.
+// Scores `windows` windows of seq_len + 1 tokens of `val` in groups of `group` sequences. A split
+// shorter than the windows is not refused (the trainer validates on the same windows, and this
+// must reproduce its val_loss): they overlap, and covered_tokens says how many tokens they read.
 inline ValidationResult validation_loss(Scorer& scorer, const data::Corpus& val, std::int64_t seq_len, std::int64_t windows,
                                         std::int64_t group = 8) {
   if (seq_len + 1 > scorer.context())
@@ -83,6 +88,7 @@ inline ValidationResult validation_loss(Scorer& scorer, const data::Corpus& val,
   ValidationResult r;
   r.windows = set.windows();
   r.tokens = scored;
+  r.covered_tokens = static_cast<std::int64_t>(set.covered_tokens());
   r.loss = nats / static_cast<double>(scored);
   r.bpb = val.bits_per_byte(r.loss);
   r.seconds = seconds;

@@ -130,6 +130,17 @@ class ValidationSet {
   ValidationSet(const TokenFile& val, int64 seq_len, int64 windows) : ValidationSet(Corpus(val), seq_len, windows) {}
   int64 windows() const { return n_; }
   const Corpus& corpus() const { return c_; }
+  // The tokens of the split the windows read, each counted once: windows() x (seq_len + 1) unless
+  // the split is shorter than that, when the windows overlap (and repeat where there are more
+  // windows than starts), so the loss over them weights some tokens more than once and rests on
+  // fewer tokens than the count says. `loopscale eval` prints it then.
+  std::uint64_t covered_tokens() const {
+    const std::uint64_t w = window_.size();
+    if (span_ / static_cast<std::uint64_t>(n_) >= w) return static_cast<std::uint64_t>(n_) * w;  // every gap at least a window
+    std::uint64_t covered = 0;
+    for (int64 i = 0; i + 1 < n_; ++i) covered += std::min(w, start(i + 1) - start(i));
+    return covered + w;
+  }
   // Windows [first, first + batch) (modulo the sample size), as inputs and targets.
   void batch(int64 first, int64 batch, std::int32_t* inputs, std::int32_t* targets) const {
     for (int64 b = 0; b < batch; ++b) {
