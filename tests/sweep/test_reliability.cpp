@@ -101,7 +101,7 @@ TEST_CASE("reliability: a torn last results line is set aside with a warning and
     std::ostringstream warn;
     const auto read = read_results(file, &warn);
     CHECK(read.size() == 5);  // never analysed
-    CHECK(warn.str().find("results.jsonl:6: the last line is torn") != std::string::npos);
+    CHECK(warn.str().rfind("loopscale: warning: " + file.string() + ":6: the last line is torn", 0) == 0);  // as the CLI's warnings
     // merge and the report read the same way: the torn run is missing, not merged.
     const fs::path merged = fresh("rel_torn_merged");
     const MergeSummary m = merge_results(plan, {file}, merged);
@@ -110,7 +110,7 @@ TEST_CASE("reliability: a torn last results line is set aside with a warning and
     // The next `sweep run` sets the line aside and records the run again from runs/ID/result.json.
     std::ostringstream log;
     const RunSummary s = run_fake(plan, out, &log);
-    CHECK(log.str().find("the last line was torn") != std::string::npos);
+    CHECK(log.str().find("loopscale: warning: " + file.string() + ":6: the last line was torn") != std::string::npos);
     CHECK(s.recovered == 1);
     CHECK(s.trained == 0);
     CHECK(slurp(file) == whole);  // every run once, as before

@@ -190,7 +190,7 @@ inline ResultsFile parse_results_file(const fs::path& file) {
 }
 
 inline std::string torn_warning(const fs::path& file, const ResultsFile& f) {
-  return fmt::format("warning: {}:{}: the last line is torn ({}): left out; its run is recorded again from runs/ID/result.json "
+  return fmt::format("loopscale: warning: {}:{}: the last line is torn ({}): left out; its run is recorded again from runs/ID/result.json "
                      "or trained again by the next `sweep run`\n",
                      file.string(), f.torn_number, f.torn_reason);
 }
@@ -237,7 +237,7 @@ inline bool set_aside_torn(const fs::path& file, std::ostream* log = &std::cerr)
   write_file_atomic(aside, f.torn + "\n");
   write_file_atomic(file, f.whole_text);
   if (log)
-    *log << fmt::format("warning: {}:{}: the last line was torn ({}); moved to {}; its run will be recorded again or retrained\n",
+    *log << fmt::format("loopscale: warning: {}:{}: the last line was torn ({}); moved to {}; its run will be recorded again or retrained\n",
                         file.string(), f.torn_number, f.torn_reason, aside.string())
          << std::flush;
   return true;
