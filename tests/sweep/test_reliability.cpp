@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -145,6 +146,73 @@ TEST_CASE("reliability: a torn last results line is set aside with a warning and
   fs::remove(file);
   fs::create_directories(file);
   CHECK_THROWS_WITH(read_results(file), Catch::Contains("is a folder, not a file"));
+  fs::remove_all(out);
+}
+
+TEST_CASE("reliability: a results file of junk is an error naming its line, not a torn last line, and merge refuses an input without a whole result line",
+          "[sweep][reliability]") {
+  const Plan plan = small_plan();
+  const fs::path out = fresh("rel_junk");
+  run_fake(plan, out);
+  const fs::path file = out / "results.jsonl";
+  const std::string whole = slurp(file);
+
+  // Text, binary and a JSON value that is no object are no result line cut short, last or not.
+  const std::string elf = std::string("\x7f" "ELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0\x3e\0", 20);
+  const std::vector<std::tuple<std::string, std::string, std::string>> junk = {
+      {"text", "this is not json at all\n", "results.jsonl:1: not a JSON line"},
+      {"text without a newline", "this is not json at all", "results.jsonl:1: not a JSON line"},
+      {"ELF bytes", elf, "results.jsonl:1: not a JSON line"},
+      {"text after whole lines", whole + "garbage\n", "results.jsonl:7: not a JSON line"},
+      {"a number after whole lines", whole + "42\n", "results.jsonl:7: not a whole result"},
+  };
+  for (const auto& [what, text, message] : junk) {
+    INFO(what);
+    spit(file, text);
+    std::ostringstream warn;
+    CHECK_THROWS_WITH(read_results(file, &warn), Catch::Contains(message));
+    CHECK(warn.str().empty());
+    CHECK_THROWS_WITH(finished_runs(out, plan), Catch::Contains(message));
+    CHECK_THROWS_WITH(run_fake(plan, out), Catch::Contains(message));
+    CHECK(slurp(file) == text);  // not set aside as a torn line and replaced
+    const fs::path merged = fresh("rel_junk_merged") / "out";
+    CHECK_THROWS_WITH(merge_results(plan, {file}, merged), Catch::Contains(message));
+    CHECK_FALSE(fs::exists(merged));  // nothing written, the folder not claimed
+  }
+
+  // Merge inputs without a whole result line: an empty file, a file whose one line is torn, a
+  // folder whose only results file is empty. Each is named; OUT is left as it was.
+  const fs::path in = fresh("rel_junk_inputs");
+  spit(in / "empty.jsonl", "");
+  spit(in / "torn.jsonl", whole.substr(0, 50));
+  fs::create_directories(in / "shard");
+  spit(in / "shard" / "results.shard-0-of-2.jsonl", "");
+  spit(file, whole);
+  for (const fs::path& bad : {in / "empty.jsonl", in / "torn.jsonl", in / "shard"}) {
+    INFO(bad.string());
+    const fs::path merged = in / "out";
+    CHECK_THROWS_WITH(merge_results(plan, {file, bad}, merged), Catch::Contains(bad.string() + " holds no whole result line"));
+    CHECK_FALSE(fs::exists(merged));
+  }
+  // An empty shard file beside shards with runs is fine: the folder as a whole has whole lines.
+  fs::copy_file(file, in / "shard" / "results.shard-1-of-2.jsonl");
+  CHECK(merge_results(plan, {in / "shard"}, in / "out").runs == 6);
+
+  // The CLI: one line, exit 2, and no OUT.
+  using loopscale::test::run_cli;
+  spit(in / "junk.jsonl", "this is not json at all\n");
+  const auto m = run_cli("sweep merge --preset smoke --out " + (in / "cli_out").string() + " " + (in / "junk.jsonl").string());
+  INFO(m.out);
+  CHECK(m.rc == 2);
+  CHECK(loopscale::test::count_lines(m.out) == 1);
+  CHECK_THAT(m.out, Catch::Contains("junk.jsonl:1: not a JSON line"));
+  CHECK_FALSE(fs::exists(in / "cli_out"));
+  const auto e = run_cli("sweep merge --preset smoke --out " + (in / "cli_out").string() + " " + (in / "empty.jsonl").string());
+  CHECK(e.rc == 2);
+  CHECK(loopscale::test::count_lines(e.out) == 1);
+  CHECK_THAT(e.out, Catch::Contains("empty.jsonl holds no whole result line"));
+  CHECK_FALSE(fs::exists(in / "cli_out"));
+  fs::remove_all(in);
   fs::remove_all(out);
 }
 

@@ -36,16 +36,19 @@ inline std::vector<fs::path> results_files(const fs::path& dir) {
 
 // Reads every results file of `inputs` (folders or files), checks them against `plan`, and writes
 // the union, in plan order, to `out`/results.jsonl (atomically). `out` may be one of the inputs;
-// its own results.jsonl then counts as one more input.
+// its own results.jsonl then counts as one more input. An input that yields no whole result line
+// (a file, or all the results files of a folder) is refused before anything is written: it is a
+// wrong path or a damaged file, and merging it would write an empty results.jsonl and claim OUT for
+// the sweep as if nothing were amiss.
 inline MergeSummary merge_results(const Plan& plan, const std::vector<fs::path>& inputs, const fs::path& out) {
-  std::vector<fs::path> files;
+  std::vector<std::pair<fs::path, std::vector<fs::path>>> sources;  // each input with its files
   for (const fs::path& p : inputs) {
     if (fs::is_directory(p)) {
       const auto f = results_files(p);
       if (f.empty()) throw sweep_error(p.string() + " holds no results.jsonl or results.shard-*.jsonl");
-      files.insert(files.end(), f.begin(), f.end());
+      sources.emplace_back(p, f);
     } else if (fs::is_regular_file(p)) {
-      files.push_back(p);
+      sources.emplace_back(p, std::vector<fs::path>{p});
     } else {
       throw sweep_error(p.string() + " does not exist");
     }
@@ -55,18 +58,29 @@ inline MergeSummary merge_results(const Plan& plan, const std::vector<fs::path>&
   std::set<std::string> planned;
   for (const PlannedRun& r : plan.runs) planned.insert(r.id);
   MergeSummary sum;
-  for (const fs::path& f : files) {
-    if (!seen_files.insert(fs::weakly_canonical(f)).second) continue;
-    ++sum.files;
-    for (const RunResult& r : read_results(f)) {
-      if (r.sweep != plan.fingerprint)
-        throw sweep_error(fmt::format("{}: run {} is from sweep {}, not {} ('{}'): spec mismatch", f.string(), r.id, r.sweep,
-                                      plan.fingerprint, plan.spec.name));
-      if (!planned.count(r.id)) throw sweep_error(fmt::format("{}: run {} is not in the plan", f.string(), r.id));
-      const auto [it, fresh] = by_id.emplace(r.id, std::make_pair(r, f));
-      if (!fresh)
-        throw sweep_error(fmt::format("run {} appears twice: in {} and in {}", r.id, it->second.second.string(), f.string()));
+  for (const auto& [input, files] : sources) {
+    bool any = false;  // a whole result line in this input
+    for (const fs::path& f : files) {
+      if (!seen_files.insert(fs::weakly_canonical(f)).second) {
+        any = true;  // read already, as part of another input
+        continue;
+      }
+      ++sum.files;
+      const std::vector<RunResult> results = read_results(f);
+      any = any || !results.empty();
+      for (const RunResult& r : results) {
+        if (r.sweep != plan.fingerprint)
+          throw sweep_error(fmt::format("{}: run {} is from sweep {}, not {} ('{}'): spec mismatch", f.string(), r.id, r.sweep,
+                                        plan.fingerprint, plan.spec.name));
+        if (!planned.count(r.id)) throw sweep_error(fmt::format("{}: run {} is not in the plan", f.string(), r.id));
+        const auto [it, fresh] = by_id.emplace(r.id, std::make_pair(r, f));
+        if (!fresh)
+          throw sweep_error(fmt::format("run {} appears twice: in {} and in {}", r.id, it->second.second.string(), f.string()));
+      }
     }
+    if (!any)
+      throw sweep_error(fmt::format("{} holds no whole result line{}: nothing to merge from it", input.string(),
+                                    fs::is_directory(input) ? " in any of its results files" : ""));
   }
   std::string text;
   for (const PlannedRun& r : plan.runs) {

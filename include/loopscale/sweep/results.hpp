@@ -119,9 +119,11 @@ inline nlohmann::json result_line(const Plan& plan, const PlannedRun& run, const
 // power loss on a file system that reorders data and rename (the tail then reads as NUL bytes or
 // is cut short), a copy that was interrupted, another program appending. Only the LAST line can be
 // torn that way, and the run it named is not lost: `sweep run` records it again from
-// runs/ID/result.json or trains it again. So a bad last line (no newline at its end, not JSON, or
-// a JSON object without a result's fields) is set aside with a warning, never merged or fitted;
-// a bad line before it is an error naming file:line, as no crash explains it.
+// runs/ID/result.json or trains it again. So a bad last line that can be a result line cut short
+// (looks_torn: it begins with '{' but has no newline at its end, is not JSON or lacks a result's
+// fields; or it is NUL bytes only) is set aside with a warning, never merged or fitted. Any other
+// bad line, last or not, is an error naming file:line: no crash explains it, and a file of text or
+// binary junk must not pass for a results file whose one line was torn.
 struct ResultsFile {
   std::vector<nlohmann::json> lines;
   std::vector<int> numbers;  // line number of each of `lines` (from 1)
@@ -130,6 +132,14 @@ struct ResultsFile {
   std::string torn_reason;   // why it counts as torn
   std::string whole_text;    // the file's text without the torn line (what a repair writes)
 };
+
+// Whether a bad last line can be a result line cut short: it begins as every result line does,
+// with '{', or it is NUL bytes only (the data that never reached the disk before a power loss).
+inline bool looks_torn(std::string_view line) {
+  const std::size_t first = line.find_first_not_of(" \t");
+  if (first != std::string_view::npos && line[first] == '{') return true;
+  return line.find_first_not_of('\0') == std::string_view::npos;
+}
 
 inline ResultsFile parse_results_file(const fs::path& file) {
   ResultsFile f;
@@ -176,7 +186,7 @@ inline ResultsFile parse_results_file(const fs::path& file) {
     if (problem.empty()) {
       f.lines.push_back(std::move(j));
       f.numbers.push_back(sp.number);
-    } else if (last) {
+    } else if (last && looks_torn(line)) {
       f.torn = line;
       f.torn_number = sp.number;
       f.torn_reason = problem;
