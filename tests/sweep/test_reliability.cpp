@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <fstream>
 #include <map>
@@ -147,6 +148,117 @@ TEST_CASE("reliability: a torn last results line is set aside with a warning and
   fs::create_directories(file);
   CHECK_THROWS_WITH(read_results(file), Catch::Contains("is a folder, not a file"));
   fs::remove_all(out);
+}
+
+TEST_CASE("reliability: a results line whose fields differ from its planned run, or whose run is not planned, is refused by run, merge and report",
+          "[sweep][reliability]") {
+  const Plan plan = small_plan();
+  const fs::path out = fresh("rel_plan_fields");
+  run_fake(plan, out);
+  const fs::path file = out / "results.jsonl";
+  const std::string whole = slurp(file);
+  std::vector<nlohmann::json> lines = read_lines(file);
+  REQUIRE(lines.size() == 6);
+  REQUIRE(finished_runs(out, plan).size() == 6);  // lines written by `sweep run` match their plan
+
+  // Every reader that fits, merges or resumes refuses the same edit, naming file:line, run and field.
+  const auto refused_everywhere = [&](const std::string& text, const std::string& message) {
+    spit(file, text);
+    CHECK_THROWS_WITH(finished_runs(out, plan), Catch::Contains(message));
+    CHECK_THROWS_WITH(merge_results(plan, {file}, fresh("rel_plan_fields_merged")), Catch::Contains(message));
+    CHECK_FALSE(fs::exists(out.parent_path() / "rel_plan_fields_merged" / "results.jsonl"));
+    CHECK_THROWS_WITH(run_fake(plan, out), Catch::Contains(message));
+    CHECK(slurp(file) == text);  // nothing trained over it, nothing set aside
+  };
+  const auto with = [&](std::size_t k, const char* field, const nlohmann::json& value) {
+    std::string text;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      nlohmann::json j = lines[i];
+      if (i == k) j[field] = value;
+      text += j.dump() + "\n";
+    }
+    return text;
+  };
+  const std::string id0 = lines[0].at("id").get<std::string>();
+  const int64 r0 = lines[0].at("r").get<int64>();
+  {
+    INFO("r");
+    refused_everywhere(with(0, "r", r0 + 7), fmt::format("results.jsonl:1: run {} has r {} where the plan says {}", id0, r0 + 7, r0));
+  }
+  {
+    INFO("an id the plan does not have");
+    refused_everywhere(with(2, "id", "C9e99-r3-s7"), "results.jsonl:3: run C9e99-r3-s7 is not in the plan of sweep 'smoke'");
+  }
+  {
+    INFO("a double one ulp off: C and F compare exactly, as the writer writes the plan's own values");
+    const double c = lines[1].at("C").get<double>();
+    refused_everywhere(with(1, "C", std::nextafter(c, 2 * c)), "results.jsonl:2: run " + lines[1].at("id").get<std::string>() + " has C ");
+    const double f = lines[4].at("F").get<double>();
+    refused_everywhere(with(4, "F", f + 1), "results.jsonl:5: run " + lines[4].at("id").get<std::string>() + " has F ");
+  }
+  {
+    INFO("counts, width and index");
+    refused_everywhere(with(5, "N_rec", lines[5].at("N_rec").get<int64>() + 1), "results.jsonl:6: run " + lines[5].at("id").get<std::string>() + " has N_rec ");
+    refused_everywhere(with(3, "d_model", 48), "results.jsonl:4: run " + lines[3].at("id").get<std::string>() + " has d_model 48 where the plan says ");
+    refused_everywhere(with(3, "index", 99), "results.jsonl:4: run " + lines[3].at("id").get<std::string>() + " has index 99 where the plan says " +
+                                                 lines[3].at("index").dump());
+  }
+  {
+    INFO("an MoE column in a dense sweep's line");
+    refused_everywhere(with(0, "K", 1), fmt::format("results.jsonl:1: run {} has K 1 where the plan is a dense sweep, without K", id0));
+  }
+  {
+    INFO("another sweep's line in a folder of this one");
+    refused_everywhere(with(0, "sweep", "0123456789abcdef"), "results.jsonl:1: run " + id0 + " is from sweep 0123456789abcdef, not ");
+  }
+
+  // Lines of an older loopscale, without the columns added since (the injection's, the plan index,
+  // F): absent columns are fine; the runs are what they were.
+  std::string older;
+  for (nlohmann::json j : lines) {
+    for (const char* k : {"N_inject", "injection", "index", "F", "N_unrolled"}) j.erase(k);
+    older += j.dump() + "\n";
+  }
+  spit(file, older);
+  CHECK(finished_runs(out, plan).size() == 6);
+  CHECK(merge_results(plan, {file}, fresh("rel_plan_fields_older")).runs == 6);
+  CHECK(run_fake(plan, out).already == 6);
+  // Written with integers as floats ("r": 1.0): the same numbers.
+  spit(file, with(0, "r", static_cast<double>(r0)));
+  CHECK(finished_runs(out, plan).size() == 6);
+
+  // The CLI: one line, exit 2 (the report fitted r 8 and named no problem).
+  spit(file, with(0, "r", r0 + 7));
+  using loopscale::test::run_cli;
+  const auto rep = run_cli("sweep report " + out.string() + " --bootstrap 0 --no-plots");
+  INFO(rep.out);
+  CHECK(rep.rc == 2);
+  CHECK(loopscale::test::count_lines(rep.out) == 1);
+  CHECK_THAT(rep.out, Catch::Contains(fmt::format("results.jsonl:1: run {} has r {} where the plan says {}", id0, r0 + 7, r0)));
+  spit(file, with(2, "id", "C9e99-r3-s7"));
+  const auto unplanned = run_cli("sweep report " + out.string() + " --bootstrap 0 --no-plots");
+  CHECK(unplanned.rc == 2);
+  CHECK_THAT(unplanned.out, Catch::Contains("run C9e99-r3-s7 is not in the plan"));
+  CHECK(!fs::exists(out / "report.md"));
+  spit(file, whole);
+  fs::remove_all(out);
+}
+
+TEST_CASE("reliability: the lines sweep run writes match their plan in every preset, through a dump and a parse", "[sweep][reliability]") {
+  for (const std::string& name : preset_names()) {
+    INFO(name);
+    const Plan plan = make_plan(preset(name));
+    std::vector<RunResult> results;
+    for (const PlannedRun& run : plan.runs) {
+      const double tokens = static_cast<double>(run.steps) * static_cast<double>(plan.spec.batch_tokens);
+      const nlohmann::json line = result_line(plan, run, {{"val_loss", 3.25}, {"tokens", tokens}});
+      results.push_back(result_from_json(nlohmann::json::parse(line.dump())));
+    }
+    CHECK_NOTHROW(check_against_plan(results, plan));
+    // Another preset's lines are another sweep's.
+    const Plan other = make_plan(preset(name == "smoke" ? "cpu-mini" : "smoke"));
+    CHECK_THROWS_WITH(check_against_plan(results, other), Catch::Contains("spec mismatch"));
+  }
 }
 
 TEST_CASE("reliability: a results file of junk is an error naming its line, not a torn last line, and merge refuses an input without a whole result line",

@@ -52,7 +52,9 @@ inline SweepPhi sweep_phi(const fs::path& dir, const AnalyseOptions& opt) {
   const SweepSpec spec = folder_spec(dir);
   const Plan plan = make_plan(spec);
   // An MoE sweep's phi is that of its smallest E (report_data.hpp, iso_depth_runs), as its report says.
-  const auto results = iso_depth_runs(spec, read_results(dir / "results.jsonl"));
+  const std::vector<RunResult> all = read_results(dir / "results.jsonl");
+  check_against_plan(all, plan);
+  const auto results = iso_depth_runs(spec, all);
   if (results.empty()) throw sweep_error(dir.string() + ": no results.jsonl with finished runs (merge shards first)");
   SweepPhi s;
   s.name = spec.name;

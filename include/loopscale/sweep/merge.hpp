@@ -34,12 +34,12 @@ inline std::vector<fs::path> results_files(const fs::path& dir) {
   return out;
 }
 
-// Reads every results file of `inputs` (folders or files), checks them against `plan`, and writes
-// the union, in plan order, to `out`/results.jsonl (atomically). `out` may be one of the inputs;
-// its own results.jsonl then counts as one more input. An input that yields no whole result line
-// (a file, or all the results files of a folder) is refused before anything is written: it is a
-// wrong path or a damaged file, and merging it would write an empty results.jsonl and claim OUT for
-// the sweep as if nothing were amiss.
+// Reads every results file of `inputs` (folders or files), checks them against `plan`
+// (check_against_plan), and writes the union, in plan order, to `out`/results.jsonl (atomically).
+// `out` may be one of the inputs; its own results.jsonl then counts as one more input. An input
+// that yields no whole result line (a file, or all the results files of a folder) is refused before
+// anything is written: it is a wrong path or a damaged file, and merging it would write an empty
+// results.jsonl and claim OUT for the sweep as if nothing were amiss.
 inline MergeSummary merge_results(const Plan& plan, const std::vector<fs::path>& inputs, const fs::path& out) {
   std::vector<std::pair<fs::path, std::vector<fs::path>>> sources;  // each input with its files
   for (const fs::path& p : inputs) {
@@ -55,8 +55,6 @@ inline MergeSummary merge_results(const Plan& plan, const std::vector<fs::path>&
   }
   std::set<fs::path> seen_files;
   std::map<std::string, std::pair<RunResult, fs::path>> by_id;
-  std::set<std::string> planned;
-  for (const PlannedRun& r : plan.runs) planned.insert(r.id);
   MergeSummary sum;
   for (const auto& [input, files] : sources) {
     bool any = false;  // a whole result line in this input
@@ -67,12 +65,9 @@ inline MergeSummary merge_results(const Plan& plan, const std::vector<fs::path>&
       }
       ++sum.files;
       const std::vector<RunResult> results = read_results(f);
+      check_against_plan(results, plan);
       any = any || !results.empty();
       for (const RunResult& r : results) {
-        if (r.sweep != plan.fingerprint)
-          throw sweep_error(fmt::format("{}: run {} is from sweep {}, not {} ('{}'): spec mismatch", f.string(), r.id, r.sweep,
-                                        plan.fingerprint, plan.spec.name));
-        if (!planned.count(r.id)) throw sweep_error(fmt::format("{}: run {} is not in the plan", f.string(), r.id));
         const auto [it, fresh] = by_id.emplace(r.id, std::make_pair(r, f));
         if (!fresh)
           throw sweep_error(fmt::format("run {} appears twice: in {} and in {}", r.id, it->second.second.string(), f.string()));

@@ -26,7 +26,8 @@ namespace loopscale::sweep {
 // ---- the runs --------------------------------------------------------------------------------
 
 // The finished runs of DIR: results.jsonl, or the shard results when there is no merged file. A run
-// recorded twice, a run of another sweep, or no run at all is an error.
+// recorded twice, a line that does not match the plan (check_against_plan), or no run at all is an
+// error.
 inline std::vector<RunResult> finished_runs(const fs::path& dir, const Plan& plan) {
   std::vector<RunResult> results;
   if (fs::exists(dir / "results.jsonl")) {
@@ -37,9 +38,8 @@ inline std::vector<RunResult> finished_runs(const fs::path& dir, const Plan& pla
       results.insert(results.end(), more.begin(), more.end());
     }
   }
+  check_against_plan(results, plan);
   results_by_id(results, dir.string());  // duplicates are an error
-  for (const auto& r : results)
-    if (r.sweep != plan.fingerprint) throw sweep_error(fmt::format("{}: run {} is from another sweep ({})", dir.string(), r.id, r.sweep));
   if (results.empty()) throw sweep_error(dir.string() + " has no finished runs yet");
   return results;
 }

@@ -13,6 +13,7 @@
 // "N_loop", "N_total", "m", "N_unroll".
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -54,6 +55,7 @@ struct RunResult {
   int64 experts = 0, top_k = 0;
   double n_act = 0, n_loop = 0, n_total = 0, m = 1;
   nlohmann::json line;  // the whole line, as read
+  std::string where;    // "FILE:LINE" it was read from (read_results); empty: not read from a file
 };
 
 inline RunResult result_from_json(const nlohmann::json& j) {
@@ -224,8 +226,41 @@ inline std::vector<RunResult> read_results(const fs::path& file, std::ostream* w
     } catch (const sweep_error& e) {
       throw sweep_error(fmt::format("{}:{}: {}", file.string(), f.numbers[i], e.what()));
     }
+    out.back().where = fmt::format("{}:{}", file.string(), f.numbers[i]);
   }
   return out;
+}
+
+// Checks that results belong to `plan`: each line of the plan's sweep (fingerprint), its id a
+// planned run's, and every field the plan determines (run_columns, and an MoE run's moe_columns)
+// that the line carries equal to the plan's value. The fingerprint covers the spec, not the lines:
+// a line edited by hand or by a script (r 1 made 8) or a run id the plan does not have was fitted
+// and counted as what it claimed. Lines written before a column existed lack it, which is fine; a
+// column present with another value is refused, naming file:line, the run and the field. Values
+// compare exactly: result_line writes the plan's own numbers (doubles included), and JSON text keeps
+// a double's value through a dump and a parse. Throws sweep_error; `sweep run` (resume), merge and
+// the report's finished_runs call it on everything they read.
+inline void check_against_plan(const std::vector<RunResult>& results, const Plan& plan) {
+  std::map<std::string_view, const PlannedRun*> planned;
+  for (const PlannedRun& p : plan.runs) planned.emplace(p.id, &p);
+  for (const RunResult& r : results) {
+    const std::string at = r.where.empty() ? std::string{} : r.where + ": ";
+    if (r.sweep != plan.fingerprint)
+      throw sweep_error(fmt::format("{}run {} is from sweep {}, not {} ('{}'): spec mismatch", at, r.id, r.sweep, plan.fingerprint,
+                                    plan.spec.name));
+    const auto it = planned.find(r.id);
+    if (it == planned.end()) throw sweep_error(fmt::format("{}run {} is not in the plan of sweep '{}'", at, r.id, plan.spec.name));
+    const PlannedRun& p = *it->second;
+    nlohmann::json expected = run_columns(p);
+    // A dense run has none of the MoE columns: a line of a dense sweep that carries one is refused too.
+    const nlohmann::json moe = moe_columns(p.acct.params, p.r, std::max<int64>(p.experts, 1), std::max<int64>(p.top_k, 1));
+    for (const auto& [k, v] : moe.items()) expected[k] = p.experts > 0 ? v : nullptr;
+    for (const auto& [k, v] : expected.items())
+      if (r.line.contains(k) && r.line.at(k) != v)
+        throw sweep_error(v.is_null() ? fmt::format("{}run {} has {} {} where the plan is a dense sweep, without {}", at, r.id, k,
+                                                    r.line.at(k).dump(), k)
+                                      : fmt::format("{}run {} has {} {} where the plan says {}", at, r.id, k, r.line.at(k).dump(), v.dump()));
+  }
 }
 
 // The atomic replacement every sweep file goes through (util/atomic_file.hpp); a failure is a

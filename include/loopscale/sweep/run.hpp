@@ -27,6 +27,7 @@
 #include <functional>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -180,10 +181,9 @@ inline RunSummary run_sweep(const Plan& plan, const RunOptions& opt, const RunFn
   const fs::path file = results_file(opt.out, opt.shard);
   remove_stale_temporaries(opt.out, file.filename().string());
   set_aside_torn(file, opt.log);
-  const auto done = results_by_id(read_results(file, opt.log), file.string());
-  for (const auto& [id, r] : done)
-    if (r.sweep != plan.fingerprint)
-      throw sweep_error(fmt::format("{}: run {} belongs to sweep {}, not {}", file.string(), id, r.sweep, plan.fingerprint));
+  const std::vector<RunResult> read = read_results(file, opt.log);
+  check_against_plan(read, plan);  // a line that names a planned run but not its values would skip that run
+  const auto done = results_by_id(read, file.string());
 
   RunSummary sum;
   sum.planned = plan.runs.size();
