@@ -1,8 +1,10 @@
 // Token files (LSTOKENS), corpora of shards, and the foreign formats: round trips and bad files.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 
+#include "cli/run_cli.hpp"
 #include "corpus/helpers.hpp"
 #include "loopscale/data/convert.hpp"
 #include "loopscale/data/corpus.hpp"
@@ -23,12 +25,14 @@ TEST_CASE("token files: 1, 2 and 4 bytes per token round-trip, mapped", "[corpus
     std::string name = "v";
     name += std::to_string(vocab) + ".bin";
     const std::string p = (dir / name).string();
-    write_token_file(p, t, vocab, token_bytes_for(vocab), 12345);
+    // Vocab 200 is byte-level (one byte per token, each one byte of text): its text bytes are its count.
+    const std::uint64_t text = vocab <= 256 ? t.size() : 12345;
+    write_token_file(p, t, vocab, token_bytes_for(vocab), static_cast<std::int64_t>(text));
     const TokenFile f = read_token_file(p);
     REQUIRE(f.token_bytes == token_bytes_for(vocab));
     REQUIRE(f.vocab == vocab);
     REQUIRE(f.count == t.size());
-    REQUIRE(f.text_bytes == 12345);
+    REQUIRE(f.text_bytes == text);
     REQUIRE(fs::file_size(p) == token_header_bytes + t.size() * f.token_bytes);
     std::vector<std::int32_t> back(t.size());
     f.read(0, back.size(), back.data());
@@ -65,6 +69,55 @@ TEST_CASE("token files: bad magic, truncation, padding, version and width are er
   width[12] = 3;
   expect_error(width, "3 bytes per token");
   REQUIRE_THROWS_WITH(read_token_file((dir / "missing.bin").string()), Catch::Contains("cannot open"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("token files: text bytes are 0, the count of a byte-level file, or at most 64 per token", "[corpus][format]") {
+  const fs::path dir = temp_dir("textbytes");
+  // A version 1 file (no header check, which would speak first) declaring `text` text bytes.
+  const auto v1 = [&](const std::string& name, std::uint32_t vocab, std::uint32_t width, std::uint64_t text) {
+    const fs::path p = dir / name;
+    write_token_file(p.string(), std::vector<std::int32_t>(4000, 7), vocab, width, 0);
+    std::string b = slurp(p);
+    b = b.substr(0, 40) + b.substr(48);
+    const std::uint32_t one = 1, zero = 0;
+    std::memcpy(b.data() + 8, &one, 4);
+    std::memcpy(b.data() + 20, &zero, 4);
+    std::memcpy(b.data() + 32, &text, 8);
+    write_text(p, b);
+    return p.string();
+  };
+  // Byte-level: 1 gave val_bpb 15999.37, 2^63 gave 0.0000; 0 is unknown (NaN, reported as such).
+  REQUIRE_THROWS_WITH(read_token_file(v1("b1.bin", 256, 1, 1)),
+                      "data: " + (dir / "b1.bin").string() + " declares 1 text bytes for 4000 tokens (a byte-level file has one per token, or 0: "
+                      "unknown); its header is corrupt or was written wrong");
+  REQUIRE_THROWS_WITH(read_token_file(v1("bhuge.bin", 256, 1, std::uint64_t{1} << 63)), Catch::Contains("declares 9223372036854775808 text bytes for 4000 tokens"));
+  REQUIRE_THROWS_WITH(read_token_file(v1("b4001.bin", 200, 1, 4001)), Catch::Contains("a byte-level file has one per token"));
+  REQUIRE(read_token_file(v1("b4000.bin", 256, 1, 4000)).bits_per_byte(0.6931471805599453) == Approx(1.0));
+  REQUIRE(std::isnan(read_token_file(v1("b0.bin", 256, 1, 0)).bits_per_byte(1.0)));
+  // Other files: up to 64 text bytes per token; the bound is exact.
+  REQUIRE(read_token_file(v1("w64.bin", 4096, 2, 64 * 4000)).text_bytes == 64 * 4000);
+  REQUIRE(read_token_file(v1("w1.bin", 4096, 2, 1)).text_bytes == 1);
+  REQUIRE_THROWS_WITH(read_token_file(v1("w65.bin", 4096, 2, 64 * 4000 + 1)),
+                      Catch::Contains("declares 256001 text bytes for 4000 tokens (more than 64 per token, or 0: unknown)"));
+  REQUIRE_THROWS_WITH(read_token_file(v1("w2.bin", 100000, 4, ~std::uint64_t{0})), Catch::Contains("more than 64 per token"));
+  // The writer refuses to write such a header.
+  REQUIRE_THROWS_WITH(write_token_file((dir / "wr.bin").string(), std::vector<std::int32_t>{1, 2, 3}, 256, 1, 1),
+                      Catch::Contains("declares 1 text bytes for 3 tokens"));
+  REQUIRE_FALSE(fs::exists(dir / "wr.bin"));
+  // Through the program: one line, exit 2, for training and for verify.
+  fs::create_directories(dir / "c");
+  fs::copy_file(v1("b1.bin", 256, 1, 1), dir / "c" / "train.bin");
+  fs::copy_file(v1("b4000.bin", 256, 1, 4000), dir / "c" / "val.bin");
+  for (const std::string& args : {"data verify " + (dir / "c").string(),
+                                  "train --d-model 16 --heads 2 --depth 6 --r 2 --tokens 1e4 --data " + (dir / "c").string() + " --out " + (dir / "run").string()}) {
+    const CliResult r = run_cli(args);
+    INFO(args << "\n" << r.out);
+    REQUIRE(r.rc == 2);
+    REQUIRE(count_lines(r.out) == 1);
+    REQUIRE_THAT(r.out, Catch::Contains("declares 1 text bytes for 4000 tokens"));
+  }
+  REQUIRE_FALSE(fs::exists(dir / "run"));
   fs::remove_all(dir);
 }
 

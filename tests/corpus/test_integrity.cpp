@@ -209,6 +209,47 @@ TEST_CASE("token file integrity: a corrupt corpus is one line and exit 2 for tra
   fs::remove_all(dir);
 }
 
+TEST_CASE("token file integrity: a token outside the vocabulary is refused when a corpus is opened, before train writes anything", "[corpus][integrity][cli]") {
+  const fs::path dir = temp_dir("integrity_vocab");
+  const fs::path train = dir / "train.bin";
+  // Two-byte tokens of vocab 256: a token of 300 fits the width but not the vocabulary.
+  write_token_file(train.string(), tokens_of(20000, 256), 256, 2);
+  write_token_file((dir / "val.bin").string(), tokens_of(4000, 256), 256, 2);
+  const std::string good = slurp(train);
+  const auto put_300 = [](std::string& b, std::size_t header, std::size_t at) {
+    const std::uint16_t v = 300;
+    std::memcpy(b.data() + header + 2 * at, &v, 2);
+  };
+  const std::string says = "data: " + train.string() + ": token 300 at 15000 is outside its vocab 256";
+  // Version 2 with a checksum that matches the bad token (a writer's fault, not a flipped bit).
+  std::string b = good;
+  put_300(b, 48, 15000);
+  TokenHeader h = decode_header(reinterpret_cast<const unsigned char*>(b.data()), b.size(), train.string());
+  h.checksum = xxh3(std::string_view(b).substr(48));
+  unsigned char head[token_header_bytes];
+  encode_header(h, head);
+  std::memcpy(b.data(), head, sizeof head);
+  write_text(train, b);
+  REQUIRE_THROWS_WITH(open_corpus(dir, Split::train), says);
+  REQUIRE_THROWS_WITH(verify_corpus(dir), says);
+  // Version 1 without a manifest: no checksum, the tokens are still read on open.
+  b = as_version_1(good);
+  put_300(b, 40, 15000);
+  write_text(train, b);
+  REQUIRE_THROWS_WITH(open_corpus(dir, Split::train), says);
+  REQUIRE(open_corpus(dir, Split::train, Verify::headers).tokens() == 20000);  // headers only: the lazy check in read() remains
+  // `train` stops before the run folder exists (it left .lock, config.json and an empty log.jsonl,
+  // or trained steps until it read the token).
+  const fs::path run = dir / "run";
+  const CliResult r = run_cli("train --d-model 16 --heads 2 --depth 6 --r 2 --tokens 1e4 --data " + dir.string() + " --out " + run.string());
+  INFO(r.out);
+  REQUIRE(r.rc == 2);
+  REQUIRE(count_lines(r.out) == 1);
+  REQUIRE_THAT(r.out, Catch::Contains("loopscale: error: " + says));
+  REQUIRE_FALSE(fs::exists(run));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("token file integrity: a full disk while writing leaves the old file and no temporary", "[corpus][integrity]") {
   const fs::path dir = temp_dir("integrity_full");
   const fs::path p = dir / "train.bin";

@@ -421,7 +421,7 @@ TEST_CASE("loopscale train: a corrupt checkpoint falls back with a warning, or i
   const auto warned = test::run_cli(args + " --resume");
   INFO(warned.out);
   REQUIRE(warned.rc == 0);
-  REQUIRE_THAT(warned.out, Catch::Contains("warning: checkpoint " + cur.string() + " is corrupt: checksum mismatch (stored xxh3-64:") &&
+  REQUIRE_THAT(warned.out, Catch::Contains("loopscale: warning: checkpoint " + cur.string() + " is corrupt: checksum mismatch (stored xxh3-64:") &&
                                Catch::Contains("; resuming from " + prev.string() + " (step 6)\n"));
   // checkpoint.bin corrupt and no previous one: one line, exit 2.
   write_text(cur, cur_bytes);

@@ -10,11 +10,12 @@
 // count, text bytes) and with the other shards, and (Verify::checksums, the default) reads every
 // shard once against its checksum: the one in its header (token_file.hpp, version 2), or for a
 // version 1 shard the manifest's whole-file one; a version 1 train.bin / val.bin without a
-// manifest has none and is read unchecked. Why on every open: a flipped bit in a shard would
-// otherwise train silently on wrong tokens, and reading costs about what the page cache delivers
-// (docs/data.md, "Integrity", has the measured figures); the reads go through a buffer, not the
-// mapping, so the trainer's resident memory stays flat. verify_corpus (`loopscale data verify`)
-// reads every byte too, and also checks every token against the vocabulary.
+// manifest has none. The same read checks every token against the vocabulary, in every version.
+// Why on every open: a flipped bit in a shard would otherwise train silently on wrong tokens, and a
+// token outside the vocabulary would fail only when training reached it, after the run folder is
+// written; reading costs about what the page cache delivers (docs/data.md, "Integrity", has the
+// measured figures); the reads go through a buffer, not the mapping, so the trainer's resident
+// memory stays flat. verify_corpus (`loopscale data verify`) reads every byte too.
 #pragma once
 
 #include <algorithm>
@@ -47,6 +48,10 @@ class Corpus {
       if (!shards_.empty() && f.vocab != shards_.front().vocab)
         throw corpus_error("data: " + f.path + " has vocab " + std::to_string(f.vocab) + " but " + shards_.front().path + " has " +
                            std::to_string(shards_.front().vocab));
+      // Each file's counts are bounded by its size (read_token_file, check_text_bytes), their sums
+      // by nothing: a wrapped sum would be a wrong bits per byte.
+      if (f.count > std::numeric_limits<std::uint64_t>::max() - tokens_ || f.text_bytes > std::numeric_limits<std::uint64_t>::max() - text_bytes_)
+        throw corpus_error("data: " + name_ + ": its shards' token or text byte counts overflow 64 bits at " + f.path);
       starts_.push_back(tokens_);
       tokens_ += f.count;
       text_bytes_ += f.text_bytes;
@@ -117,15 +122,18 @@ inline bool has_manifest(const std::filesystem::path& dir) {
 
 // How much opening a corpus checks: `checksums` reads every shard against its checksum, `headers`
 // only the headers and sizes (for a caller that reads every byte itself, like verify_corpus).
+// (`checksums` also checks every token against the vocabulary, in the same read.)
 enum class Verify { checksums, headers };
 
 // Reads a shard against its checksum (see the top of this file): the header's, else the manifest's
 // (`manifest` names it; nullptr: none). Returns false when there was none to check against.
+// Either way the tokens are checked against the vocabulary in the same read (scan_tokens).
 inline bool verify_shard(const TokenFile& f, const ShardInfo* entry = nullptr, const std::string& manifest = "") {
-  if (verify_tokens(f)) return true;
-  if (!entry || entry->checksum.empty()) return false;
-  if (file_checksum(f.path) != entry->checksum)
+  if (f.has_checksum() || !entry || entry->checksum.empty()) return verify_tokens(f);
+  const TokenScan s = scan_tokens(f, true);
+  if (checksum_text(s.checksum) != entry->checksum)
     throw corpus_error("data: " + f.path + " is corrupt: it does not match its checksum in " + manifest + " (" + entry->checksum + ")");
+  s.check();
   return true;
 }
 

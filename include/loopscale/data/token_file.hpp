@@ -20,8 +20,8 @@
 // Why a check of its own for the header: the tokens' checksum cannot cover the header (the writer
 // streams the tokens before it knows their count), and a flipped bit in the text bytes would
 // silently change bits per byte; 32 bits suffice for 44 bytes. Reading checks the header and its
-// check (cheap); verify_tokens reads every token against the checksum (open_corpus does, on every
-// open; so does `loopscale data verify`). A version 1 file has no checksum of its own: a manifest's
+// check (cheap); verify_tokens reads every token against the checksum and the vocabulary
+// (open_corpus does, on every open; so does `loopscale data verify`). A version 1 file has no checksum of its own: a manifest's
 // whole-file checksum stands in for it (corpus.hpp), and a file without either is read unchecked.
 //
 // Reading maps the file (mapped_file.hpp): a TokenFile costs no memory until its tokens are read,
@@ -91,6 +91,25 @@ inline void encode_header(const TokenHeader& h, unsigned char out[token_header_b
   std::memcpy(out + 20, &check, 4);
 }
 
+// The most text bytes a token stands for, on average over a file. SentencePiece's pieces are at most
+// 16 characters (max_sentencepiece_length's default, which tokenizer_train.hpp keeps) of at most 4
+// UTF-8 bytes; real text averages 3-5 bytes per token. A header declaring more is corrupt or written
+// wrong, and its bits per byte would be a silently wrong number (2^63 text bytes gave val_bpb 0.0000).
+inline constexpr std::uint64_t max_text_bytes_per_token = 64;
+
+// A header's text bytes against its token count: 0 (unknown) always passes; a byte-level file (vocab
+// at most 256 in one byte per token: the byte tokenizer's, whose every token is one byte of text)
+// must declare exactly its count; any other at most max_text_bytes_per_token per token.
+inline void check_text_bytes(const TokenHeader& h, const std::string& path) {
+  if (h.text_bytes == 0) return;
+  const bool byte_level = h.vocab <= 256 && h.token_bytes == 1;
+  const std::uint64_t per = max_text_bytes_per_token;
+  if (byte_level ? h.text_bytes != h.count : h.text_bytes / per + (h.text_bytes % per != 0) > h.count)
+    throw corpus_error("data: " + path + " declares " + std::to_string(h.text_bytes) + " text bytes for " + std::to_string(h.count) + " tokens (" +
+                       (byte_level ? std::string("a byte-level file has one per token") : "more than " + std::to_string(per) + " per token") +
+                       ", or 0: unknown); its header is corrupt or was written wrong");
+}
+
 // Reads and checks a header; `path` names the file in the errors.
 inline TokenHeader decode_header(const unsigned char* p, std::size_t available, const std::string& path) {
   if (available < token_header_bytes_v1) throw corpus_error("data: " + path + " is shorter than its header (" + std::to_string(available) + " bytes)");
@@ -117,6 +136,7 @@ inline TokenHeader decode_header(const unsigned char* p, std::size_t available, 
   if (h.token_bytes < 4 && h.vocab > (std::uint64_t{1} << (8 * h.token_bytes)))
     throw corpus_error("data: " + path + " declares vocab " + std::to_string(h.vocab) + ", more than " +
                        std::to_string(h.token_bytes) + " bytes per token can hold");
+  check_text_bytes(h, path);
   return h;
 }
 
@@ -188,31 +208,86 @@ inline TokenFile read_token_file(const std::string& path) {
   return t;
 }
 
-// The XXH3-64 of bytes [offset, end) of a file, read in 4 MiB pieces (not through a mapping: pages
-// read through one would stay in the reader's resident set, and training keeps that flat).
-inline std::uint64_t file_range_checksum(const std::string& path, std::uint64_t offset) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw corpus_error("data: cannot open " + path + ": " + std::strerror(errno));
+namespace token_file_detail {
+template <class T>
+std::uint32_t max_of(const unsigned char* p, std::uint64_t n) {
+  T m = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+    m = v > m ? v : m;
+  }
+  return m;
+}
+// The largest of n little-endian tokens of `token_bytes` bytes at p.
+inline std::uint32_t max_token(const unsigned char* p, std::uint32_t token_bytes, std::uint64_t n) {
+  return token_bytes == 1 ? max_of<std::uint8_t>(p, n) : token_bytes == 2 ? max_of<std::uint16_t>(p, n) : max_of<std::uint32_t>(p, n);
+}
+}  // namespace token_file_detail
+
+// One read of a token file's tokens: the XXH3-64 of the bytes read, and the first token outside
+// the vocabulary as the error it makes (empty: none). The bad token is reported after the pass, not
+// as it is met, so a caller that compares the checksum first names a corrupt file as corrupt.
+struct TokenScan {
+  std::uint64_t checksum = 0;
+  std::string bad_token;
+  void check() const {
+    if (!bad_token.empty()) throw corpus_error(bad_token);
+  }
+};
+
+// Reads every token of f once, in 4 MiB pieces (not through the mapping: pages read through one
+// would stay in the reader's resident set, and training keeps that flat), checking each against the
+// vocabulary in the same pass as the checksum. `whole_file`: the checksum covers the header too (a
+// manifest's checksum of a version 1 shard), else only the tokens (a version 2 header's). Why the
+// tokens on every open: a token at or above the vocabulary would otherwise be found only when
+// training reads it, after the run folder is written and perhaps many steps in; the check costs
+// about 10 ms per 10M tokens from the page cache (docs/data.md, "Integrity").
+inline TokenScan scan_tokens(const TokenFile& f, bool whole_file) {
+  std::FILE* fp = std::fopen(f.path.c_str(), "rb");
+  if (!fp) throw corpus_error("data: cannot open " + f.path + ": " + std::strerror(errno));
   Checksum c;
-  bool bad = std::fseek(f, static_cast<long>(offset), SEEK_SET) != 0;
-  std::vector<char> buf(std::size_t{4} << 20);
+  if (whole_file) c.update(f.map.data(), f.header_bytes());
+  TokenScan s;
+  // A vocabulary that spans every value of the token width has no token outside it.
+  const bool can_be_bad = f.token_bytes == 4 || f.vocab < (std::uint64_t{1} << (8 * f.token_bytes));
+  bool bad = std::fseek(fp, static_cast<long>(f.header_bytes()), SEEK_SET) != 0;
+  // A multiple of every token width: fread fills it except at the end, so pieces end between tokens.
+  std::vector<unsigned char> buf(std::size_t{4} << 20);
+  std::uint64_t at = 0;  // tokens before this piece
   std::size_t n;
-  while (!bad && (n = std::fread(buf.data(), 1, buf.size(), f)) > 0) c.update(buf.data(), n);
-  bad = bad || std::ferror(f) != 0;
-  std::fclose(f);
-  if (bad) throw corpus_error("data: cannot read " + path);
-  return c.value();
+  while (!bad && (n = std::fread(buf.data(), 1, buf.size(), fp)) > 0) {
+    c.update(buf.data(), n);
+    const std::uint64_t k = n / f.token_bytes;
+    // The largest token first (a loop the compiler vectorizes); only a piece that holds a bad one is
+    // searched for its first.
+    if (can_be_bad && s.bad_token.empty() && token_file_detail::max_token(buf.data(), f.token_bytes, k) >= f.vocab)
+      for (std::uint64_t i = 0; i < k; ++i)
+        if (const auto t = static_cast<std::uint32_t>(load_token(buf.data(), f.token_bytes, i)); t >= f.vocab) {
+          s.bad_token = "data: " + f.path + ": token " + std::to_string(t) + " at " + std::to_string(at + i) + " is outside its vocab " +
+                        std::to_string(f.vocab);
+          break;
+        }
+    at += k;
+  }
+  bad = bad || std::ferror(fp) != 0;
+  std::fclose(fp);
+  if (bad) throw corpus_error("data: cannot read " + f.path);
+  s.checksum = c.value();
+  return s;
 }
 
-// Reads every token of a version 2 file against the checksum its header records; a mismatch is a
-// corpus_error ("... is corrupt: ..."). Returns false for a version 1 file, which records none.
+// Reads every token of a file once: a version 2 file against the checksum its header records (a
+// mismatch is a corpus_error, "... is corrupt: ..."), and every token against the vocabulary (a
+// corpus_error naming the token and its position). Returns false for a version 1 file, which
+// records no checksum (its tokens are still checked).
 inline bool verify_tokens(const TokenFile& f) {
-  if (!f.has_checksum()) return false;
-  const std::uint64_t got = file_range_checksum(f.path, f.header_bytes());
-  if (got != f.checksum)
-    throw corpus_error("data: " + f.path + " is corrupt: its tokens' checksum is " + checksum_text(got) + ", its header records " +
+  const TokenScan s = scan_tokens(f, false);
+  if (f.has_checksum() && s.checksum != f.checksum)
+    throw corpus_error("data: " + f.path + " is corrupt: its tokens' checksum is " + checksum_text(s.checksum) + ", its header records " +
                        checksum_text(f.checksum));
-  return true;
+  s.check();
+  return f.has_checksum();
 }
 
 namespace token_file_detail {
@@ -257,6 +332,7 @@ class TokenWriter {
 
   // Writes the header and puts the file in place.
   void finish() {
+    check_text_bytes(h_, path().string());  // a writer's wrong count is refused here, not by every reader later
     h_.checksum = sum_.value();
     unsigned char head[token_header_bytes];
     encode_header(h_, head);

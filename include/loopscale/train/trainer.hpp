@@ -259,7 +259,7 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
     } catch (const checkpoint_error& e) {
       throw checkpoint_error("cannot resume " + files.out.string() + ": no usable checkpoint: " + why + "; and " + e.what());
     }
-    std::fprintf(stderr, "warning: %s; resuming from %s (step %lld)\n", why.c_str(), files.prev.string().c_str(),
+    std::fprintf(stderr, "loopscale: warning: %s; resuming from %s (step %lld)\n", why.c_str(), files.prev.string().c_str(),
                  static_cast<long long>(c.meta.value("step", int64{-1})));
     return c;
   };
@@ -338,7 +338,9 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
   in.val = open_run_corpus(cfg, data::Split::val);
   in.tokenizer = data::tokenizer_record(data, in.train);
   if (cfg.mix_frac > 0) {
-    in.mix = Corpus(data::read_token_file(cfg.mix_data));
+    const data::TokenFile mix = data::read_token_file(cfg.mix_data);
+    data::verify_tokens(mix);  // as open_corpus does: its checksum and its tokens, before the run folder is written
+    in.mix = Corpus(mix);
     data::check_vocab(*in.mix, cfg.spec, in.mix->name());
     data::check_fits(*in.mix, cfg.seq_len);
   }
@@ -630,7 +632,7 @@ class Trainer {
     if ((was_ranks != comm_.size() || was_accum != cfg_.accum || was_lanes != lanes_) && comm_.root()) {
       resplit_ = fmt::format("checkpoint {} was written by {} rank(s) x {} micro-batch(es) x {} thread lane(s), this run has {} x {} x {}",
                              ckpt.path.string(), was_ranks, was_accum, was_lanes, comm_.size(), cfg_.accum, lanes_);
-      std::fprintf(stderr, "warning: %s: the run continues on the same data, but not bit for bit as it would have\n", resplit_.c_str());
+      std::fprintf(stderr, "loopscale: warning: %s: the run continues on the same data, but not bit for bit as it would have\n", resplit_.c_str());
     }
   }
 
