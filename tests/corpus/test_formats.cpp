@@ -121,6 +121,59 @@ TEST_CASE("token files: text bytes are 0, the count of a byte-level file, or at 
   fs::remove_all(dir);
 }
 
+TEST_CASE("import and export: a --shard-tokens that would write more than 100000 files per split is refused before anything is written", "[corpus][format]") {
+  const fs::path dir = temp_dir("shardlimit");
+  const fs::path c = dir / "c";
+  fs::create_directories(c);
+  // --shard-tokens 1 wrote a file per token (25M for the project's corpus; names past 999999 sort
+  // out of order in llm.c's glob).
+  write_token_file((c / "train.bin").string(), std::vector<std::int32_t>(100001, 65), 256);
+  write_token_file((c / "val.bin").string(), std::vector<std::int32_t>(10, 66), 256);
+  const std::string says = "data: --shard-tokens 1 would write 100001 files for the train split; at most 100000 per split: give a larger --shard-tokens, or 0 for one file per split";
+  ExportOptions e;
+  e.data = c;
+  e.out = dir / "x";
+  e.shard_tokens = 1;
+  REQUIRE_THROWS_WITH(export_corpus(e), says);
+  REQUIRE_FALSE(fs::exists(dir / "x"));
+  std::string raw(2 * 100001, '\0');
+  write_text(dir / "t.raw", raw);
+  ImportOptions o;
+  o.format = ForeignFormat::raw16;
+  o.train = {(dir / "t.raw").string()};
+  o.vocab = 256;
+  o.out = dir / "i";
+  o.shard_tokens = 1;
+  REQUIRE_THROWS_WITH(import_tokens(o), says);
+  REQUIRE_FALSE(fs::exists(dir / "i"));
+  for (const std::string& args : {"data export --format llmc --data " + c.string() + " --out " + (dir / "x").string() + " --shard-tokens 1",
+                                  "data import --format raw16 --train " + (dir / "t.raw").string() + " --vocab 256 --out " + (dir / "i").string() + " --shard-tokens 1"}) {
+    const CliResult r = run_cli(args);
+    INFO(args << "\n" << r.out);
+    REQUIRE(r.rc == 2);
+    REQUIRE(count_lines(r.out) == 1);
+    REQUIRE_THAT(r.out, Catch::Contains(says));
+  }
+  REQUIRE_FALSE(fs::exists(dir / "x"));
+  REQUIRE_FALSE(fs::exists(dir / "i"));
+  // The bound is exact; 0 is one file.
+  REQUIRE(shard_count(100001, 1) == 100001);
+  REQUIRE(shard_count(100000, 1) == max_shards_per_split);
+  REQUIRE(shard_count(7, 0) == 1);
+  REQUIRE_NOTHROW(check_shard_count(shard_count(200000, 2), 2, "train"));
+  // prepare learns its count as it encodes: its writer refuses the shard past the limit (here a
+  // test's limit of 3, the real one would write 100000 files first), and prepare's undo removes
+  // what was written.
+  fs::create_directories(dir / "p");
+  ShardWriter w(dir / "p", "train", 2, 256, nullptr, 3);
+  const std::vector<std::int32_t> seven(7, 1);
+  REQUIRE_THROWS_WITH(w.append(seven), "data: --shard-tokens 2 would write more than 3 files for the train split; at most 3 per split: give a "
+                                       "larger --shard-tokens, or 0 for one file per split");
+  REQUIRE(fs::exists(dir / "p" / "train_00002.bin"));
+  REQUIRE_FALSE(fs::exists(dir / "p" / "train_00003.bin"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("corpus: a split is the concatenation of its shards, read across boundaries", "[corpus][format]") {
   const fs::path dir = temp_dir("concat");
   std::vector<std::int32_t> all;

@@ -48,6 +48,11 @@ inline Manifest import_tokens(const ImportOptions& o) {
   std::vector<ForeignFile> train, val;  // open and check every file before writing anything
   for (const auto& p : o.train) train.emplace_back(p, o.format);
   for (const auto& p : o.val) val.emplace_back(p, o.format);
+  for (int s = 0; s < 2; ++s) {  // before the folder is made: the counts are known
+    std::uint64_t n = 0;
+    for (const ForeignFile& f : s == 0 ? train : val) n += f.count();
+    check_shard_count(shard_count(n, o.shard_tokens), o.shard_tokens, s == 0 ? "train" : "val");
+  }
   // Its bytes before the folder is prepared: the tokenizer may be the --out folder's own tokenizer.model.
   const std::string model_bytes = tok ? Tokenizer::read_all(o.tokenizer) : std::string();
   CorpusOutput out = begin_corpus_output(o.out, o.force);
@@ -101,6 +106,10 @@ inline std::vector<std::filesystem::path> export_corpus(const ExportOptions& o) 
     for (const auto& e : fs::directory_iterator(o.out, ec))
       if (is_split_token_file(e.path()))
         throw corpus_error("data: --out " + o.out.string() + " already holds " + e.path().filename().string() + "; export into an empty folder");
+  for (const Split s : {Split::train, Split::val}) {  // before the folder is made (headers only: the export reads every token later)
+    if (s == Split::val && has_manifest(o.data) && read_manifest(o.data).val.shards.empty()) continue;
+    check_shard_count(shard_count(open_corpus(o.data, s, Verify::headers).tokens(), o.shard_tokens), o.shard_tokens, split_name(s));
+  }
   const bool created = !fs::exists(o.out, ec);
   std::filesystem::create_directories(o.out, ec);
   // A failure part-way (a bad token in the second split, a full disk) removes the files this call

@@ -23,12 +23,36 @@
 
 namespace loopscale::data {
 
+// The most files one split is cut into, by `data prepare`, `import` and `export` alike: the shards'
+// names carry 5 digits (train_00000.bin; export's llm.c names 6), and a name past them sorts out of
+// order in the sorted glob llm.c reads its shards by. No real layout comes near it (llm.c's FineWeb
+// 10B is 100 files of 100M tokens); what does is a --shard-tokens too small for the corpus (1
+// wrote a file per token, 25M for the project's corpus). Tiny shards below the limit stay allowed:
+// tests cut corpora into shards of 64 tokens to test reads across boundaries.
+inline constexpr std::uint64_t max_shards_per_split = 100'000;
+
+// The files a split of `tokens` tokens is cut into at `shard_tokens` per file (0: one).
+inline std::uint64_t shard_count(std::uint64_t tokens, std::uint64_t shard_tokens) {
+  return shard_tokens == 0 || tokens == 0 ? 1 : tokens / shard_tokens + (tokens % shard_tokens != 0);
+}
+
+// Refuses a --shard-tokens that cuts `split` into `files` files, more than `limit`. `so_far`: the
+// count is of the files opened so far (prepare's), the total unknown.
+inline void check_shard_count(std::uint64_t files, std::uint64_t shard_tokens, const std::string& split, bool so_far = false,
+                              std::uint64_t limit = max_shards_per_split) {
+  if (files <= limit) return;
+  throw corpus_error("data: --shard-tokens " + std::to_string(shard_tokens) + " would write " +
+                     (so_far ? "more than " + std::to_string(limit) : std::to_string(files)) + " files for the " + split + " split; at most " +
+                     std::to_string(limit) + " per split: give a larger --shard-tokens, or 0 for one file per split");
+}
+
 class ShardWriter {
  public:
-  // `tokenizer` counts text bytes; without one they are unknown (0).
+  // `tokenizer` counts text bytes; without one they are unknown (0). `max_shards`: a test's smaller
+  // limit (reaching the real one writes 100,000 files).
   ShardWriter(std::filesystem::path dir, std::string split, std::uint64_t shard_tokens, std::uint32_t vocab,
-              const Tokenizer* tokenizer)
-      : dir_(std::move(dir)), split_(std::move(split)), shard_tokens_(shard_tokens), vocab_(vocab),
+              const Tokenizer* tokenizer, std::uint64_t max_shards = max_shards_per_split)
+      : dir_(std::move(dir)), split_(std::move(split)), shard_tokens_(shard_tokens), max_shards_(max_shards), vocab_(vocab),
         token_bytes_(token_bytes_for(vocab)), tok_(tokenizer) {
     if (tok_) sep_ = tok_->encode("\n");
   }
@@ -63,6 +87,9 @@ class ShardWriter {
 
  private:
   void open() {
+    // prepare learns its token count only as it encodes: the shard past the limit is refused as it
+    // would open (import and export check the count before anything is written).
+    if (shard_tokens_ > 0) check_shard_count(info_.shards.size() + 1, shard_tokens_, split_, true, max_shards_);
     char name[64];
     if (shard_tokens_ == 0) std::snprintf(name, sizeof name, "%s.bin", split_.c_str());
     else std::snprintf(name, sizeof name, "%s_%05zu.bin", split_.c_str(), info_.shards.size());
@@ -79,7 +106,7 @@ class ShardWriter {
 
   std::filesystem::path dir_;
   std::string split_;
-  std::uint64_t shard_tokens_;
+  std::uint64_t shard_tokens_, max_shards_;
   std::uint32_t vocab_, token_bytes_;
   const Tokenizer* tok_;
   std::vector<std::int32_t> sep_;
