@@ -25,6 +25,7 @@ void run(const LawArgs& a) {
   const bool has_loss = reader.available("loss");
   const law::Runs runs = reader.read(l.columns(), has_loss ? std::vector<std::string>{"loss"} : std::vector<std::string>{});
   const Eigen::ArrayXd pred = law::predict_loss(*l.prepare(runs), theta);
+  law::check_predictions(l, runs, pred, [&](Eigen::Index i) { return "line " + std::to_string(runs.lines[static_cast<std::size_t>(i)]); });
   double rmse = 0, r2 = 0;
   if (has_loss) {
     const Eigen::ArrayXd& loss = runs["loss"];

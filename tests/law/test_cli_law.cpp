@@ -151,6 +151,12 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
   expect_error(optimal + "--budget 1e18 --max-width 1000000000", "optimal: --max-width must be at most 65536");
   expect_error("account --d-model 4294967296", "--d-model 4294967296 is above the limit 65536");
   expect_error("account --d-model 128 --experts 4 --moe-first-dense 100", "--experts 4: the placement");
+  // Constants each finite and positive where they must be, whose predictions overflow together:
+  // printed as inf (RMSE inf, R^2 -inf, rc 0), and optimal's argmin silently kept the smallest width.
+  const std::string overflow = "--law chinchilla --param A=1e308 --param B=400 --param E=1.7 --param alpha=-10 --param beta=0.3 ";
+  expect_error("law " + overflow + "--data " + temp_file("overflow.csv", "N,D,loss\n1e6,1e9,3.0\n1e7,1e10,2.5\n1e8,1e11,2.2\n"),
+               "--param: the law predicts inf at line 2 (N=1e+06, D=1e+09); check the constants");
+  expect_error("optimal " + overflow + "--budget 1e20 --budget 1e21", "--param: the law predicts inf at d_model 128, r ");
   expect_error("equivalent --law iso-depth --param phi=0.459 --d-model 4294967296 --r 4", "is above the limit 65536");
 }
 

@@ -90,6 +90,10 @@ inline Allocation compute_optimal(const AnyLaw& law, const Eigen::VectorXd& thet
     runs.lines.push_back(static_cast<long>(i));
   }
   const Eigen::ArrayXd loss = predict_loss(*law.prepare(runs), theta);
+  check_predictions(law, runs, loss, [&](Eigen::Index i) {
+    return "d_model " + std::to_string(a.widths[static_cast<std::size_t>(i)].d_model) + ", r " + std::to_string(r) + ", budget " +
+           concat(budget);
+  });
   Eigen::Index best = 0;
   for (Eigen::Index i = 0; i < k; ++i) {
     a.widths[static_cast<std::size_t>(i)].loss = loss[i];

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <Eigen/Core>
 
 #include "loopscale/law/law.hpp"
+#include "loopscale/util/text.hpp"
 
 namespace loopscale::law {
 
@@ -37,6 +39,28 @@ inline Eigen::VectorXd theta_of(const AnyLaw& law, const Constants& c, const std
   // predict a NaN or a finite but meaningless loss.
   if (const std::string fault = law.domain_fault(c); !fault.empty()) throw data_error(flag + " " + fault);
   return th;
+}
+
+// The variables a law reads at point i of `runs`, for messages: "(N=1e+06, D=1e+09)".
+inline std::string point_values(const AnyLaw& law, const Runs& runs, Eigen::Index i) {
+  std::string o = "(";
+  const std::vector<std::string> cs = law.columns();
+  for (std::size_t k = 0; k < cs.size(); ++k)
+    if (runs.has(cs[k])) o += concat(o.size() > 1 ? ", " : "", cs[k], "=", runs[cs[k]][i]);
+  return o + ")";
+}
+
+// Refuses predictions that are not finite. Constants that each pass theta_of (finite, positive) can
+// still overflow the formula together (A = 1e308 with alpha = -10 predicts inf at every point), and
+// an inf or NaN loss was printed as a result (RMSE inf) or silently lost in an argmin (every
+// comparison false: the smallest width won). `where(i)` names point i ("line 2", "d_model 128");
+// `flag` where the constants came from.
+template <class Where>
+void check_predictions(const AnyLaw& law, const Runs& runs, const Eigen::ArrayXd& pred, Where&& where, const std::string& flag = "--param") {
+  for (Eigen::Index i = 0; i < pred.size(); ++i)
+    if (!std::isfinite(pred[i]))
+      throw data_error(flag + ": the law predicts " + (std::isnan(pred[i]) ? "nan" : pred[i] > 0 ? "inf" : "-inf") + " at " + where(i) + " " +
+                       point_values(law, runs, i) + "; check the constants");
 }
 
 // Predicted loss of one point given as named variables.
