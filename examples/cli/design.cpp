@@ -1,5 +1,6 @@
 // `loopscale design`: the looped-MoE design rule (law/moe_design.hpp): the smallest (R, E) whose
 // predicted loss is within epsilon of the best design that fits the compute and memory limits.
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -32,7 +33,8 @@ struct FitFile {
   std::vector<std::string> at_box_edge;
 };
 
-FitFile read_fit(const std::string& path) {
+// `rmse_used`: no --epsilon, so the fit's RMSE is epsilon and must be one.
+FitFile read_fit(const std::string& path, bool rmse_used) {
   refuse_folder(path, "design: --fit", "a fit file");
   std::ifstream in(path);
   if (!in) throw usage_error("design: cannot open --fit '" + path + "'");
@@ -51,6 +53,12 @@ FitFile read_fit(const std::string& path) {
   } catch (const nlohmann::json::exception&) {
     throw usage_error("design: --fit " + path + " lacks law, params or rmse, or its at_box_edge is not a list of names (write it with `loopscale fit --json`)");
   }
+  // A negative RMSE was reported as "epsilon must be a finite number >= 0", naming neither the file
+  // nor the field. 0 is accepted: a fit to synthetic points can be exact, and epsilon 0 (take the
+  // optimum itself) is a design --epsilon 0 also asks for.
+  if (rmse_used && !(f.rmse >= 0 && std::isfinite(f.rmse)))
+    throw usage_error(concat("design: --fit ", path, ": its rmse ", f.rmse, " is not a finite number >= 0 (write the fit with `loopscale fit "
+                             "--json`, or give --epsilon)"));
   return f;
 }
 
@@ -61,7 +69,7 @@ void run(const DesignArgs& a) {
   std::vector<std::string> undetermined;  // the fit's parameters on an edge of the law's box
   if (!a.fit.empty()) {
     if (!a.params.empty()) throw usage_error("design: give either --fit FILE or --param, not both");
-    const FitFile f = read_fit(a.fit);
+    const FitFile f = read_fit(a.fit, !a.epsilon);
     if (!law_name.empty() && law_name != f.law) throw usage_error("design: --law " + law_name + " but the fit in " + a.fit + " is of " + f.law);
     law_name = f.law;
     constants = f.params;

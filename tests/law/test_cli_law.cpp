@@ -264,6 +264,18 @@ TEST_CASE("loopscale design: the smallest (R, E) within the fit's RMSE of the be
   expect_error("design" + space, "needs --fit");
   expect_error("design --param c=1" + space, "--epsilon");
   expect_error("design --fit /nonexistent.json" + space, "cannot open");
+  // The fit's RMSE is epsilon unless --epsilon is given: a negative one was "epsilon must be a finite
+  // number >= 0", naming neither the file nor the field. 0 (an exact fit to synthetic points) is accepted.
+  std::string negative = fit_text;
+  negative.replace(negative.find("0.02"), 4, "-0.02");
+  const std::string negative_fit = temp_file("design_fit_negative.json", negative);
+  expect_error("design --fit " + negative_fit + space, "design: --fit " + negative_fit + ": its rmse -0.02 is not a finite number >= 0 (write the fit with `loopscale fit --json`, or give --epsilon)");
+  CHECK(run_cli("design --fit " + negative_fit + space + " --epsilon 0.01").rc == 0);
+  std::string exact = fit_text;
+  exact.replace(exact.find("0.02"), 4, "0");
+  r = run_cli("design --fit " + temp_file("design_fit_exact.json", exact) + space + " --json");
+  REQUIRE(r.rc == 0);
+  CHECK(nlohmann::json::parse(r.out)["epsilon"] == 0.0);
   expect_error("design --fit " + temp_file("design_bad.json", "{\"law\": 1}") + space, "lacks law, params or rmse");
   std::string bad_edge = fit_text;
   bad_edge.insert(bad_edge.rfind('}'), R"(, "at_box_edge": "alpha")");

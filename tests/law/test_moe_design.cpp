@@ -101,4 +101,14 @@ TEST_CASE("design from a fit: epsilon defaults to its RMSE", "[law][moe][design]
   s.epsilon = 0.5;
   CHECK(design_looped_moe(law, f, s).epsilon == 0.5);
   CHECK_THROWS_WITH(design_looped_moe(LoopedMoEPower{}, f, s), Catch::Contains("the fit is of law looped-moe"));
+  // A fit's negative RMSE is named as the fit's (it was "epsilon must be a finite number >= 0"), and
+  // only when it would be epsilon; 0 (an exact fit) is epsilon 0.
+  FitResult bad = f;
+  bad.rmse = -0.02;
+  CHECK(design_looped_moe(law, bad, s).epsilon == 0.5);
+  s.epsilon.reset();
+  CHECK_THROWS_AS(design_looped_moe(law, bad, s), data_error);
+  CHECK_THROWS_WITH(design_looped_moe(law, bad, s), "design: the fit's rmse -0.02 is not a finite number >= 0; set the space's epsilon");
+  bad.rmse = 0;
+  CHECK(design_looped_moe(law, bad, s).epsilon == 0.0);
 }

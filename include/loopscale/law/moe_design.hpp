@@ -129,6 +129,8 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
 // From a fit: its parameters, and its RMSE as epsilon unless the space sets one.
 inline MoEDesign design_looped_moe(const AnyLaw& law, const FitResult& fit, MoEDesignSpace s) {
   if (fit.law != law.name()) throw data_error("design: the fit is of law " + fit.law + ", not " + law.name());
+  if (!s.epsilon && !(fit.rmse >= 0 && std::isfinite(fit.rmse)))  // named as the fit's, not as an epsilon the caller never set
+    throw data_error(concat("design: the fit's rmse ", fit.rmse, " is not a finite number >= 0; set the space's epsilon"));
   if (!s.epsilon) s.epsilon = fit.rmse;
   return design_looped_moe(law, fit.theta, s);
 }
