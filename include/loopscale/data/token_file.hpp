@@ -21,8 +21,9 @@
 // streams the tokens before it knows their count), and a flipped bit in the text bytes would
 // silently change bits per byte; 32 bits suffice for 44 bytes. Reading checks the header and its
 // check (cheap); verify_tokens reads every token against the checksum and the vocabulary
-// (open_corpus does, on every open; so does `loopscale data verify`). A version 1 file has no checksum of its own: a manifest's
-// whole-file checksum stands in for it (corpus.hpp), and a file without either is read unchecked.
+// (open_corpus does, on every open; so does `loopscale data verify`). A version 1 file has no
+// checksum of its own: a manifest's whole-file checksum stands in for it (corpus.hpp), and a file
+// without either has only its tokens checked against the vocabulary.
 //
 // Reading maps the file (mapped_file.hpp): a TokenFile costs no memory until its tokens are read,
 // and readers that release what they copied keep their resident memory flat.
