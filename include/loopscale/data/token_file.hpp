@@ -242,8 +242,8 @@ struct TokenScan {
 // vocabulary in the same pass as the checksum. `whole_file`: the checksum covers the header too (a
 // manifest's checksum of a version 1 shard), else only the tokens (a version 2 header's). Why the
 // tokens on every open: a token at or above the vocabulary would otherwise be found only when
-// training reads it, after the run folder is written and perhaps many steps in; the check costs
-// about 10 ms per 10M tokens from the page cache (docs/data.md, "Integrity").
+// training reads it, after the run folder is written and perhaps many steps in; in the checksum's
+// read the check adds about 1 ms per 10M tokens from the page cache (docs/data.md, "Integrity").
 inline TokenScan scan_tokens(const TokenFile& f, bool whole_file) {
   std::FILE* fp = std::fopen(f.path.c_str(), "rb");
   if (!fp) throw corpus_error("data: cannot open " + f.path + ": " + std::strerror(errno));
