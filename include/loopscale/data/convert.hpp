@@ -106,8 +106,10 @@ inline std::vector<std::filesystem::path> export_corpus(const ExportOptions& o) 
     for (const auto& e : fs::directory_iterator(o.out, ec))
       if (is_split_token_file(e.path()))
         throw corpus_error("data: --out " + o.out.string() + " already holds " + e.path().filename().string() + "; export into an empty folder");
+  // A manifest corpus without validation shards exports its training split alone.
+  const auto skipped = [&](Split s) { return s == Split::val && has_manifest(o.data) && read_manifest(o.data).val.shards.empty(); };
   for (const Split s : {Split::train, Split::val}) {  // before the folder is made (headers only: the export reads every token later)
-    if (s == Split::val && has_manifest(o.data) && read_manifest(o.data).val.shards.empty()) continue;
+    if (skipped(s)) continue;
     check_shard_count(shard_count(open_corpus(o.data, s, Verify::headers).tokens(), o.shard_tokens), o.shard_tokens, split_name(s));
   }
   const bool created = !fs::exists(o.out, ec);
@@ -116,7 +118,7 @@ inline std::vector<std::filesystem::path> export_corpus(const ExportOptions& o) 
   // wrote and the folder it made, so no half export is left to be taken for a whole one.
   CorpusOutput out(o.out, created);
   for (const Split s : {Split::train, Split::val}) {
-    if (s == Split::val && has_manifest(o.data) && read_manifest(o.data).val.shards.empty()) continue;
+    if (skipped(s)) continue;
     const Corpus c = open_corpus(o.data, s);
     if (c.vocab() > foreign_max_vocab(o.format))
       throw corpus_error("data: " + c.name() + " has vocab " + std::to_string(c.vocab()) + ", too large for 16-bit tokens; export as raw32");
