@@ -97,6 +97,26 @@ inline void keep_previous(const std::filesystem::path& path, const std::filesyst
   if (std::rename(path.c_str(), previous.c_str()) != 0) throw fail("rename", errno);
 }
 
+// What is wrong with a training state's values, as words ("parameter value 17 of 74240 is NaN");
+// empty when nothing is: every parameter and moment finite, every second moment non-negative. A
+// state that fails holds no model to continue from: the trainer stops before it saves one (an update
+// can overflow the parameters while the step's loss and gradient norm were finite), and loading
+// refuses one as corrupt.
+template <class T>
+std::string state_value_fault(std::span<const T> params, std::span<const T> m, std::span<const T> v) {
+  const auto first_bad = [](std::span<const T> a, const char* what, bool non_negative) -> std::string {
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!std::isfinite(a[i]) || (non_negative && a[i] < 0))
+        return std::string(what) + " value " + std::to_string(i) + " of " + std::to_string(a.size()) + " is " +
+               (std::isnan(a[i]) ? "NaN" : std::isinf(a[i]) ? "infinite" : "negative");
+    return {};
+  };
+  std::string why = first_bad(params, "parameter", false);
+  if (why.empty()) why = first_bad(m, "first-moment", false);
+  if (why.empty()) why = first_bad(v, "second-moment", true);
+  return why;
+}
+
 // Streams the buffers to disk (no copy of the parameters in memory), hashing them on the way. With
 // `previous`, the checkpoint `path` replaces is kept under that name (keep_previous). A failure to
 // write (a full disk, a file size limit) is a file_write_error naming `path`; the old checkpoint,
@@ -209,18 +229,9 @@ Checkpoint<T> load_checkpoint(const std::filesystem::path& path) {
     throw checkpoint_error(name + " is corrupt: its JSON does not parse (" + e.what() + ")");
   }
   if (!c.meta.is_object()) throw checkpoint_error(name + " is corrupt: its JSON is not an object");
-  // Training stops at the first non-finite loss or gradient norm (trainer.hpp) before it would save,
-  // so a NaN, an infinity or a negative second moment is damage, not a state: versions 1 and 2 have
-  // no checksum to catch it, and resuming from it would train on nonsense without a word.
-  const auto refuse_values = [&](const std::vector<T>& a, const char* what, bool non_negative) {
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (!std::isfinite(a[i]) || (non_negative && a[i] < 0))
-        throw checkpoint_error(name + " is corrupt: its " + what + " value " + std::to_string(i) + " of " + std::to_string(a.size()) +
-                               " is " + (std::isnan(a[i]) ? "NaN" : std::isinf(a[i]) ? "infinite" : "negative"));
-  };
-  refuse_values(c.params, "parameter", false);
-  refuse_values(c.m, "first-moment", false);
-  refuse_values(c.v, "second-moment", true);
+  // The trainer never saves such a state (state_value_fault), so one here is damage: versions 1 and
+  // 2 have no checksum to catch it, and resuming from it would train on nonsense without a word.
+  if (std::string why = state_value_fault<T>(c.params, c.m, c.v); !why.empty()) throw checkpoint_error(name + " is corrupt: its " + why);
   return c;
 }
 

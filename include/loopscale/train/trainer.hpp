@@ -567,14 +567,14 @@ class Trainer {
       const bool cut = (last || due(cfg_.eval_every, p.step)) && !evaluate_into(p);
       p.seconds = elapsed();
       write_log_line(p, s.moe);
-      if (last || due(cfg_.checkpoint_every, p.step)) checkpoint(p.step);
+      if ((last || due(cfg_.checkpoint_every, p.step)) && !checkpoint(p.step)) return diverged(p, bad_state_);
       bool go_on = !progress_ || progress_(p);
       // A signal (util/interrupt.hpp, set only while an InterruptGuard is installed) stops the
       // run like the callback does, after the step; on the last step the run is done anyway.
       int sig = interrupt_signal();
       if (comm_.size() > 1) agree_to_stop(go_on, sig);
       if ((!go_on || sig != 0) && (!last || cut)) {
-        if (last_good_ != p.step) checkpoint(p.step);
+        if (last_good_ != p.step && !checkpoint(p.step)) return diverged(p, bad_state_);
         if (sig != 0) return interrupted(sig, p.step);
         return finish("stopped", "stopped by the caller after step " + std::to_string(p.step) + "; resume to continue");
       }
@@ -878,10 +878,16 @@ class Trainer {
   // Saves the state after `step` steps to checkpoint.bin, the one it replaces to checkpoint.prev.bin
   // (checkpoint.hpp's keep_previous says why every moment of a crash leaves a good one). A failure
   // to write (a full disk) throws a file_write_error naming the file; both files stay as they were.
-  void checkpoint(int64 step) {
+  // A state that is not finite is not saved (false, bad_state_ says why): the step's loss and
+  // gradient norm were finite, but its update overflowed the parameters or the moments, and a
+  // checkpoint of that state would be called the last good one. Every rank decides alike (the
+  // replicas' checksums agree first).
+  bool checkpoint(int64 step) {
     const State st = host_state();
     const std::uint64_t sum = state_checksum(st);
     if (comm_.size() > 1) verify_replicas(sum, step);
+    bad_state_ = state_value_fault<float>(st.params, st.m, st.v);
+    if (!bad_state_.empty()) return false;
     std::exception_ptr failure;
     if (comm_.root()) {
       try {
@@ -893,6 +899,7 @@ class Trainer {
     agree_on_failure(comm_, failure, "the writing of a checkpoint");
     keep_previous_ = true;
     last_good_ = step;
+    return true;
   }
 
   // The parameters and the optimiser's moments as host memory: the backend's own buffers where the
@@ -955,12 +962,16 @@ class Trainer {
     save_checkpoint<float>(files_.checkpoint, meta, st.params, st.m, st.v, keep_previous_ ? files_.prev : std::filesystem::path());
   }
 
-  // The step's loss or gradient norm was not finite: the run ends, the last checkpoint is kept.
-  TrainResult diverged(const TrainProgress& p) {
+  // The step's loss or gradient norm was not finite, or (bad_state: why) its update left a value of
+  // the state that is not: the run ends, the last checkpoint is kept.
+  TrainResult diverged(const TrainProgress& p, const std::string& bad_state = {}) {
     const double loss = p.loss, norm = p.grad_norm;
-    const std::string what = std::isfinite(loss) ? "the loss stayed finite but the gradient norm became " : "the loss became ";
+    const std::string what = !bad_state.empty()        ? "the update of step " + std::to_string(p.step) + " left the state not finite (" + bad_state + ")"
+                             : std::isfinite(loss)     ? "the loss stayed finite but the gradient norm became "
+                                                       : "the loss became ";
+    const std::string value = !bad_state.empty() ? "" : std::isnan(loss) || std::isnan(norm) ? "NaN" : "Inf";
     const bool kept = std::filesystem::exists(files_.checkpoint);
-    return finish("diverged", what + (std::isnan(loss) || std::isnan(norm) ? "NaN" : "Inf") + " at step " + std::to_string(p.step) +
+    return finish("diverged", what + value + (bad_state.empty() ? " at step " + std::to_string(p.step) : "") +
                                   (kept ? "; stopped, the last good checkpoint (step " + std::to_string(last_good_) + ") is kept"
                                         : "; stopped before the first checkpoint (none written; lower --lr or set --grad-clip)"));
   }
@@ -1048,6 +1059,7 @@ class Trainer {
   TrainResult res_;
   int64 step0_ = 0;      // the step the run starts (or resumes) from
   int64 last_good_ = 0;  // the step of the newest checkpoint on disk
+  std::string bad_state_;  // why the last checkpoint() found the state not finite (empty: it was)
   bool keep_previous_ = true;  // false while checkpoint.bin is a bad one the run did not resume from
   double prior_seconds_ = 0, step_seconds_ = 0;  // wall time of earlier sessions; time spent in steps
   std::ofstream log_;
