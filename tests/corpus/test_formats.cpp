@@ -72,20 +72,26 @@ TEST_CASE("token files: bad magic, truncation, padding, version and width are er
   fs::remove_all(dir);
 }
 
+namespace {
+// A version 1 file of 4000 tokens (no header check, which would speak first) declaring `text` text bytes.
+std::string v1_text_bytes_file(const fs::path& dir, const std::string& name, std::uint32_t vocab, std::uint32_t width, std::uint64_t text) {
+  const fs::path p = dir / name;
+  write_token_file(p.string(), std::vector<std::int32_t>(4000, 7), vocab, width, 0);
+  std::string b = slurp(p);
+  b = b.substr(0, 40) + b.substr(48);
+  const std::uint32_t one = 1, zero = 0;
+  std::memcpy(b.data() + 8, &one, 4);
+  std::memcpy(b.data() + 20, &zero, 4);
+  std::memcpy(b.data() + 32, &text, 8);
+  write_text(p, b);
+  return p.string();
+}
+}  // namespace
+
 TEST_CASE("token files: text bytes are 0, the count of a byte-level file, or at most 64 per token", "[corpus][format]") {
   const fs::path dir = temp_dir("textbytes");
-  // A version 1 file (no header check, which would speak first) declaring `text` text bytes.
   const auto v1 = [&](const std::string& name, std::uint32_t vocab, std::uint32_t width, std::uint64_t text) {
-    const fs::path p = dir / name;
-    write_token_file(p.string(), std::vector<std::int32_t>(4000, 7), vocab, width, 0);
-    std::string b = slurp(p);
-    b = b.substr(0, 40) + b.substr(48);
-    const std::uint32_t one = 1, zero = 0;
-    std::memcpy(b.data() + 8, &one, 4);
-    std::memcpy(b.data() + 20, &zero, 4);
-    std::memcpy(b.data() + 32, &text, 8);
-    write_text(p, b);
-    return p.string();
+    return v1_text_bytes_file(dir, name, vocab, width, text);
   };
   // Byte-level: 1 gave val_bpb 15999.37, 2^63 gave 0.0000; 0 is unknown (NaN, reported as such).
   REQUIRE_THROWS_WITH(read_token_file(v1("b1.bin", 256, 1, 1)),
@@ -105,10 +111,15 @@ TEST_CASE("token files: text bytes are 0, the count of a byte-level file, or at 
   REQUIRE_THROWS_WITH(write_token_file((dir / "wr.bin").string(), std::vector<std::int32_t>{1, 2, 3}, 256, 1, 1),
                       Catch::Contains("declares 1 text bytes for 3 tokens"));
   REQUIRE_FALSE(fs::exists(dir / "wr.bin"));
-  // Through the program: one line, exit 2, for training and for verify.
+  fs::remove_all(dir);
+}
+
+// Named "cli: ..." so the sanitizer stage, which does not build the program, leaves it out.
+TEST_CASE("cli: wrong text bytes in a token file are one line for data verify and train, before a run folder", "[corpus][format][cli]") {
+  const fs::path dir = temp_dir("textbytes_cli");
   fs::create_directories(dir / "c");
-  fs::copy_file(v1("b1.bin", 256, 1, 1), dir / "c" / "train.bin");
-  fs::copy_file(v1("b4000.bin", 256, 1, 4000), dir / "c" / "val.bin");
+  fs::copy_file(v1_text_bytes_file(dir, "b1.bin", 256, 1, 1), dir / "c" / "train.bin");
+  fs::copy_file(v1_text_bytes_file(dir, "b4000.bin", 256, 1, 4000), dir / "c" / "val.bin");
   for (const std::string& args : {"data verify " + (dir / "c").string(),
                                   "train --d-model 16 --heads 2 --depth 6 --r 2 --tokens 1e4 --data " + (dir / "c").string() + " --out " + (dir / "run").string()}) {
     const CliResult r = run_cli(args);
@@ -146,16 +157,6 @@ TEST_CASE("import and export: a --shard-tokens that would write more than 100000
   o.shard_tokens = 1;
   REQUIRE_THROWS_WITH(import_tokens(o), says);
   REQUIRE_FALSE(fs::exists(dir / "i"));
-  for (const std::string& args : {"data export --format llmc --data " + c.string() + " --out " + (dir / "x").string() + " --shard-tokens 1",
-                                  "data import --format raw16 --train " + (dir / "t.raw").string() + " --vocab 256 --out " + (dir / "i").string() + " --shard-tokens 1"}) {
-    const CliResult r = run_cli(args);
-    INFO(args << "\n" << r.out);
-    REQUIRE(r.rc == 2);
-    REQUIRE(count_lines(r.out) == 1);
-    REQUIRE_THAT(r.out, Catch::Contains(says));
-  }
-  REQUIRE_FALSE(fs::exists(dir / "x"));
-  REQUIRE_FALSE(fs::exists(dir / "i"));
   // The bound is exact; 0 is one file.
   REQUIRE(shard_count(100001, 1) == 100001);
   REQUIRE(shard_count(100000, 1) == max_shards_per_split);
@@ -171,6 +172,27 @@ TEST_CASE("import and export: a --shard-tokens that would write more than 100000
                                        "larger --shard-tokens, or 0 for one file per split");
   REQUIRE(fs::exists(dir / "p" / "train_00002.bin"));
   REQUIRE_FALSE(fs::exists(dir / "p" / "train_00003.bin"));
+  fs::remove_all(dir);
+}
+
+// Named "cli: ..." so the sanitizer stage, which does not build the program, leaves it out.
+TEST_CASE("cli: data export and import refuse a --shard-tokens past 100000 files per split, one line, nothing written", "[corpus][format][cli]") {
+  const fs::path dir = temp_dir("shardlimit_cli");
+  const fs::path c = dir / "c";
+  fs::create_directories(c);
+  write_token_file((c / "train.bin").string(), std::vector<std::int32_t>(100001, 65), 256);
+  write_token_file((c / "val.bin").string(), std::vector<std::int32_t>(10, 66), 256);
+  write_text(dir / "t.raw", std::string(2 * 100001, '\0'));
+  for (const std::string& args : {"data export --format llmc --data " + c.string() + " --out " + (dir / "x").string() + " --shard-tokens 1",
+                                  "data import --format raw16 --train " + (dir / "t.raw").string() + " --vocab 256 --out " + (dir / "i").string() + " --shard-tokens 1"}) {
+    const CliResult r = run_cli(args);
+    INFO(args << "\n" << r.out);
+    REQUIRE(r.rc == 2);
+    REQUIRE(count_lines(r.out) == 1);
+    REQUIRE_THAT(r.out, Catch::Contains("data: --shard-tokens 1 would write 100001 files for the train split; at most 100000 per split"));
+  }
+  REQUIRE_FALSE(fs::exists(dir / "x"));
+  REQUIRE_FALSE(fs::exists(dir / "i"));
   fs::remove_all(dir);
 }
 
