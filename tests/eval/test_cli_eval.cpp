@@ -47,6 +47,15 @@ const fs::path& trained_run() {
   return run;
 }
 
+// `loopscale ARGS` is refused: exit 2 and one line that contains `what`.
+void bad(const std::string& args, const std::string& what) {
+  const auto r = run_cli(args);
+  INFO(args << "\n" << r.out);
+  CHECK(r.rc == 2);
+  CHECK(loopscale::test::count_lines(r.out) == 1);
+  CHECK_THAT(r.out, Catch::Contains(what));
+}
+
 }  // namespace
 
 TEST_CASE("eval: validation at the trained r is the run's, other r differ, the probes cover the five axes", "[eval][cli]") {
@@ -123,13 +132,6 @@ TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
   const fs::path bad_bundle = run.parent_path() / "bad_bundle";
   fs::create_directories(bad_bundle);
   std::ofstream(bad_bundle / "bundle.json") << R"({"icl_tasks": [{"label": "x", "dataset_uri": "x.jsonl", "icl_task_type": "nonsense"}]})";
-  const auto bad = [](const std::string& args, const std::string& what) {
-    const auto r = run_cli(args);
-    INFO(args << "\n" << r.out);
-    CHECK(r.rc == 2);
-    CHECK(loopscale::test::count_lines(r.out) == 1);
-    CHECK_THAT(r.out, Catch::Contains(what));
-  };
   bad("eval " + run.string() + " --r-eval 0", "at least 1");
   bad("eval /nonexistent/run", "/nonexistent/run");
   bad("eval", "RUN_DIR");
@@ -233,13 +235,6 @@ TEST_CASE("train --mix-probes: the probes' training text is written beside the r
 
 TEST_CASE("eval: --items past the probes' bound is refused naming the flag, before the run is read", "[eval][cli]") {
   // Probe generation is linear in --items: 100000000000 ran for ever (200000 took 22 s and 1.5 GB).
-  const auto bad = [](const std::string& args, const std::string& what) {
-    const auto r = run_cli(args);
-    INFO(args << "\n" << r.out);
-    CHECK(r.rc == 2);
-    CHECK(loopscale::test::count_lines(r.out) == 1);
-    CHECK_THAT(r.out, Catch::Contains(what));
-  };
   bad("eval /nonexistent/run --items 100000000000", "--items must be from 2 to 100000, not 100000000000");
   bad("eval /nonexistent/run --items 1", "--items must be from 2 to 100000, not 1");
   const fs::path out = loopscale::test::temp_path("eval_items");
