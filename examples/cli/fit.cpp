@@ -25,7 +25,7 @@ struct FitArgs {
   std::vector<std::string> map, freeze, start_points;
   long drop_highest = 0;
   std::uint64_t seed = 0;
-  double huber_delta = 1e-3;
+  double huber_delta = law::FitOptions{}.huber_delta;
   double ftol = law::FitOptions{}.ftol, gtol = law::FitOptions{}.gtol;
   int polish = law::FitOptions{}.polish;
   double scout_ftol = law::FitOptions{}.scout_ftol, screen_share = law::FitOptions{}.screen_share;
@@ -38,7 +38,7 @@ struct FitArgs {
 
 void run(const FitArgs& a) {
   const std::vector<law::AnyLaw> laws = laws_from(a.law);
-  if (!(a.huber_delta > 0)) throw usage_error("--huber-delta must be positive");
+  law::check_huber_delta(a.huber_delta);
   if (a.drop_highest < 0) throw usage_error("--drop-highest must not be negative");
   if (a.bootstrap < 0 || a.bootstrap == 1) throw usage_error("--bootstrap needs at least 2 resamples");
   if (!a.block.empty() && a.bootstrap == 0) throw usage_error("--block needs --bootstrap N");

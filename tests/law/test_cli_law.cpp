@@ -158,6 +158,13 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
                "--param: the law predicts inf at line 2 (N=1e+06, D=1e+09); check the constants");
   expect_error("optimal " + overflow + "--budget 1e20 --budget 1e21", "--param: the law predicts inf at d_model 128, r ");
   expect_error("equivalent --law iso-depth --param phi=0.459 --d-model 4294967296 --r 4", "is above the limit 65536");
+  // Found 4 Dec 2026, evening: delta inf made every objective NaN and the fitter crashed (SIGSEGV);
+  // 1e-320 printed the first start as a fit with R^2 -137.
+  for (const char* delta : {"inf", "nan", "1e-320", "1e-12", "-1"})
+    for (const char* law : {"chinchilla", "iso-depth"})
+      expect_error(std::string("fit --law ") + law + " --starts random:4 --threads 1 --data " + epoch_csv + epoch_map +
+                       " --huber-delta " + delta,
+                   "--huber-delta");
 }
 
 TEST_CASE("the --injection option: where the injection counts, on equivalent, optimal, fit and law", "[law][cli][injection]") {

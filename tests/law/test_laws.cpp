@@ -118,6 +118,36 @@ TEST_CASE("with noise the fit is at least as good as the truth", "[law][recovery
   }
 }
 
+TEST_CASE("a Huber delta that is not finite or below min_huber_delta is refused", "[law][huber]") {
+  const AnyLaw law = law_by_name("chinchilla");
+  const Eigen::VectorXd th = theta_of(law, loopscale::law::test::test_constants("chinchilla"));
+  const Runs runs = with_synthetic_loss(law, loopscale::law::test::variable_grid(), th, 0.005, 2);
+  FitOptions o;
+  o.starts = random_starts(law.parameters(), 4, 5);
+  o.threads = 1;
+  for (const double delta : {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(), 1e-320,
+                             min_huber_delta / 2, 0.0, -1.0}) {
+    o.huber_delta = delta;
+    CHECK_THROWS_WITH(fit(law, runs, o), Catch::Contains("--huber-delta"));
+  }
+  o.huber_delta = min_huber_delta;
+  CHECK_NOTHROW(fit(law, runs, o));
+}
+
+TEST_CASE("a fit whose every start's objective is NaN is an error, not a crash", "[law][huber]") {
+  // A start that never sees a finite value has no best point to go back to after its line search
+  // fails: run_start indexed the empty best point and crashed (SIGSEGV, with --huber-delta inf).
+  const AnyLaw law = law_by_name("chinchilla");
+  const Eigen::VectorXd th = theta_of(law, loopscale::law::test::test_constants("chinchilla"));
+  const Runs runs = with_synthetic_loss(law, loopscale::law::test::variable_grid(), th, 0.005, 2);
+  const auto model = law.prepare(runs);
+  FitOptions o;
+  o.threads = 1;
+  const std::map<int, double> nan_frozen{{0, std::numeric_limits<double>::quiet_NaN()}};  // fit() refuses this; fit_prepared takes it
+  CHECK_THROWS_WITH(fit_prepared(*model, law.parameters(), runs["loss"], random_starts(law.parameters(), 4, 5), nan_frozen, o),
+                    Catch::Contains("every start's objective was NaN"));
+}
+
 TEST_CASE("the vector exp and log are within an ulp of std::exp and std::log", "[law][simd]") {
   // simd_math.hpp: exp on [-708, 709] and log on positive normal numbers, simd::lanes values a call.
   double worst_exp = 0, worst_log = 0;

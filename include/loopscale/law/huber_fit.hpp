@@ -28,8 +28,25 @@
 
 namespace loopscale::law {
 
+// The smallest Huber delta a fit takes. Below about delta * points ~ 1e-10 the objective is an L1
+// sum scaled so far down that its gradient (of order delta per point) is under the polish's
+// absolute gtol (FitOptions::gtol, 1e-10) from the first step: the optimiser stops where it
+// started, and the start is printed as a fit (a 9-run Chinchilla fit ended at R^2 -1.3e8 with delta
+// 1e-12 and at -137 with 1e-320, where the objective is a denormal; 1e-10 still gave R^2 0.83
+// against 0.86 at 1e-3). Residuals are of log loss, of order 1e-3 to 1e-1, so a useful delta is
+// orders above this bound.
+inline constexpr double min_huber_delta = 1e-10;
+
+// A Huber delta that is not finite makes the objective NaN (delta * (|r| - |c|) is inf * 0 inside
+// the quadratic zone), one below min_huber_delta a fit that never moves: both are refused.
+inline void check_huber_delta(double delta) {
+  if (!std::isfinite(delta) || !(delta >= min_huber_delta))
+    throw data_error(concat("--huber-delta ", delta, ": must be a finite number >= ", min_huber_delta,
+                            " (the Huber delta, on residuals of log loss)"));
+}
+
 struct FitOptions {
-  double huber_delta = 1e-3;
+  double huber_delta = 1e-3;  // check_huber_delta
   std::map<std::string, double> frozen;  // name -> value (natural units, not logs)
   std::vector<Eigen::VectorXd> starts;   // fitted coordinates; empty: the law's default plan
   // Stopping rules, in three phases (fit_prepared).
@@ -208,6 +225,7 @@ struct HuberObjective {
 
 struct StartOutcome {
   bool ok = false;
+  bool finite_seen = false;  // some evaluation of the start gave a finite objective
   double objective = std::numeric_limits<double>::infinity();
   Eigen::VectorXd theta;
 };
@@ -259,6 +277,8 @@ inline StartOutcome run_start(const AnyPreparedLaw& prepared, const Eigen::Array
             // No further decrease is possible from here. That is convergence at the limit of
             // floating point when the point is stationary by SciPy's test (projected gradient
             // below pgtol = 1e-5), and a failed start otherwise.
+            // No finite value seen (every evaluation NaN): there is no best point to go back to.
+            if (f.best_x.size() == 0) throw;
             Eigen::VectorXd g(nf);
             x = f.best_x;
             fx = f(x, g);
@@ -266,6 +286,7 @@ inline StartOutcome run_start(const AnyPreparedLaw& prepared, const Eigen::Array
             if (pg > opt.stationary_gtol) throw;
             break;
           }
+          if (f.best_x.size() == 0) throw;  // as above: no finite value to restart from
           x = f.best_x;
         }
       }
@@ -280,6 +301,7 @@ inline StartOutcome run_start(const AnyPreparedLaw& prepared, const Eigen::Array
   } catch (const std::exception&) {
     o.ok = false;
   }
+  o.finite_seen = o.ok || std::isfinite(f.best_f);
   return o;
 }
 
@@ -315,6 +337,7 @@ inline FitResult fit_prepared(const AnyPreparedLaw& prepared, const Parameters& 
     throw data_error("data: " + std::to_string(prepared.size()) + " points cannot fit " + std::to_string(nf) +
                      " free parameters (need at least " + std::to_string(nf + 1) + ")");
   if (starts.empty()) throw data_error("fit: no starts");
+  check_huber_delta(opt.huber_delta);
   if (opt.corrections < 1 || opt.screen_corrections < 1)
     throw data_error("fit: L-BFGS needs at least 1 correction, not " + std::to_string(std::min(opt.corrections, opt.screen_corrections)));
   Eigen::VectorXd lb(nf), ub(nf);
@@ -340,7 +363,14 @@ inline FitResult fit_prepared(const AnyPreparedLaw& prepared, const Parameters& 
   for (int i = 0; i < S; ++i)
     if (out[static_cast<std::size_t>(i)].ok) ranked.push_back(i);
   r.failed_starts = S - static_cast<int>(ranked.size());
-  if (ranked.empty()) throw std::runtime_error("fit: all " + std::to_string(S) + " starts failed");
+  if (ranked.empty()) {
+    // Every objective NaN is not a hard problem but a wrong one (a NaN frozen value or delta, a
+    // loss the law cannot take): say so rather than that the optimiser failed.
+    if (std::none_of(out.begin(), out.end(), [](const detail::StartOutcome& o) { return o.finite_seen; }))
+      throw data_error("fit: every start's objective was NaN or infinite (all " + std::to_string(S) +
+                       " starts): the data, the frozen values or the Huber delta make the law's objective undefined");
+    throw std::runtime_error("fit: all " + std::to_string(S) + " starts failed");
+  }
   // Lowest objective first, ties to the lowest start index: the same order on any thread count.
   const auto rank = [&] {
     std::sort(ranked.begin(), ranked.end(), [&](int a, int b) {
