@@ -8,6 +8,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -179,6 +180,45 @@ TEST_CASE("data: a mix corpus replaces a fraction of the windows, the others sta
   c.mix_frac = 1;
   CHECK_THROWS_WITH(train::detail::check_config(c), Catch::Contains("mix_frac must be in [0, 1)"));
   fs::remove_all(dir);
+}
+
+// Found 4 Dec 2026, evening: an infinite learning-rate multiplier, weight decay or softcap passed
+// the ">= 0" tests and the loss became NaN a step or two in ("lower --lr"); --softcap 1e-320 rounded
+// to 0 in float and trained uncapped while config.json recorded it. check_config is the one place
+// train and sweep plan check a config.
+TEST_CASE("check_config refuses float settings that are not finite or that float cannot hold, naming each", "[train][config]") {
+  TrainConfig good;
+  good.spec = tiny_spec();
+  good.tokens = 1000;
+  good.data = "d";
+  good.out = "o";
+  CHECK_NOTHROW(train::detail::check_config(good));
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const auto refused = [&](const char* field, void (*set)(TrainConfig&, double), double v) {
+    TrainConfig c = good;
+    set(c, v);
+    INFO(field << " = " << v);
+    CHECK_THROWS_WITH(train::detail::check_config(c), Catch::Contains(field));
+  };
+  for (const double v : {inf, nan, -1.0}) {
+    refused("lr_embedding (--lr-embedding)", [](TrainConfig& c, double x) { c.lr_embedding = x; }, v);
+    refused("lr_lm_head (--lr-lm-head)", [](TrainConfig& c, double x) { c.lr_lm_head = x; }, v);
+    refused("lr_norm (--lr-norm)", [](TrainConfig& c, double x) { c.lr_norm = x; }, v);
+    refused("weight_decay (--weight-decay)", [](TrainConfig& c, double x) { c.weight_decay = x; }, v);
+    refused("grad_clip (--grad-clip)", [](TrainConfig& c, double x) { c.grad_clip = x; }, v);
+    refused("softcap (--softcap)", [](TrainConfig& c, double x) { c.softcap = x; }, v);
+    refused("lr must be positive", [](TrainConfig& c, double x) { c.lr = x; }, v);
+    refused("eps must be", [](TrainConfig& c, double x) { c.eps = x; }, v);
+    refused("warmup", [](TrainConfig& c, double x) { c.warmup = x; }, v);
+  }
+  refused("warmup", [](TrainConfig& c, double x) { c.warmup = x; }, 2);
+  refused("softcap (--softcap)", [](TrainConfig& c, double x) { c.softcap = x; }, 1e-320);  // 0 in float
+  refused("softcap (--softcap)", [](TrainConfig& c, double x) { c.softcap = x; }, 1e-39);   // a float denormal
+  for (const double cap : {0.0, 1e-30, 15.0}) {  // 0: off; a tiny cap float holds is a cap
+    TrainConfig c = good;
+    c.softcap = cap;
+    CHECK_NOTHROW(train::detail::check_config(c));
+  }
 }
 
 TEST_CASE("data: with a mix stride, a window from the mix starts only at its multiples, every one of them reached", "[train][data]") {

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,7 @@
 #include "loopscale/train/optim.hpp"
 #include "loopscale/util/json_number.hpp"
 #include "loopscale/util/names.hpp"
+#include "loopscale/util/text.hpp"
 #include "loopscale/util/thread_limit.hpp"
 
 namespace loopscale::train {
@@ -258,8 +260,13 @@ inline void check_config(const TrainConfig& c) {
                 static_cast<double>(c.batch * c.seq_len) < 0x1p53,
         "the budget is more than 2^53 steps");
   check(c.lr > 0 && std::isfinite(c.lr), "lr must be positive");
-  check(c.lr_embedding >= 0 && c.lr_lm_head >= 0 && c.lr_norm >= 0, "learning-rate multipliers must not be negative");
-  check(c.weight_decay >= 0, "weight_decay must not be negative");
+  // Every float setting finite: an infinite one is accepted by a ">= 0" test and makes the loss
+  // NaN a step or two in (--lr-embedding inf, --weight-decay inf, --softcap inf: "lower --lr"),
+  // which blames the wrong setting. Each is named by its field and its train flag.
+  for (const auto& [v, name] : {std::pair{c.lr_embedding, "lr_embedding (--lr-embedding)"}, {c.lr_lm_head, "lr_lm_head (--lr-lm-head)"},
+                                {c.lr_norm, "lr_norm (--lr-norm)"}})
+    check(v >= 0 && std::isfinite(v), concat(name, " = ", v, ": learning-rate multipliers must be finite numbers >= 0"));
+  check(c.weight_decay >= 0 && std::isfinite(c.weight_decay), concat("weight_decay (--weight-decay) = ", c.weight_decay, ": must be a finite number >= 0"));
   check(c.lr_lanes >= 0 && std::isfinite(c.lr_lanes), "lr_lanes must not be negative");
   check(c.lr_width_ref >= 0 && std::isfinite(c.lr_width_ref), "lr_width_ref must not be negative (0: no width scaling)");
   check(c.muon_momentum >= 0 && c.muon_momentum < 1, "muon_momentum must be in [0, 1)");
@@ -271,11 +278,17 @@ inline void check_config(const TrainConfig& c) {
           "muon_momentum and lr_lanes are settings of the paper recipe; the adamw recipe does not read them");
   }
   check(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1, "beta1 and beta2 must be in [0, 1)");
-  check(c.eps > 0, "eps must be positive");
-  check(c.grad_clip >= 0, "grad_clip must not be negative");
+  check(c.eps > 0 && std::isfinite(c.eps), "eps must be a finite positive number");
+  // 0 turns clipping off; inf would too, in a way config.json cannot hold (JSON has no inf).
+  check(c.grad_clip >= 0 && std::isfinite(c.grad_clip), concat("grad_clip (--grad-clip) = ", c.grad_clip, ": must be a finite number >= 0 (0: no clipping)"));
   check(c.warmup >= 0 && c.warmup < 1, "warmup is a fraction of the steps in [0, 1)");
   check(c.final_lr_frac >= 0 && c.final_lr_frac <= 1, "final_lr_frac must be in [0, 1]");
-  check(c.softcap >= 0, "softcap must not be negative");
+  // The kernels cap the logits in float (cap * tanh(x / cap)): a cap below float's smallest normal
+  // number is a denormal or rounds to 0, and 0 turns the cap off, so --softcap 1e-320 trained
+  // uncapped while config.json said 1e-320. Such caps are refused; 0 is the way to turn it off.
+  check(c.softcap == 0 || (c.softcap >= std::numeric_limits<float>::min() && std::isfinite(c.softcap)),
+        concat("softcap (--softcap) = ", c.softcap, ": must be 0 (off) or a finite number >= ", std::numeric_limits<float>::min(),
+               " (the smallest normal float)"));
   // 0 measures the peak; a NaN would be written to config.json as null, which no reader takes back.
   check(c.peak_flops >= 0 && std::isfinite(c.peak_flops), "peak_flops must be a finite number >= 0 (0: measure the peak)");
   check(c.threads >= 0 && c.threads <= max_threads, "threads must be between 0 (every core) and " + std::to_string(max_threads));
