@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -15,6 +16,7 @@
 
 #include "loopscale/util/thread_limit.hpp"
 #include "loopscale/util/regular_file.hpp"
+#include "loopscale/util/text.hpp"
 
 namespace loopscale::cli {
 
@@ -42,6 +44,19 @@ inline CLI::Validator whole_number(long long lo, long long hi, const std::string
 
 inline CLI::Validator at_least(long long lo) {
   return whole_number(lo, std::numeric_limits<long long>::max(), "of at least " + std::to_string(lo), ">= " + std::to_string(lo));
+}
+
+// A real-number option in [lo, hi]. CLI::Range compares with < and >, which NaN passes
+// (--level nan then failed later as "the interval level must be in (0, 1)", naming no flag).
+inline CLI::Validator number_in(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (!v.empty() && end == v.c_str() + v.size() && x >= lo && x <= hi) return {};
+        return concat("must be a number from ", lo, " to ", hi, ", not '", v, "'");
+      },
+      concat(lo, " to ", hi));
 }
 
 // A --threads option: 0 (every core) up to loopscale::max_threads (util/thread_limit.hpp).

@@ -5,6 +5,7 @@
 // `eval --write-builtin DIR` writes the probe bundle for inspection or for other tools.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -196,7 +197,9 @@ struct SampleArgs {
 };
 
 void run_sample(const SampleArgs& a, bool max_new_given) {
-  if (!(a.temperature >= 0)) throw usage_error("--temperature must be 0 (greedy) or more");
+  // inf passed a ">= 0" test and failed later naming no flag.
+  if (!(a.temperature >= 0) || !std::isfinite(a.temperature))
+    throw usage_error(concat("--temperature ", a.temperature, ": must be a finite number, 0 (greedy) or more"));
   train::HostBackend::set_threads(a.threads);
   const eval::RunModel model = eval::load_run(a.run);
   if (!model.warning.empty()) std::fprintf(stderr, "loopscale: warning: %s\n", model.warning.c_str());

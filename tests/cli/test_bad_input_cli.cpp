@@ -283,3 +283,13 @@ TEST_CASE("cli: a negative value for an unsigned flag is refused (it read as 2^6
   expect_error("data prepare --input /nonexistent.jsonl --out /tmp/loopscale_never --shard-tokens -5", "--shard-tokens: must not be negative");
   CHECK(!std::filesystem::exists("/tmp/loopscale_never"));
 }
+
+// CLI::Range compares with < and >, which NaN passes: --level nan failed later as "the interval
+// level must be in (0, 1)", naming no flag (4 Dec 2026, evening). cli::number_in refuses it as read.
+TEST_CASE("cli: a real-number flag that is NaN or out of range is refused as read, naming the flag", "[cli][flags]") {
+  const std::string dir = temp_dir("level");
+  for (const char* level : {"nan", "inf", "0.3", "1", "x"}) {
+    expect_error(std::string("sweep report ") + dir + " --level " + level, std::string("--level: must be a number from 0.5 to 0.999, not '") + level + "'");
+    expect_error(std::string("sweep compare ") + dir + " " + dir + " --level " + level, "--level: must be a number from 0.5 to 0.999");
+  }
+}

@@ -141,6 +141,9 @@ TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
   bad("sample " + run.string() + " --prompt x --max-new 1000", "context");
   bad("sample " + run.string() + " --prompt '' --max-new 10", "empty");
   bad("sample " + run.string() + " --prompt x --temperature -1", "temperature");
+  // inf passed the ">= 0" test and nan failed later naming no flag (4 Dec 2026, evening).
+  bad("sample " + run.string() + " --prompt x --temperature inf", "--temperature inf: must be a finite number");
+  bad("sample " + run.string() + " --prompt x --temperature nan", "--temperature nan: must be a finite number");
   bad("sample " + run.string() + " --prompt x --r-eval 0", "--r-eval: must be a whole number of at least 1");
   bad("sample " + run.string() + " --prompt x --threads -2", "--threads: must be a whole number from 0 (every core) to 1024, not '-2'");
   bad("eval " + run.string() + " --threads -1", "--threads: must be a whole number from 0 (every core) to 1024, not '-1'");
