@@ -4,11 +4,13 @@
 // (depth 20, prelude 2, coda 2).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <optional>
 #include <tuple>
 #include <string>
+#include <vector>
 
 #include "cli.hpp"
 #include "loopscale/account/conventions.hpp"
@@ -43,7 +45,11 @@ struct SpecFlags {
   int64 moe_first_dense = 0;
   std::string moe_layers = "all";
 
+  // The help's heading of the spec flags; a test reads the flags under it from `train --help`.
+  static constexpr const char* group = "Model spec";
+
   void add_to(CLI::App& app) {
+    const std::size_t before = app.get_options().size();
     app.add_option("--d-model", d_model, "model width (required)");
     app.add_option("--heads", heads, "attention heads (default: d_model / head_dim)");
     app.add_option("--head-dim", head_dim, "head dimension (default 128, or d_model / heads)");
@@ -68,6 +74,121 @@ struct SpecFlags {
     app.add_option("--moe-first-dense", moe_first_dense, "the first K layers stay dense (DeepSeek style)")->capture_default_str();
     app.add_option("--moe-layers", moe_layers, "where MoE layers may go: all (prelude, block, coda) | recur (the shared block)")
         ->capture_default_str();
+    const std::vector<CLI::Option*> options = app.get_options();
+    for (std::size_t i = before; i < options.size(); ++i) options[i]->group(group);
+  }
+
+  // Every spec flag with the member it sets: the one list of them (add_to gives each its help).
+  // train --config reads it to tell which flags were given and to lay them over the config's spec.
+  template <class F>
+  static void for_each_flag(F&& f) {
+    f("--d-model", &SpecFlags::d_model), f("--heads", &SpecFlags::heads), f("--head-dim", &SpecFlags::head_dim);
+    f("--kv-heads", &SpecFlags::kv_heads), f("--vocab", &SpecFlags::vocab), f("--vocab-multiple", &SpecFlags::vocab_multiple);
+    f("--prelude", &SpecFlags::prelude), f("--coda", &SpecFlags::coda), f("--depth", &SpecFlags::depth);
+    f("--recur-layers", &SpecFlags::recur_layers), f("--r", &SpecFlags::r), f("--inject", &SpecFlags::inject);
+    f("--bptt", &SpecFlags::bptt), f("--activation", &SpecFlags::activation), f("--mlp-mult", &SpecFlags::mlp_mult);
+    f("--experts", &SpecFlags::experts), f("--top-k", &SpecFlags::top_k), f("--expert-ff", &SpecFlags::expert_ff);
+    f("--shared-expert", &SpecFlags::shared_expert), f("--moe-every", &SpecFlags::moe_every);
+    f("--moe-first-dense", &SpecFlags::moe_first_dense), f("--moe-layers", &SpecFlags::moe_layers);
+  }
+
+  // Whether any spec flag was given on `app` (which add_to was called on).
+  static bool any_given(const CLI::App& app) {
+    bool any = false;
+    for_each_flag([&](const char* name, auto) { any = any || app.get_option(name)->count() > 0; });
+    return any;
+  }
+
+  // The flags given on `app` copied from `given` (the object add_to bound them to) onto these.
+  void override_with(const SpecFlags& given, const CLI::App& app) {
+    for_each_flag([&](const char* name, auto member) {
+      if (app.get_option(name)->count() > 0) this->*member = given.*member;
+    });
+    // --experts 0 over an MoE spec makes it dense: the MoE settings read back from it go with the
+    // experts (those given stay, and are refused as needing experts).
+    if (experts == 0) {
+      const SpecFlags d;
+      const auto given_flag = [&](const char* name) { return app.get_option(name)->count() > 0; };
+      if (!given_flag("--top-k")) top_k = d.top_k;
+      if (!given_flag("--expert-ff")) expert_ff = d.expert_ff;
+      if (!given_flag("--shared-expert")) shared_expert = d.shared_expert;
+      if (!given_flag("--moe-every")) moe_every = d.moe_every;
+      if (!given_flag("--moe-first-dense")) moe_first_dense = d.moe_first_dense;
+      if (!given_flag("--moe-layers")) moe_layers = d.moe_layers;
+    }
+  }
+
+  // The flags that build `m`, read back from it, so that flags given as well can replace some of
+  // them (train --config). The rule where flags depend on each other: --depth is read back as the
+  // effective depth, prelude + r x block + coda, and --recur-layers is left unset, so the block's
+  // layer count follows from --depth and --r as on the command line: --r alone keeps the effective
+  // depth (the iso-depth family; an r that does not divide it is refused), --recur-layers keeps the
+  // block instead. MoE layers only in the shared block are read back as --moe-layers recur. A spec
+  // the flags cannot build (layers that differ otherwise, rope or qk_norm off, a dense hidden
+  // width, a per-layer norm placement) is refused: `what` names where it came from.
+  static SpecFlags from_spec(const ModelSpec& m, const std::string& what) {
+    SpecFlags f;
+    f.d_model = m.d_model;
+    f.vocab = m.vocab;
+    f.vocab_multiple = m.vocab_multiple;
+    f.prelude = m.prelude.size();
+    f.coda = m.coda.size();
+    f.r = m.recur.r;
+    f.depth = effective_depth(m);
+    f.recur_layers.reset();
+    // The layers in order, and which are MoE: the dense layer (or, in an all-MoE model, an expert's
+    // shape) gives attention, activation and expansion.
+    std::vector<const LayerSpec*> all;
+    for (const StackSpec* st : {&m.prelude, &m.recur.block, &m.coda})
+      for (const LayerSpec& l : st->layers) all.push_back(&l);
+    if (all.empty()) throw usage_error(what + ": the spec has no layers");
+    const LayerSpec* dense = nullptr;
+    const LayerSpec* moe = nullptr;
+    for (const LayerSpec* l : all) {
+      if (!l->ffn.moe()) dense = dense ? dense : l;
+      else moe = moe ? moe : l;
+    }
+    const LayerSpec& base = dense ? *dense : *moe;
+    f.heads = base.attn.heads;
+    f.head_dim = base.attn.head_dim;
+    f.kv_heads = base.attn.kv_heads;
+    f.activation = std::string(name_of(base.ffn.act));
+    f.mlp_mult = static_cast<double>(base.ffn.mult_num) / static_cast<double>(base.ffn.mult_den);
+    if (moe) {
+      f.experts = moe->ffn.experts;
+      f.top_k = moe->ffn.top_k;
+      f.expert_ff = moe->ffn.hidden;
+      f.shared_expert = moe->ffn.shared_expert;
+      const bool outside_block = std::any_of(m.prelude.layers.begin(), m.prelude.layers.end(), [](const LayerSpec& l) { return l.ffn.moe(); }) ||
+                                 std::any_of(m.coda.layers.begin(), m.coda.layers.end(), [](const LayerSpec& l) { return l.ffn.moe(); });
+      const bool recur = !outside_block && (f.prelude > 0 || f.coda > 0);
+      f.moe_layers = recur ? "recur" : "all";
+      // Positions of the MoE layers in the scope's order (the block's, or prelude, block, coda).
+      const std::size_t from = recur ? m.prelude.layers.size() : 0;
+      const std::size_t to = recur ? from + m.recur.block.layers.size() : all.size();
+      std::vector<int64> at;
+      for (std::size_t i = from; i < to; ++i)
+        if (all[i]->ffn.moe()) at.push_back(static_cast<int64>(i - from));
+      f.moe_first_dense = at.front();
+      // One MoE layer: a period that reaches past the scope's end.
+      f.moe_every = at.size() > 1 ? at[1] - at[0] : static_cast<int64>(to - from) - at.front();
+    }
+    // The default injection for its r (linear looped, none at r = 1) reads back as the default, so
+    // that --r given changes it as on the command line; any other is kept as given.
+    const bool looped = m.recur.r > 1;
+    const Inject by_default = looped ? Inject::linear : Inject::none;
+    f.inject = m.recur.inject == InjectSpec{by_default, 0} ? std::string() : inject_name(m.recur.inject);
+    f.bptt = bptt_name(m.recur.bptt);
+    // The flags must build the spec again, or some of it was not theirs to describe.
+    ModelSpec again;
+    try {
+      again = f.build();
+    } catch (const std::exception& e) {
+      throw usage_error(what + ": its spec is not one the spec flags build (" + e.what() + "); give the spec flags with --d-model instead");
+    }
+    if (!(again == m))
+      throw usage_error(what + ": its spec is not one the spec flags build (its layers differ in a way no flag sets); give the spec flags with --d-model instead");
+    return f;
   }
 
   // The family the flags describe (vocab, layers, MoE placement, injection, BPTT).

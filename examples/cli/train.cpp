@@ -136,15 +136,8 @@ const bool registered_train = add_command([](CLI::App& app) {
     if (a->tokens != std::floor(a->tokens) || a->tokens >= 0x1p62)
       throw usage_error(concat("--tokens must be a whole number below 2^62, not ", a->tokens));
     cfg.tokens = static_cast<int64>(a->tokens);
-    // Which spec flags were given (any of them means the spec comes from the flags).
-    bool spec_flags = false;
-    for (const CLI::Option* o : sub->get_options())
-      if (o->count() > 0 && o->get_name().rfind("--", 0) == 0) {
-        static const char* spec_names[] = {"--d-model", "--heads", "--head-dim", "--kv-heads", "--vocab", "--vocab-multiple",
-                                           "--prelude", "--coda", "--depth", "--recur-layers", "--r", "--inject", "--bptt",
-                                           "--activation", "--mlp-mult", "--experts", "--top-k", "--expert-ff", "--shared-expert"};
-        for (const char* n : spec_names) spec_flags |= o->get_name() == n;
-      }
+    // Whether spec flags were given: they build the spec, laid over the config's if it has one.
+    const bool spec_flags = SpecFlags::any_given(*sub);
     // The config: the file's keys (if any), then the flags given, read as one JSON config so that
     // every key neither gives takes the recipe's default.
     nlohmann::json j = nlohmann::json::object();
@@ -177,7 +170,16 @@ const bool registered_train = add_command([](CLI::App& app) {
     if (tokens_flag && !flops_flag) j["flops"] = 0.0;
     if (flops_flag && !tokens_flag) j["tokens"] = 0;
     if (!j.contains("data")) j["data"] = flags["data"];
-    if (spec_flags && (!a->config_file.empty() || sub->get_option("--d-model")->count() > 0)) j["spec"] = a->spec.build();
+    if (spec_flags && j.contains("spec")) {
+      // The config's spec read back as flags, the flags given laid over them (SpecFlags::from_spec
+      // says how flags that depend on each other combine), so a flag given changes what it names
+      // and nothing else: --moe-every was ignored, and --d-model rebuilt the spec from the defaults.
+      SpecFlags f = SpecFlags::from_spec(train::config_from_json(j).spec, "--config " + a->config_file);
+      f.override_with(a->spec, *sub);
+      j["spec"] = f.build();
+    } else if (spec_flags && (!a->config_file.empty() || sub->get_option("--d-model")->count() > 0)) {
+      j["spec"] = a->spec.build();
+    }
     const bool has_spec = j.contains("spec");
     cfg = train::config_from_json(j);
     if (!has_spec) throw usage_error("--d-model is required (or give --config with a spec)");

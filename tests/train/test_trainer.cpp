@@ -9,8 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -785,6 +789,110 @@ TEST_CASE("loopscale train --recipe: the recipe's defaults, flags and files over
   fs::remove_all(out);
   fs::remove_all(data);
   fs::remove(file);
+}
+
+// Found 4 Dec 2026, evening: with --config, --moe-every, --moe-first-dense and --moe-layers were
+// ignored (rc 0, the same parameters), --d-model rebuilt the spec from the flags' defaults (r 1,
+// depth 20, dense: the config's r, depth and experts dropped), and any other spec flag without
+// --d-model failed "--d-model is required". Every flag of the help's "Model spec" group is tried.
+TEST_CASE("loopscale train --config: each spec flag given changes the config's spec or is refused, the rest kept",
+          "[train][cli][config]") {
+  const fs::path data = make_corpus("cli_spec_over");
+  const fs::path out = temp_dir("cli_spec_over_out");
+  fs::remove_all(out);
+  const std::string dry = "train --seq-len 16 --batch 2 --threads 1 --peak-flops 1e11 --tokens 320 --data " + data.string() +
+                          " --out " + out.string() + " --dry-run ";
+  const auto made = test::run_cli(dry + "--d-model 16 --heads 2 --depth 6 --r 2 --experts 4");
+  INFO(made.out);
+  REQUIRE(made.rc == 0);
+  const nlohmann::json made_j = nlohmann::json::parse(made.out);
+  const nlohmann::json base = made_j.at("config").at("spec");
+  const std::string file = out.string() + "_config.json";
+  std::ofstream(file) << made_j.at("config").dump();
+  const auto over = [&](const std::string& flags) { return test::run_cli(dry + "--config " + file + " " + flags); };
+  const auto spec_of = [](const test::CliResult& r) {
+    INFO(r.out);
+    REQUIRE(r.rc == 0);
+    return nlohmann::json::parse(r.out).at("config").at("spec");
+  };
+  CHECK(spec_of(over("")) == base);
+  // The reporter's cases.
+  const auto every = over("--moe-every 2");
+  CHECK(spec_of(every) != base);
+  CHECK(nlohmann::json::parse(every.out).at("params") != made_j.at("params"));
+  CHECK(spec_of(over("--moe-first-dense 3")) != base);
+  CHECK(spec_of(over("--moe-layers recur")) != base);
+  const nlohmann::json wider = spec_of(over("--d-model 32 --heads 2"));
+  CHECK(wider.at("d_model") == 32);
+  CHECK(wider.at("recur").at("r") == 2);
+  CHECK(wider.at("recur").at("block").at("layer").at("ffn").at("experts") == 4);
+  CHECK(wider.at("prelude").at("layers") == 2);
+  // --r alone keeps the effective depth 6 (prelude 2, coda 2): k = 2 at r 1, and r 1 has no injection.
+  const nlohmann::json once = spec_of(over("--r 1"));
+  CHECK(once.at("d_model") == 16);
+  CHECK(once.at("recur").at("r") == 1);
+  CHECK(once.at("recur").at("block").at("layers") == 2);
+  CHECK(once.at("recur").at("inject").at("kind") == "none");
+  const auto bad = [&](const std::string& flags, const std::string& what) {
+    const auto r = over(flags);
+    INFO(flags << "\n" << r.out);
+    CHECK(r.rc == 2);
+    CHECK(test::count_lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::Contains(what));
+  };
+  bad("--r 4", "--r 4 does not divide depth - prelude - coda = 2");
+  // --experts 0 makes it dense, its MoE settings gone with the experts.
+  CHECK(spec_of(over("--experts 0")).at("recur").at("block").at("layer").at("ffn").at("experts") == 0);
+  // Every spec flag, as `train --help` lists them under "Model spec": a value that differs from the
+  // config's, which either changes the spec or is refused with one line (never ignored).
+  const std::map<std::string, std::string> value = {
+      {"--d-model", "32"},    {"--heads", "4"},          {"--head-dim", "4"},       {"--kv-heads", "1"},     {"--vocab", "300"},
+      {"--vocab-multiple", "128"}, {"--prelude", "1"}, {"--coda", "0"},           {"--depth", "8"},        {"--recur-layers", "2"},
+      {"--r", "1"},           {"--inject", "additive"},  {"--bptt", "1"},           {"--activation", "gelu"}, {"--mlp-mult", "2"},
+      {"--experts", "8"},     {"--top-k", "2"},          {"--expert-ff", "8"},      {"--shared-expert", ""}, {"--moe-every", "2"},
+      {"--moe-first-dense", "3"}, {"--moe-layers", "recur"}};
+  const auto help = test::run_cli("train --help");
+  REQUIRE(help.rc == 0);
+  std::istringstream lines(help.out);
+  std::vector<std::string> flags;
+  bool in_group = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("Model spec:", 0) == 0) {
+      in_group = true;
+    } else if (in_group && line.empty()) {
+      in_group = false;
+    } else if (in_group) {
+      const std::size_t at = line.find("--");
+      if (at != std::string::npos && line.find_first_not_of(' ') == at) flags.push_back(line.substr(at, line.find(' ', at) - at));
+    }
+  }
+  CHECK(flags.size() == value.size());
+  for (const std::string& flag : flags) {
+    INFO(flag);
+    REQUIRE(value.count(flag) == 1);
+    const auto r = over(flag + " " + value.at(flag));
+    INFO(r.out);
+    if (r.rc == 0) {
+      CHECK(nlohmann::json::parse(r.out).at("config").at("spec") != base);
+    } else {
+      CHECK(r.rc == 2);
+      CHECK(test::count_lines(r.out) == 1);
+    }
+  }
+  // A config spec the flags cannot build (rope off): spec flags over it are refused, not half applied.
+  nlohmann::json norope = made_j.at("config");
+  norope["spec"]["prelude"]["layer"]["attn"]["rope"] = false;
+  const std::string norope_file = out.string() + "_norope.json";
+  std::ofstream(norope_file) << norope.dump();
+  const auto r = test::run_cli(dry + "--config " + norope_file + " --r 1");
+  INFO(r.out);
+  CHECK(r.rc == 2);
+  CHECK(test::count_lines(r.out) == 1);
+  CHECK_THAT(r.out, Catch::Contains("its spec is not one the spec flags build"));
+  fs::remove_all(out);
+  fs::remove_all(data);
+  fs::remove(file);
+  fs::remove(norope_file);
 }
 
 TEST_CASE("trainer: accum cuts each step's batch into micro-batches: the same steps within float reassociation, resumes bit for bit",
