@@ -64,16 +64,26 @@ inline CLI::Validator thread_count() {
   return whole_number(0, max_threads, "from 0 (every core) to " + std::to_string(max_threads), "0 to " + std::to_string(max_threads));
 }
 
-// An output folder: an existing folder, or a path that is not there yet (the command makes it);
-// an existing file there would otherwise surface as a filesystem error halfway through.
+// An output folder: an existing folder, or a path that is not there yet (the command makes it).
+// The path and its nearest existing ancestor must be folders: a file there (`--out afile` or
+// `--out afile/sub`) would otherwise surface as an exit-1 filesystem error ("cannot create
+// directories: Not a directory") halfway through, or as a warning and a script that cannot run.
+// The one check of every output folder: train, sweep run/merge/slurm, data, eval --write-builtin.
+inline std::string output_folder_fault(const std::string& v) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::path p(v); !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p, ec)) {
+      if (fs::is_directory(p, ec)) return {};
+      return p == fs::path(v) ? v + " is a file, not a folder" : v + ": " + p.string() + " is a file, not a folder";
+    }
+    if (p == p.parent_path()) break;  // the root, or a name whose parent is itself
+  }
+  return {};
+}
+
 inline CLI::Validator output_folder() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        std::error_code ec;
-        if (std::filesystem::exists(v, ec) && !std::filesystem::is_directory(v, ec)) return v + " is a file, not a folder";
-        return {};
-      },
-      "FOLDER");
+  return CLI::Validator([](std::string& v) { return output_folder_fault(v); }, "FOLDER");
 }
 
 // For options read into unsigned integers (seeds, shard sizes, line counts): CLI11 reads "-1" into

@@ -283,7 +283,7 @@ const bool registered_sweep = add_command([](CLI::App& app) {
     auto dry_run = std::make_shared<bool>(false);
     CLI::App* sub = sweep->add_subcommand("slurm", "print (or write) an sbatch job-array script that runs the sweep's shards");
     src->add_to(*sub);
-    sub->add_option("--out", o->out, "sweep folder on the cluster (shared file system)")->required();
+    sub->add_option("--out", o->out, "sweep folder on the cluster (shared file system)")->required()->check(output_folder());
     sub->add_option("--shards", o->shards, "array tasks")->capture_default_str();
     sub->add_option("--throttle", o->throttle, "at most this many tasks at once (--array=0-N%T; 0: no limit)")->capture_default_str();
     sub->add_option("--program", o->program, "path of loopscale on the cluster")->capture_default_str();

@@ -278,6 +278,28 @@ TEST_CASE("cli: a pipe given as an input file is read (process substitution, /de
   CHECK_THAT(r.out, Catch::Contains("piped"));
 }
 
+// Each of these made its folder only to fail there: exit 1 with "filesystem error: cannot create
+// directories: Not a directory" after the work began (train, sweep run, sweep merge), "eval: cannot
+// make the folder" (eval --write-builtin), or a warning and a script whose folder can never exist
+// (sweep slurm, rc 0). Found 4 Dec 2026.
+TEST_CASE("cli: an output folder under a file is refused before any work, naming the file", "[cli][files]") {
+  const std::string dir = temp_dir("under_file");
+  const std::string file = dir + "/afile";
+  std::ofstream(file) << "hi\n";
+  for (const std::string& sub : {file + "/sub", file + "/a/b"}) {
+    const std::string named = sub + ": " + file + " is a file, not a folder";
+    expect_error("train --tokens 320 --out " + sub, "--out: " + named);
+    expect_error("sweep run --preset smoke --out " + sub, "--out: " + named);
+    expect_error("sweep merge --preset smoke --out " + sub + " " + dir, "--out: " + named);
+    expect_error("sweep slurm --preset smoke --out " + sub, "--out: " + named);
+    expect_error("sweep slurm --preset smoke --out " + sub + " --dry-run", "--out: " + named);
+    expect_error("eval --write-builtin " + sub, "--write-builtin: " + named);
+  }
+  expect_error("sweep run --preset smoke --out " + file, "--out: " + file + " is a file, not a folder");  // the file itself, as before
+  CHECK(std::filesystem::is_regular_file(file));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("cli: a negative value for an unsigned flag is refused (it read as 2^64 - 1)", "[cli][flags]") {
   expect_error("fit --law chinchilla --data /nonexistent.csv --seed -1", "--seed: must not be negative, not -1");
   expect_error("data prepare --input /nonexistent.jsonl --out /tmp/loopscale_never --shard-tokens -5", "--shard-tokens: must not be negative");
