@@ -307,6 +307,11 @@ TEST_CASE("slurm: an option Slurm would refuse, or one that would break the scri
       {"sbatch option with a space", [](SlurmOptions& o) { o.sbatch = {"--constraint a100"}; }, "--sbatch"},
       {"job name with a space", [](SlurmOptions& o) { o.job_name = "my sweep"; }, "--job-name"},
       {"no shards", [](SlurmOptions& o) { o.shards = 0; }, "--shards"},
+      // Slurm's default MaxArraySize (slurm.conf) is 1001: array indices 0 to 1000.
+      {"more shards than a Slurm array holds", [](SlurmOptions& o) { o.shards = 1002; }, "--shards 1002 must be from 1 to 1001"},
+      {"shards past any array", [](SlurmOptions& o) { o.shards = 100000000000; }, "--shards 100000000000"},
+      {"no program", [](SlurmOptions& o) { o.program = ""; }, "--program must name the loopscale program"},
+      {"a blank program", [](SlurmOptions& o) { o.program = "  "; }, "--program"},
   };
   for (const Bad& b : bad) {
     INFO(b.what);
@@ -342,6 +347,10 @@ TEST_CASE("slurm: an option Slurm would refuse, or one that would break the scri
     INFO(g);
     CHECK_NOTHROW(slurm_script(plan, o));
   }
+  SlurmOptions widest = base;  // the largest array Slurm takes by default, and more shards than runs (tasks that run nothing)
+  widest.shards = 1001;
+  REQUIRE(plan.runs.size() < 1001);
+  CHECK(slurm_script(plan, widest).find("#SBATCH --array=0-1000\n") != std::string::npos);
   SlurmOptions spaced = base;  // a folder with a space is fine once the log is elsewhere
   spaced.out = "/scratch/my sweep";
   spaced.log = "/scratch/logs/%A_%a.log";
@@ -382,6 +391,7 @@ TEST_CASE("cli: sweep slurm --dry-run creates nothing, --script writes the file 
   for (const std::string& args : {std::string("--time 25h"), std::string("--mem 64GB"), std::string("--gpus 0"), std::string("--partition 'a b'"),
                                   std::string("--throttle -2"), std::string("--gpu-request x"), std::string("--sbatch=constraint"),
                                   std::string("--signal-seconds 99999"), std::string("--script /nonexistent/dir/x.sh"),
+                                  std::string("--program ''"), std::string("--shards 100000000000"), std::string("--shards 1002"),
                                   std::string("--script ") + dir.string()}) {  // these two exited 1 after the work (4 Dec 2026)
     const auto r = run_cli("sweep slurm --preset smoke --out " + out + " --dry-run " + args);
     INFO(args << ": " << r.out);

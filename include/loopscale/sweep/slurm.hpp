@@ -162,9 +162,19 @@ inline std::string slurm_log(const SlurmOptions& o) { return o.log.empty() ? slu
 // what would break the script.
 inline void check_slurm_options(const SlurmOptions& o) {
   using namespace slurm_detail;
-  if (o.shards < 1) throw sweep_error("--shards must be at least 1");
+  // Each shard is one array task, indices 0 to shards - 1. Slurm's documented default MaxArraySize
+  // in slurm.conf is 1001 (indices 0 to 1000), and sbatch refuses a larger array at submission;
+  // --shards 100000000000 wrote --array=0-99999999999. A cluster that raised MaxArraySize is rare
+  // next to one that did not. Shards above the number of runs are allowed: their tasks run nothing
+  // and end at once, and refusing them would refuse the default 4 for a sweep of one to three runs.
+  constexpr int64 max_array_size = 1001;
+  if (o.shards < 1 || o.shards > max_array_size)
+    throw sweep_error(fmt::format("slurm: --shards {} must be from 1 to {} (Slurm's default MaxArraySize: array indices 0 to {})", o.shards,
+                                  max_array_size, max_array_size - 1));
   if (o.out.empty()) throw sweep_error("slurm: --out (the sweep folder on the cluster) is required");
   if (o.spec_arg.empty()) throw sweep_error("slurm: the spec (file on the cluster or preset) is required");
+  // The script runs the program by this path: '' would be run as a command named nothing.
+  if (o.program.find_first_not_of(" \t") == std::string::npos) throw sweep_error("slurm: --program must name the loopscale program, not be empty");
   if (o.throttle < 0) throw sweep_error(fmt::format("slurm: --throttle {} must be at least 0 (0: no limit)", o.throttle));
   if (o.cpus < 1) throw sweep_error(fmt::format("slurm: --cpus {} must be at least 1", o.cpus));
   if (o.ranks < 1 || o.ranks > 65536) throw sweep_error(fmt::format("slurm: --ranks {} must be between 1 and 65536", o.ranks));
