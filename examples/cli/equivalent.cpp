@@ -1,9 +1,11 @@
 // `loopscale equivalent`: the dense sizes a looped model is worth, in loss and in training cost.
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
 
 #include "law_args.hpp"
+#include "loopscale/spec/limits.hpp"
 
 namespace loopscale::cli {
 namespace {
@@ -33,12 +35,16 @@ void run(const EquivalentArgs& a) {
   if (a.d_model) {
     if (a.n_once || a.n_rec) throw usage_error("equivalent: give either --d-model or --n-once and --n-rec");
     const double rr = a.r;
-    if (rr != std::floor(rr)) throw usage_error("equivalent: --r must be a whole number with --d-model");
+    // Checked as a double before the cast to int64: r = 1e30 became -9223372036854775808 in the
+    // message. r < 1 goes on to the family builder, which names it.
+    if (rr != std::floor(rr) || !(std::abs(rr) <= static_cast<double>(SpecLimits::depth)))
+      throw usage_error(concat("equivalent: --r must be a whole number of at most ", SpecLimits::depth, " with --d-model, not ", rr));
     const InjectionCount inj = injection_option(a.injection.empty() ? "rec" : a.injection);
     try {
       e = law::looped_equivalence(law::paper_member(*a.d_model, static_cast<int64>(rr), a.vocab), phi, inj);
     } catch (const law::data_error& err) {
-      throw usage_error(std::string("equivalent: ") + err.what());
+      const std::string what = err.what();  // the family's errors say no command, looped_equivalence's do
+      throw usage_error(what.starts_with("equivalent: ") ? what : "equivalent: " + what);
     } catch (const spec_error& err) {
       throw usage_error(std::string("equivalent: --d-model ") + std::to_string(*a.d_model) + ": " + err.what());
     }

@@ -1,6 +1,7 @@
 // `loopscale optimal`: the compute-optimal width, parameters and tokens per r for given budgets.
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "law_args.hpp"
 #include "loopscale/spec/limits.hpp"
@@ -39,16 +40,20 @@ void run(const OptimalArgs& a) {
   if (l.name() == "chinchilla") rs = {1};  // a dense law knows no r
   nlohmann::json j{{"law", l.name()}, {"injection", a.injection}, {"allocations", nlohmann::json::array()},
                    {"exponents", nlohmann::json::object()}};
-  // Every allocation first, then the table: a bad budget or r is one line, not half a table.
+  // Every allocation and every r's exponents first, then the table: a bad budget or r, or budgets
+  // too close to fit a slope through (1e18 and 1.00000001e18), is one line, not half a table.
   std::vector<std::vector<law::Allocation>> per_r;
+  std::vector<std::optional<law::ScalingExponents>> exponents;
   for (int64 r : rs) {
     std::vector<law::Allocation>& points = per_r.emplace_back();
-    for (double c : a.budgets) try {
-        points.push_back(law::compute_optimal(l, theta, r, c, o));
-      } catch (const law::data_error& e) {
-        const std::string what = e.what();
-        throw usage_error(what.starts_with("optimal: ") ? what : "optimal: " + what);
-      }
+    std::optional<law::ScalingExponents>& e = exponents.emplace_back();
+    try {
+      for (double c : a.budgets) points.push_back(law::compute_optimal(l, theta, r, c, o));
+      if (points.size() >= 2) e = law::allocation_exponents(points);
+    } catch (const law::data_error& err) {
+      const std::string what = err.what();
+      throw usage_error(what.starts_with("optimal: ") ? what : "optimal: " + what);
+    }
   }
   if (!a.json)
     fmt::print("{:>3} {:>10} {:>8} {:>12} {:>12} {:>8} {:>9}\n", "r", "budget", "d_model", "N*", "D*", "L*", "D*/N*");
@@ -61,13 +66,13 @@ void run(const OptimalArgs& a) {
       j["allocations"].push_back({{"r", r}, {"budget", c}, {"n_opt", x.n_opt}, {"d_opt", x.d_opt}, {"loss_opt", x.loss_opt},
                                   {"d_model", x.best_width.d_model}, {"width_opt", x.width_opt}, {"at_edge", x.at_edge}});
       if (!a.json)
-        fmt::print("{:>3} {:>10.3g} {:>8} {:>12.4g} {:>12.4g} {:>8.4f} {:>9.1f}{}\n", r, c, x.best_width.d_model, x.n_opt, x.d_opt,
+        // %g throughout: a fixed-point L* or D*/N* printed hundreds of digits at extreme budgets.
+        fmt::print("{:>3} {:>10.3g} {:>8} {:>12.4g} {:>12.4g} {:>8.5g} {:>9.4g}{}\n", r, c, x.best_width.d_model, x.n_opt, x.d_opt,
                    x.loss_opt, x.d_opt / x.n_opt, x.at_edge ? "  (at the edge of the widths)" : "");
     }
-    if (points.size() >= 2) {
-      const law::ScalingExponents e = law::allocation_exponents(points);
-      j["exponents"][std::to_string(r)] = {{"a", e.a}, {"b", e.b}};
-      if (!a.json) fmt::print("    r = {}: N* ~ C^{:.3f}, D* ~ C^{:.3f}\n", r, e.a, e.b);
+    if (const std::optional<law::ScalingExponents>& e = exponents[i]) {
+      j["exponents"][std::to_string(r)] = {{"a", e->a}, {"b", e->b}};
+      if (!a.json) fmt::print("    r = {}: N* ~ C^{:.3f}, D* ~ C^{:.3f}\n", r, e->a, e->b);
     }
   }
   if (a.json) std::cout << j.dump(2) << "\n";

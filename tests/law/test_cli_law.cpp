@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -144,7 +146,8 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
   // E_start = 0 is outside Clark's transform: refused as read, before any loss is predicted.
   expect_error(moe + "--param E_start=0 --n-act 1e8", "--param E_start=0 is not positive (Clark's expert transform needs 0 < E_start < E_max)");
   expect_error(moe + "--param E_start=1 --n-act inf", "must be finite");
-  expect_error(moe + "--param E_start=1 --n-act 1e8 --R 1e300", "predicts no finite loss");
+  // R = 1e300 leaves no token of data (C / (6 N_unroll) underflows): refused before any loss is predicted.
+  expect_error(moe + "--param E_start=1 --n-act 1e8 --R 1e300", "design: the budget 1e+19 FLOPs at R = 1e+300 leaves D = C / (6 N_unroll) = 0 tokens");
   expect_error(moe + "--param E_start=1 --n-act 1e8 --top-k 1.5", "design: top_k must be a whole number >= 1, not 1.5");
   expect_error("design --fit /tmp --n-act 1e8 --n-loop 5e7 --expert-params 2e7 --budget 1e19", "is a folder, not a fit file");
   expect_error(fit + epoch_csv + epoch_map + " --threads 100000", "--threads: must be a whole number from 0 (every core) to 1024");
@@ -165,6 +168,50 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
       expect_error(std::string("fit --law ") + law + " --starts random:4 --threads 1 --data " + epoch_csv + epoch_map +
                        " --huber-delta " + delta,
                    "--huber-delta");
+}
+
+// Found by probing the law commands at the edges of their numbers (4 Dec 2026, evening): each
+// printed inf, a number hundreds of digits long, an optimum with less than one token of data, or
+// half a table before its error.
+TEST_CASE("optimal, equivalent and design at the edges of their numbers: one line and exit 2, never inf or half a table", "[law][cli]") {
+  const auto expect_error = [](const std::string& args, const std::string& text) {
+    const auto r = run_cli(args);
+    INFO(args << "\n-> " << r.out);
+    CHECK(r.rc == 2);
+    CHECK(count_lines(r.out) == 1);  // the error alone: no table header or rows before it
+    CHECK(r.out.find(text) != std::string::npos);
+    CHECK(r.out.find("check the constants") == std::string::npos);  // the constants are fine
+  };
+  const std::string optimal = "optimal --law iso-depth --param E=1.56773 --param A=28.027 --param B=915.82 --param alpha=0.19924 "
+                              "--param beta=0.36863 --param phi=0.459 ";
+  expect_error(optimal + "--budget 1e18 --budget 1.00000001e18 --r 1", "exponents need at least two different budgets");
+  expect_error(optimal + "--budget 1e18 --budget 1.00000001e18 --r 1,2", "exponents need at least two different budgets");
+  expect_error(optimal + "--budget 1e-300 --r 1", "optimal: the budget 1e-300 FLOPs buys at most ");
+  expect_error(optimal + "--budget 1e-300 --r 1", "less than one sequence of 2048 tokens (--seq-len)");
+  expect_error(optimal + "--budget 1e-320 --r 1", "less than one sequence of 2048 tokens");
+  expect_error(optimal + "--budget 1e18 --budget 1e-300 --r 1", "the budget 1e-300 FLOPs");
+  // A budget the law can still answer prints %g-style: no column of hundreds of digits.
+  const auto huge = run_cli(optimal + "--budget 1e300 --budget 1e301 --r 1");
+  INFO(huge.out);
+  CHECK(huge.rc == 0);
+  std::istringstream lines(huge.out);
+  for (std::string line; std::getline(lines, line);) CHECK(line.size() < 120);
+
+  expect_error("equivalent --n-once 1e6 --n-rec 1e6 --r 2 --param phi=1e300", "--param phi=1e+300: outside the iso-depth law's box, phi in [-3, 3]");
+  expect_error("equivalent --n-once 1e6 --n-rec 1e6 --r 2 --param phi=-7", "--param phi=-7: outside the iso-depth law's box, phi in [-3, 3]");
+  expect_error("equivalent --n-once 1e6 --n-rec 1e6 --r 1e300 --param phi=5", "--param phi=5: outside");
+  expect_error("equivalent --n-once 1e6 --n-rec 1e6 --r 1e300 --param phi=3", "beyond the largest number (inf)");
+  expect_error("equivalent --n-once 1e308 --n-rec 1e308 --r 2 --param phi=0.459", "equivalent: N_once 1e+308, N_rec 1e+308, r 2, phi 0.459");
+  expect_error("equivalent --d-model 2048 --r 1e30 --param phi=0.459", "equivalent: --r must be a whole number of at most 4096 with --d-model, not 1e+30");
+  expect_error("equivalent --d-model 2048 --r 4 --param phi=-7", "loopscale: error: equivalent: --param phi=-7: outside");  // named once
+  const auto edge = run_cli("equivalent --n-once 1e6 --n-rec 1e6 --r 2 --param phi=3 --json");  // the box's edge is in it
+  REQUIRE(edge.rc == 0);
+  CHECK(nlohmann::json::parse(edge.out)["dense_equivalent_params"].get<double>() == Approx(1e6 + 8e6));
+
+  expect_error("design --param c=1.5 --param A=20 --param B=400 --param alpha=0.2 --param beta=0.3 --param delta=0 --param gamma=0 "
+               "--param omega=0 --param zeta=0 --param kappa1=0.37 --param kappa2=1.4 --param theta=0.33 --param E_start=1 --param E_max=1e5 "
+               "--epsilon 0.01 --n-act 1e8 --n-loop 5e7 --expert-params 5e7 --budget 1e19 --R 1,1e15",
+               "design: the budget 1e+19 FLOPs at R = 1e+15 leaves D = C / (6 N_unroll) = ");
 }
 
 TEST_CASE("the --injection option: where the injection counts, on equivalent, optimal, fit and law", "[law][cli][injection]") {

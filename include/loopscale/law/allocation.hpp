@@ -75,6 +75,16 @@ inline Allocation compute_optimal(const AnyLaw& law, const Eigen::VectorXd& thet
     w.tokens = budget / w.flops_per_token;
     a.widths.push_back(w);
   }
+  // Less than one sequence of data (--seq-len tokens) is no training run: a law fitted on trained
+  // models says nothing there, and printed D* = 9e-309 tokens at budget 1e-300 as an optimum (at
+  // 1e-320, D underflowed to 0 and the NaN it predicted blamed the constants). The smallest width
+  // gets the most tokens; the optimum is checked again below.
+  const auto too_few_tokens = [&](const char* what, double tokens, const std::string& where) {
+    return data_error(concat("optimal: the budget ", budget, " FLOPs buys ", what, tokens, " tokens at r ", r, where,
+                             ", less than one sequence of ", opt.seq_len, " tokens (--seq-len); give a larger budget"));
+  };
+  if (!a.widths.empty() && !(a.widths.front().tokens >= static_cast<double>(opt.seq_len)))
+    throw too_few_tokens("at most ", a.widths.front().tokens, concat(" (d_model ", a.widths.front().d_model, ", the smallest width)"));
   const auto k = static_cast<Eigen::Index>(a.widths.size());
   for (const char* c : {"N", "N_once", "N_rec", "r", "D", "N_act", "N_loop", "R"}) runs.set(c).resize(k);
   for (Eigen::Index i = 0; i < k; ++i) {
@@ -128,6 +138,7 @@ inline Allocation compute_optimal(const AnyLaw& law, const Eigen::VectorXd& thet
       a.width_opt = std::exp(W[0] + W[1] * dx + W[2] * dx * dx);
     }
   }
+  if (!(a.d_opt >= static_cast<double>(opt.seq_len))) throw too_few_tokens("D* = ", a.d_opt, "");
   return a;
 }
 

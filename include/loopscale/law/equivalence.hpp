@@ -10,10 +10,13 @@
 #pragma once
 
 #include <cmath>
+#include <string>
 
 #include "loopscale/account/injection_convention.hpp"
 #include "loopscale/account/params.hpp"
+#include "loopscale/law/iso_depth.hpp"
 #include "loopscale/law/runs.hpp"
+#include "loopscale/util/text.hpp"
 
 namespace loopscale::law {
 
@@ -30,8 +33,20 @@ inline Equivalence looped_equivalence(double n_once, double n_rec, double r, dou
   if (!(n_once >= 0) || !(n_rec > 0) || !std::isfinite(n_once) || !std::isfinite(n_rec))
     throw data_error("equivalent: --n-once must be >= 0 and --n-rec > 0");
   if (!(r >= 1) || !std::isfinite(r)) throw data_error("equivalent: --r must be >= 1");
-  if (!std::isfinite(phi)) throw data_error("equivalent: phi must be finite");
-  return {n_once + n_rec, n_once, n_rec, n_once + std::pow(r, phi) * n_rec, n_once + r * n_rec, ""};
+  // phi as the iso-depth law takes it: in its domain (domain_fault, as theta_of asks) and within the
+  // box a fit of it searches (PowerRecurrence: [-3, 3]): phi = -7 was accepted as if fitted, and
+  // phi = 1e300 made r^phi infinite.
+  const AnyLaw law{IsoDepth{}};
+  if (const std::string fault = law.domain_fault({{"phi", phi}}); !fault.empty()) throw data_error("equivalent: --param " + fault);
+  const Parameter box = law.parameters()[static_cast<std::size_t>(index_of(law.parameters(), "phi"))];
+  if (!std::isfinite(phi) || phi < box.lo || phi > box.hi)
+    throw data_error(concat("equivalent: --param phi=", phi, ": outside the iso-depth law's box, phi in [", box.lo, ", ", box.hi, "]"));
+  const Equivalence e{n_once + n_rec, n_once, n_rec, n_once + std::pow(r, phi) * n_rec, n_once + r * n_rec, ""};
+  // Each input finite and in range, yet the sums can overflow together (N_once = N_rec = 1e308).
+  if (!std::isfinite(e.params) || !std::isfinite(e.dense_equivalent_params) || !std::isfinite(e.unrolled_params))
+    throw data_error(concat("equivalent: N_once ", n_once, ", N_rec ", n_rec, ", r ", r, ", phi ", phi,
+                            " give a dense size beyond the largest number (inf); check --n-once, --n-rec and --r"));
+  return e;
 }
 
 // From a model spec: N_once and N_rec as the accounting counts them under `injection`.

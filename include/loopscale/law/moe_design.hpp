@@ -90,6 +90,11 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
       p.m = s.n_act / p.n_total;
       p.n_unroll = s.n_act + (p.R - 1) * s.n_loop;
       p.tokens = s.budget / (6 * p.n_unroll);
+      // Less than one token of data is no training run, and the law's prediction there no loss:
+      // budget 1e19 with R = 1e15 was chosen as the optimum with D = 3.3e-5 tokens and loss 1.07e7.
+      if (!(p.tokens >= 1))
+        throw data_error(concat("design: the budget ", s.budget, " FLOPs at R = ", p.R, " leaves D = C / (6 N_unroll) = ", p.tokens,
+                                " tokens, less than one; give a larger budget or smaller R"));
       p.fits_memory = s.memory_bytes <= 0 || p.n_total * s.bytes_per_weight <= s.memory_bytes;
       p.fits_compute = s.max_inference_flops <= 0 || 2 * p.n_unroll <= s.max_inference_flops;
       const auto q = static_cast<Eigen::Index>(i * ne + j);
