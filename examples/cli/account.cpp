@@ -16,6 +16,7 @@
 #include "loopscale/account/account_json.hpp"
 #include "loopscale/account/compare.hpp"
 #include "loopscale/spec/spec_json.hpp"
+#include "loopscale/util/json_parse.hpp"
 #include "spec_flags.hpp"
 
 namespace loopscale::cli {
@@ -91,7 +92,7 @@ SpecFile read_spec(const std::string& arg) {
   std::stringstream text;
   text << in.rdbuf();
   try {
-    const nlohmann::json j = nlohmann::json::parse(text.str());
+    const nlohmann::json j = parse_json_bounded<usage_error>(text.str(), "--compare: " + path.string());
     const bool config = j.is_object() && j.contains("spec");
     const ModelSpec m = (config ? j.at("spec") : j).get<ModelSpec>();
     // Sizes too large to count first (spec/limits.hpp): int64 accounting past them is undefined.

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "law_args.hpp"
+#include "loopscale/util/json_parse.hpp"
 
 namespace loopscale::cli {
 namespace {
@@ -40,7 +41,7 @@ FitFile read_fit(const std::string& path, bool rmse_used) {
   if (!in) throw usage_error("design: cannot open --fit '" + path + "'");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = parse_json_bounded<usage_error>(in, "design: --fit " + path);
   } catch (const nlohmann::json::exception& e) {
     throw usage_error("design: --fit " + path + " is not JSON that loopscale can read (" + e.what() + "; write it with `loopscale fit --json`)");
   }

@@ -20,6 +20,7 @@
 #include "loopscale/sweep/slurm.hpp"
 #include "loopscale/util/atomic_file.hpp"
 #include "loopscale/util/interrupt.hpp"
+#include "loopscale/util/json_parse.hpp"
 
 namespace loopscale::cli {
 namespace {
@@ -46,7 +47,7 @@ struct SpecSource {
     if (!in) throw usage_error("cannot read spec file " + file);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(in);
+      j = parse_json_bounded<usage_error>(in, file);
     } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e400 (tests/fuzz)
       throw usage_error(file + ": not valid JSON (" + std::string(e.what()) + ")");
     }

@@ -24,6 +24,7 @@
 #include "loopscale/train/trainer.hpp"
 #include "loopscale/util/atomic_file.hpp"
 #include "loopscale/util/interrupt.hpp"
+#include "loopscale/util/json_parse.hpp"
 #include "processes.hpp"
 #include "spec_flags.hpp"
 
@@ -146,7 +147,7 @@ const bool registered_train = add_command([](CLI::App& app) {
       std::ifstream f(a->config_file);
       if (!f) throw usage_error("--config: cannot open " + a->config_file);
       try {
-        j = nlohmann::json::parse(f);
+        j = parse_json_bounded<usage_error>(f, "--config: " + a->config_file);
       } catch (const nlohmann::json::exception& e) {
         throw usage_error("--config: " + a->config_file + " is not valid JSON: " + e.what());
       }

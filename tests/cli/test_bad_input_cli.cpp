@@ -315,3 +315,28 @@ TEST_CASE("cli: a real-number flag that is NaN or out of range is refused as rea
     expect_error(std::string("sweep compare ") + dir + " " + dir + " --level " + level, "--level: must be a number from 0.5 to 0.999");
   }
 }
+
+TEST_CASE("cli: a JSON file nested past the depth limit is refused at parse time, naming the file", "[cli][json]") {
+  // 100000 levels: nlohmann parses them, then dumping one into an error message (or copying it)
+  // recursed past the stack, a SIGSEGV (exit 139); 5000 levels were refused properly.
+  const auto dir = temp_dir("deep_json");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const auto spec = nlohmann::json::parse(run_cli("account --json --d-model 256 --vocab 256 --seq-len 256").out).at("spec");
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  const std::string good = write("spec.json", spec.dump());
+  for (const std::string& text : {deep, "{\"spec\":" + deep + "}"}) {
+    const std::string f = write("deep.json", text);
+    expect_error("account --compare " + f + " " + good, "--compare: " + f + ": JSON nested deeper than 128 levels");
+  }
+  expect_error("sweep plan " + write("budgets.json", "{\"budgets\":[" + deep + "]}"), "JSON nested deeper than 128 levels");
+  expect_error("sweep plan " + write("name.json", "{\"name\":" + deep + "}"), "JSON nested deeper than 128 levels");
+  // Under the limit, a bad value is described briefly, not dumped whole.
+  const std::string shallow = std::string(100, '[') + std::string(100, ']');
+  const auto r = run_cli("sweep plan " + write("shallow.json", "{\"budgets\":[" + shallow + "]}"));
+  CHECK(r.rc == 2);
+  CHECK(count_lines(r.out) == 1);
+  CHECK(r.out.find("a deeply nested array") != std::string::npos);
+}

@@ -4,6 +4,7 @@
 
 #include <loopscale/loopscale.hpp>
 #include <loopscale/spec/spec_json.hpp>
+#include <loopscale/util/json_parse.hpp>
 
 using namespace loopscale;
 
@@ -229,4 +230,19 @@ TEST_CASE("expansions as fractions", "[spec][family]") {
   CHECK(expansion_fraction(2.667) == std::pair<int64, int64>{2667, 1000});
   CHECK_THROWS_AS(expansion_fraction(0), spec_error);
   CHECK_THROWS_AS(expansion_fraction(0.0001), spec_error);
+}
+
+TEST_CASE("JSON nested past the depth limit is refused at parse time, and a deep bad value is described without dumping it",
+          "[spec][json]") {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  CHECK_THROWS_WITH(parse_json_bounded<spec_error>(deep, "f.json"), "f.json: JSON nested deeper than 128 levels");
+  CHECK_THROWS_WITH(parse_json_bounded<spec_error>("{\"spec\":" + deep + "}", "f.json"), Catch::Contains("deeper than 128"));
+  const std::string at_limit = std::string(json_depth_limit, '[') + std::string(json_depth_limit, ']');
+  CHECK(parse_json_bounded<spec_error>(at_limit, "f.json").is_array());
+  CHECK_THROWS_AS(parse_json_bounded<spec_error>("[" + at_limit + "]", "f.json"), spec_error);
+  // nlohmann parses and frees such a value iteratively; a dump in an error message recursed
+  // (SIGSEGV). Held where it was parsed: a copy would recurse too.
+  const nlohmann::json v = nlohmann::json::parse(deep);
+  CHECK_THROWS_WITH(v.get<ModelSpec>(), Catch::Contains("must be an object, got a deeply nested array"));
+  CHECK(json_brief(nlohmann::json(std::string(200, '7'))).size() == 60);  // cut to 57 characters and "..."
 }

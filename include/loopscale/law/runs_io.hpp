@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loopscale/law/runs.hpp"
+#include "loopscale/util/json_parse.hpp"
 
 namespace loopscale::law {
 
@@ -102,7 +103,7 @@ inline RunTable read_jsonl(std::istream& in, const std::string& source) {
     if (detail::blank(text)) continue;
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(text);
+      j = parse_json_bounded<data_error>(text, "data: " + source + " line " + std::to_string(line));
     } catch (const nlohmann::json::exception&) {  // parse_error, and out_of_range for 1e400 (tests/fuzz)
       throw data_error("data: " + source + " line " + std::to_string(line) + ": not a JSON object");
     }

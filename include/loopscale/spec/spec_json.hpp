@@ -15,6 +15,7 @@
 
 #include "loopscale/spec/limits.hpp"
 #include "loopscale/spec/spec.hpp"
+#include "loopscale/util/json_parse.hpp"
 
 namespace loopscale {
 
@@ -37,7 +38,7 @@ namespace detail {
 // Reading is strict about field names too: a misspelt key ("qknorm") would otherwise be ignored
 // and the model built with the default, silently.
 inline void only_fields(const nlohmann::json& j, const char* what, std::initializer_list<const char*> fields) {
-  if (!j.is_object()) throw spec_error(concat("spec: ", what, " must be an object, got ", j.dump().substr(0, 200)));
+  if (!j.is_object()) throw spec_error(concat("spec: ", what, " must be an object, got ", json_brief(j)));
   for (const auto& [k, v] : j.items()) {
     bool known = false;
     std::string list;
@@ -80,7 +81,7 @@ inline void from_json(const nlohmann::json& j, StackSpec& s) {
   }
   if (j.contains("layer")) detail::check_layer_fields(j.at("layer"));
   if (!n.is_number_integer() || n.get<int64>() < 0)
-    throw spec_error(concat("spec: a stack's 'layers' must be a count >= 0 or a list of layers, got ", n.dump()));
+    throw spec_error(concat("spec: a stack's 'layers' must be a count >= 0 or a list of layers, got ", json_brief(n)));
   // Checked before the layers are made: "layers": 1e12 would otherwise fill the memory (tests/fuzz).
   if (n.get<int64>() > SpecLimits::depth)
     throw spec_error(concat("spec: a stack's 'layers' = ", n.dump(), " is above the limit ", SpecLimits::depth, " (spec/limits.hpp)"));

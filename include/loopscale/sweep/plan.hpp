@@ -34,6 +34,7 @@
 #include "loopscale/spec/spec.hpp"
 #include "loopscale/spec/spec_json.hpp"
 #include "loopscale/util/json_number.hpp"
+#include "loopscale/util/json_parse.hpp"
 
 namespace loopscale::sweep {
 
@@ -125,11 +126,11 @@ template <class T>
 void read_field(const nlohmann::json& j, const char* key, T& out) {
   if (!j.contains(key)) return;
   if (!json_whole<T>(j.at(key)))  // get<T>() of 1e300 or 2.5 would be undefined or truncate
-    throw sweep_error(fmt::format("sweep spec: field '{}' must be a whole number, got {}", key, j.at(key).dump()));
+    throw sweep_error(fmt::format("sweep spec: field '{}' must be a whole number, got {}", key, json_brief(j.at(key))));
   try {
     out = j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw sweep_error(fmt::format("sweep spec: field '{}' has the wrong type ({})", key, j.at(key).dump()));
+    throw sweep_error(fmt::format("sweep spec: field '{}' has the wrong type ({})", key, json_brief(j.at(key))));
   }
 }
 
@@ -181,11 +182,11 @@ inline void from_json(const nlohmann::json& j, SweepSpec& s) {
     s.budgets.clear();
     for (const auto& b : j.at("budgets")) {
       if (!b.is_object() || !b.contains("C") || !b.contains("s") || !b.at("C").is_number() || !b.at("s").is_array())
-        throw sweep_error("sweep spec: every budget needs \"C\" (FLOPs) and \"s\" (width multipliers), got " + b.dump());
+        throw sweep_error("sweep spec: every budget needs \"C\" (FLOPs) and \"s\" (width multipliers), got " + json_brief(b));
       ComputeBudget x;
       x.flops = b.at("C").get<double>();
       for (const auto& w : b.at("s")) {
-        if (!w.is_number_integer()) throw sweep_error("sweep spec: width multipliers must be integers, got " + w.dump());
+        if (!w.is_number_integer()) throw sweep_error("sweep spec: width multipliers must be integers, got " + json_brief(w));
         x.widths.push_back(w.get<int64>());
       }
       s.budgets.push_back(std::move(x));
