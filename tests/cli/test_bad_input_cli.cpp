@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -339,4 +340,31 @@ TEST_CASE("cli: a JSON file nested past the depth limit is refused at parse time
   CHECK(r.rc == 2);
   CHECK(count_lines(r.out) == 1);
   CHECK(r.out.find("a deeply nested array") != std::string::npos);
+}
+
+TEST_CASE("cli: account --compare refuses a fraction or an out-of-range number in an integer field of a spec, naming the field",
+          "[cli][json]") {
+  // They were truncated (256.5 counted as 256, r 2.99 as 2, exit 0) or undefined (1e300).
+  const auto dir = temp_dir("whole_fields");
+  const auto spec = nlohmann::json::parse(run_cli("account --json --d-model 256 --vocab 256 --seq-len 256").out).at("spec");
+  const std::string good = dir + "/spec.json";
+  std::ofstream(good) << spec.dump();
+  const auto check = [&](const char* field, const std::function<void(nlohmann::json&)>& mutate) {
+    nlohmann::json bad = spec;
+    mutate(bad);
+    const std::string f = dir + "/bad.json";
+    std::ofstream(f) << bad.dump();
+    expect_error("account --compare " + f + " " + good, std::string("field '") + field + "' must be a whole number");
+  };
+  check("d_model", [](nlohmann::json& j) { j["d_model"] = 256.5; });
+  check("vocab", [](nlohmann::json& j) { j["vocab"] = 1e300; });
+  check("d_model", [](nlohmann::json& j) { j["d_model"] = nlohmann::json::parse("9223372036854775808"); });
+  check("r", [](nlohmann::json& j) { j["recur"]["r"] = 2.99; });
+  check("mult_num", [](nlohmann::json& j) { j["prelude"]["layer"]["ffn"]["mult_num"] = 3.7; });
+  check("heads", [](nlohmann::json& j) { j["coda"]["layer"]["attn"]["heads"] = 2.5; });
+  // A whole number written as a float is that number.
+  nlohmann::json whole = spec;
+  whole["d_model"] = 256.0;
+  std::ofstream(dir + "/whole.json") << whole.dump();
+  CHECK(run_cli("account --compare " + dir + "/whole.json " + good).rc == 0);
 }

@@ -232,6 +232,28 @@ TEST_CASE("expansions as fractions", "[spec][family]") {
   CHECK_THROWS_AS(expansion_fraction(0.0001), spec_error);
 }
 
+TEST_CASE("spec JSON: an integer field given a fraction or a number past int64 is refused, naming the field", "[spec][json]") {
+  // get<int64>() of a JSON float is a cast: 256.5 read as 256, r 2.99 as 2, 1e300 undefined.
+  const nlohmann::json good = paper_r4();
+  const auto refused = [&](const nlohmann::json::json_pointer& at, const nlohmann::json& v, const std::string& field) {
+    nlohmann::json j = good;
+    j[at] = v;
+    INFO(at.to_string());
+    CHECK_THROWS_WITH(j.get<ModelSpec>(), Catch::Contains("field '" + field + "' must be a whole number"));
+  };
+  refused("/d_model"_json_pointer, 256.5, "d_model");
+  refused("/vocab"_json_pointer, 1e300, "vocab");
+  refused("/vocab_multiple"_json_pointer, nlohmann::json::parse("9223372036854775808"), "vocab_multiple");
+  refused("/recur/r"_json_pointer, 2.99, "r");
+  refused("/recur/bptt"_json_pointer, 0.5, "bptt");
+  refused("/recur/inject/lanes"_json_pointer, 1.5, "lanes");
+  refused("/prelude/layer/ffn/mult_num"_json_pointer, 3.7, "mult_num");
+  refused("/coda/layer/attn/kv_heads"_json_pointer, -1.5, "kv_heads");
+  nlohmann::json whole = good;
+  whole["d_model"] = 384.0;  // a whole number written as a float is that number
+  CHECK(whole.get<ModelSpec>() == paper_r4());
+}
+
 TEST_CASE("JSON nested past the depth limit is refused at parse time, and a deep bad value is described without dumping it",
           "[spec][json]") {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');

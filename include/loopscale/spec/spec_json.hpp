@@ -15,6 +15,7 @@
 
 #include "loopscale/spec/limits.hpp"
 #include "loopscale/spec/spec.hpp"
+#include "loopscale/util/json_number.hpp"
 #include "loopscale/util/json_parse.hpp"
 
 namespace loopscale {
@@ -49,11 +50,24 @@ inline void only_fields(const nlohmann::json& j, const char* what, std::initiali
     if (!known) throw spec_error(concat("spec: unknown ", what, " field '", k, "' (", list, ")"));
   }
 }
+// Every integer field is read with get<int64>(), a static_cast of a JSON float: "d_model": 256.5
+// would count as 256 and 1e300 is undefined. So the integer fields of an object are checked first.
+inline void whole_fields(const nlohmann::json& j, const char* what, std::initializer_list<const char*> fields) {
+  for (const char* f : fields)
+    if (j.contains(f) && !json_whole<int64>(j.at(f)))
+      throw spec_error(concat("spec: ", what, " field '", f, "' must be a whole number that fits in 64 bits, got ", json_brief(j.at(f))));
+}
 // A layer object and its attn and ffn objects.
 inline void check_layer_fields(const nlohmann::json& j) {
   only_fields(j, "layer", {"attn", "ffn"});
-  if (j.contains("attn")) only_fields(j.at("attn"), "attn", {"heads", "head_dim", "kv_heads", "rope", "qk_norm"});
-  if (j.contains("ffn")) only_fields(j.at("ffn"), "ffn", {"act", "mult_num", "mult_den", "hidden", "experts", "top_k", "shared_expert"});
+  if (j.contains("attn")) {
+    only_fields(j.at("attn"), "attn", {"heads", "head_dim", "kv_heads", "rope", "qk_norm"});
+    whole_fields(j.at("attn"), "attn", {"heads", "head_dim", "kv_heads"});
+  }
+  if (j.contains("ffn")) {
+    only_fields(j.at("ffn"), "ffn", {"act", "mult_num", "mult_den", "hidden", "experts", "top_k", "shared_expert"});
+    whole_fields(j.at("ffn"), "ffn", {"mult_num", "mult_den", "hidden", "experts", "top_k"});
+  }
 }
 }  // namespace detail
 
@@ -108,7 +122,11 @@ inline void to_json(nlohmann::json& j, const RecurSpec& r) {
 }
 inline void from_json(const nlohmann::json& j, RecurSpec& r) {
   detail::only_fields(j, "recur", {"block", "r", "inject", "bptt", "state_norm"});
-  if (j.contains("inject")) detail::only_fields(j.at("inject"), "inject", {"kind", "lanes"});
+  detail::whole_fields(j, "recur", {"r", "bptt"});
+  if (j.contains("inject")) {
+    detail::only_fields(j.at("inject"), "inject", {"kind", "lanes"});
+    detail::whole_fields(j.at("inject"), "inject", {"lanes"});
+  }
   const RecurSpec defaults{};
   r.block = j.value("block", defaults.block);
   r.r = j.value("r", defaults.r);
@@ -127,6 +145,7 @@ inline void to_json(nlohmann::json& j, const ModelSpec& m) {
 }
 inline void from_json(const nlohmann::json& j, ModelSpec& m) {
   detail::only_fields(j, "model", {"d_model", "vocab", "vocab_multiple", "prelude", "recur", "coda"});
+  detail::whole_fields(j, "model", {"d_model", "vocab", "vocab_multiple"});
   const ModelSpec defaults{};
   m.d_model = j.value("d_model", defaults.d_model);
   m.vocab = j.value("vocab", defaults.vocab);
