@@ -65,7 +65,7 @@ struct SpecFlags {
     app.add_option("--inject", inject, "none | linear | additive | passthrough | hyper:L | hyper-shared:L (L lanes) (default: linear for r > 1, none for r = 1)");
     app.add_option("--bptt", bptt, "recurrences that get gradients: full | half | K")->capture_default_str();
     app.add_option("--activation", activation, "relu2 | gelu | swiglu")->capture_default_str();
-    app.add_option("--mlp-mult", mlp_mult, "MLP expansion (hidden = mult * d_model)")->capture_default_str();
+    app.add_option("--mlp-mult", mlp_mult, "MLP expansion (hidden = mult * d_model): a multiple of 0.001 whose fraction in lowest terms has terms <= 256 (2.5, 2.75)")->capture_default_str();
     app.add_option("--experts", experts, "routed experts per MoE layer (0: dense MLP)")->capture_default_str();
     app.add_option("--top-k", top_k, "experts per token (default 1)")->check(at_least(1));
     app.add_option("--expert-ff", expert_ff, "hidden width of one expert (default: mlp-mult * d_model)")->check(at_least(1));
@@ -214,7 +214,7 @@ struct SpecFlags {
     if (!act) throw usage_error("--activation must be " + name_choices<Activation>() + ", not '" + activation + "'");
     f.layer.ffn.act = *act;
     if (!(mlp_mult > 0) || !std::isfinite(mlp_mult)) throw usage_error("--mlp-mult must be positive");
-    std::tie(f.layer.ffn.mult_num, f.layer.ffn.mult_den) = expansion_fraction(mlp_mult);
+    std::tie(f.layer.ffn.mult_num, f.layer.ffn.mult_den) = expansion_fraction(mlp_mult, "--mlp-mult");
     if (experts < 0) throw usage_error("--experts must not be negative");
     if (expert_ff < 0) throw usage_error("--expert-ff must not be negative");
     if (top_k < 0) throw usage_error("--top-k must not be negative");

@@ -368,3 +368,11 @@ TEST_CASE("cli: account --compare refuses a fraction or an out-of-range number i
   std::ofstream(dir + "/whole.json") << whole.dump();
   CHECK(run_cli("account --compare " + dir + "/whole.json " + good).rc == 0);
 }
+
+TEST_CASE("cli: --mlp-mult that is not a multiple of 0.001 with a small fraction is refused, naming the flag and the rule", "[cli][flags]") {
+  // 2.0004 became 2 silently; 2.71828 was refused as "mult_num = 1359 is above the limit 256".
+  for (const char* v : {"2.0004", "2.71828", "2.667"})
+    expect_error(std::string("account --d-model 384 --mlp-mult ") + v,
+                 std::string("--mlp-mult ") + v + " must be a multiple of 0.001 whose fraction in lowest terms");
+  CHECK(run_cli("account --d-model 384 --mlp-mult 2.75").rc == 0);
+}

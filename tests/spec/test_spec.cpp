@@ -227,9 +227,18 @@ TEST_CASE("the family builder: members, block size, BPTT, MoE placement", "[spec
 TEST_CASE("expansions as fractions", "[spec][family]") {
   CHECK(expansion_fraction(4) == std::pair<int64, int64>{4, 1});
   CHECK(expansion_fraction(0.5) == std::pair<int64, int64>{1, 2});
-  CHECK(expansion_fraction(2.667) == std::pair<int64, int64>{2667, 1000});
+  CHECK(expansion_fraction(2.75) == std::pair<int64, int64>{11, 4});
+  CHECK(expansion_fraction(0.1 + 0.2) == std::pair<int64, int64>{3, 10});  // 0.30000000000000004: within the tolerance
   CHECK_THROWS_AS(expansion_fraction(0), spec_error);
   CHECK_THROWS_AS(expansion_fraction(0.0001), spec_error);
+}
+
+TEST_CASE("expansions off the 0.001 grid or past the fraction limit are refused, naming the value", "[spec][family]") {
+  // 2.0004 was rounded to 2 silently; 2.667 = 2667/1000 was returned and refused later as
+  // "mult_num = 2667 is above the limit", naming neither the value given nor the rule.
+  CHECK_THROWS_WITH(expansion_fraction(2.0004, "--mlp-mult"), Catch::Contains("--mlp-mult 2.0004 must be a multiple of 0.001"));
+  CHECK_THROWS_WITH(expansion_fraction(2.667), Catch::Contains("2.667 must be a multiple of 0.001 whose fraction in lowest terms"));
+  CHECK_THROWS_WITH(expansion_fraction(0.003), Catch::Contains("at most 256"));  // 3/1000
 }
 
 TEST_CASE("spec JSON: an integer field given a fraction or a number past int64 is refused, naming the field", "[spec][json]") {

@@ -126,19 +126,28 @@ struct ComputeBudget {
 };
 
 // An expansion given as a decimal (the command line's --mlp-mult 2.5, a sweep's expert_ff 0.5) as
-// the fraction num / den of FfnSpec, to three decimals, so hidden = d * num / den stays integral.
-inline std::pair<int64, int64> expansion_fraction(double x) {
-  if (!(x > 0) || !std::isfinite(x)) throw spec_error("mlp: the expansion must be a positive number");
+// the fraction num / den of FfnSpec, so hidden = d * num / den stays integral. The decimal must be
+// a multiple of 0.001 (2.0004 would otherwise be rounded to 2 silently) whose fraction in lowest
+// terms fits FfnSpec's limits (spec/limits.hpp), so 2.5 = 5/2 is one and 2.667 = 2667/1000 is not:
+// refused here, naming the value as given, rather than later as "mult_num = 2667". `what` names
+// the value in messages ("--mlp-mult").
+inline std::pair<int64, int64> expansion_fraction(double x, const std::string& what = "mlp: the expansion") {
+  char shown[32];
+  std::snprintf(shown, sizeof shown, "%.10g", x);
+  if (!(x > 0) || !std::isfinite(x)) throw spec_error(what + " must be a positive number");
+  const auto rule = [&] {
+    return concat(what, " ", shown, " must be a multiple of 0.001 whose fraction in lowest terms has numerator and denominator at most ",
+                  SpecLimits::multiplier, " (spec/limits.hpp), e.g. 2.5 = 5/2 or 2.75 = 11/4");
+  };
   // Before rounding: llround of a value past int64 is unspecified (it gave "at least 0.001" for 1e300).
-  if (x > static_cast<double>(SpecLimits::multiplier)) {
-    char shown[32];
-    std::snprintf(shown, sizeof shown, "%g", x);
-    throw spec_error(std::string("mlp: the expansion ") + shown + " is above the limit " + std::to_string(SpecLimits::multiplier) +
-                     " (spec/limits.hpp)");
-  }
+  if (x > static_cast<double>(SpecLimits::multiplier))
+    throw spec_error(concat(what, " ", shown, " is above the limit ", SpecLimits::multiplier, " (spec/limits.hpp)"));
   const int64 num = std::llround(x * 1000), den = 1000;
-  if (num < 1) throw spec_error("mlp: the expansion must be at least 0.001");
+  if (num < 1) throw spec_error(what + " must be at least 0.001");
+  // 1e-6 of a thousandth: far above the rounding of x * 1000 (x <= 256), far below any typed digit.
+  if (std::abs(x * 1000 - static_cast<double>(num)) > 1e-6) throw spec_error(rule());
   const int64 g = std::gcd(num, den);
+  if (num / g > SpecLimits::multiplier || den / g > SpecLimits::multiplier) throw spec_error(rule());
   return {num / g, den / g};
 }
 

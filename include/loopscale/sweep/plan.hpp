@@ -326,7 +326,7 @@ inline FamilySpec family_of(const SweepSpec& s, int64 experts = 0) {
   f.vocab_multiple = s.vocab_multiple;
   f.layer.attn.head_dim = s.head_dim;
   if (experts > 0) {
-    const auto [num, den] = expansion_fraction(s.expert_ff);
+    const auto [num, den] = expansion_fraction(s.expert_ff, "sweep spec: expert_ff");
     f.moe = {Activation::relu2, num, den, 0, experts, s.top_k, s.shared_expert};
     f.placement = {*parse_name<MoeScope>(s.moe_layers), s.moe_every, s.moe_first_dense};
   }
