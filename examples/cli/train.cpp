@@ -194,6 +194,9 @@ const bool registered_train = add_command([](CLI::App& app) {
     }
     if (cfg.tokens == 0 && cfg.flops == 0) throw usage_error("give a budget: --tokens or --flops");
     if (cfg.out.empty()) throw usage_error("--out is required");
+    // --out is checked as it is read (output_folder); a config file's "out" only here, before any
+    // work, or a folder under a file failed later as a raw filesystem error, exit 1.
+    if (const std::string why = output_folder_fault(cfg.out); !why.empty()) throw usage_error("--config " + a->config_file + ": out: " + why);
     const std::string device = resolve_device(cfg.device);  // before anything starts: cuda where there is none is bad input
     if (!(a->collective_timeout > 0) || !std::isfinite(a->collective_timeout)) throw usage_error("--collective-timeout must be positive");
     // Under mpirun or srun, the ranks (MPI starts here; one plain process otherwise).

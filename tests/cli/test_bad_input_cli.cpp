@@ -295,6 +295,9 @@ TEST_CASE("cli: an output folder under a file is refused before any work, naming
     expect_error("sweep slurm --preset smoke --out " + sub, "--out: " + named);
     expect_error("sweep slurm --preset smoke --out " + sub + " --dry-run", "--out: " + named);
     expect_error("eval --write-builtin " + sub, "--write-builtin: " + named);
+    // The same folder as a config file's "out" (not a flag, so not checked as flags are read).
+    std::ofstream(dir + "/config.json") << nlohmann::json{{"out", sub}}.dump();
+    expect_error("train --tokens 320 --d-model 256 --config " + dir + "/config.json", "--config " + dir + "/config.json: out: " + named);
   }
   expect_error("sweep run --preset smoke --out " + file, "--out: " + file + " is a file, not a folder");  // the file itself, as before
   CHECK(std::filesystem::is_regular_file(file));
