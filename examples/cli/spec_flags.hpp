@@ -10,6 +10,7 @@
 #include <optional>
 #include <tuple>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
@@ -37,6 +38,9 @@ struct SpecFlags {
   std::string bptt = "full";
   std::string activation = "relu2";
   double mlp_mult = 4.0;
+  // The expansion as an exact fraction, read back from a spec (from_spec): 8/3 is no multiple of
+  // 0.001, so as a double it would not pass --mlp-mult's rule. --mlp-mult given replaces it.
+  std::optional<std::pair<int64, int64>> mlp_fraction;
   int64 experts = 0;
   int64 top_k = 0;
   int64 expert_ff = 0;
@@ -104,6 +108,7 @@ struct SpecFlags {
     for_each_flag([&](const char* name, auto member) {
       if (app.get_option(name)->count() > 0) this->*member = given.*member;
     });
+    if (app.get_option("--mlp-mult")->count() > 0) mlp_fraction.reset();
     // --experts 0 over an MoE spec makes it dense: the MoE settings read back from it go with the
     // experts (those given stay, and are refused as needing experts).
     if (experts == 0) {
@@ -154,6 +159,7 @@ struct SpecFlags {
     f.kv_heads = base.attn.kv_heads;
     f.activation = std::string(name_of(base.ffn.act));
     f.mlp_mult = static_cast<double>(base.ffn.mult_num) / static_cast<double>(base.ffn.mult_den);
+    f.mlp_fraction = std::pair<int64, int64>{base.ffn.mult_num, base.ffn.mult_den};
     if (moe) {
       f.experts = moe->ffn.experts;
       f.top_k = moe->ffn.top_k;
@@ -184,10 +190,10 @@ struct SpecFlags {
     try {
       again = f.build();
     } catch (const std::exception& e) {
-      throw usage_error(what + ": its spec is not one the spec flags build (" + e.what() + "); give the spec flags with --d-model instead");
+      throw usage_error(what + ": its spec is not one the spec flags build (" + e.what() + "); give the whole spec by flags with --d-model, or drop the spec flags");
     }
     if (!(again == m))
-      throw usage_error(what + ": its spec is not one the spec flags build (its layers differ in a way no flag sets); give the spec flags with --d-model instead");
+      throw usage_error(what + ": its spec is not one the spec flags build (it holds a setting no flag sets); give the whole spec by flags with --d-model, or drop the spec flags");
     return f;
   }
 
@@ -214,7 +220,8 @@ struct SpecFlags {
     if (!act) throw usage_error("--activation must be " + name_choices<Activation>() + ", not '" + activation + "'");
     f.layer.ffn.act = *act;
     if (!(mlp_mult > 0) || !std::isfinite(mlp_mult)) throw usage_error("--mlp-mult must be positive");
-    std::tie(f.layer.ffn.mult_num, f.layer.ffn.mult_den) = expansion_fraction(mlp_mult, "--mlp-mult");
+    if (mlp_fraction) std::tie(f.layer.ffn.mult_num, f.layer.ffn.mult_den) = *mlp_fraction;
+    else std::tie(f.layer.ffn.mult_num, f.layer.ffn.mult_den) = expansion_fraction(mlp_mult, "--mlp-mult");
     if (experts < 0) throw usage_error("--experts must not be negative");
     if (expert_ff < 0) throw usage_error("--expert-ff must not be negative");
     if (top_k < 0) throw usage_error("--top-k must not be negative");

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <memory>
 
 #include <fmt/core.h>
@@ -171,14 +172,24 @@ const bool registered_train = add_command([](CLI::App& app) {
     if (tokens_flag && !flops_flag) j["flops"] = 0.0;
     if (flops_flag && !tokens_flag) j["tokens"] = 0;
     if (!j.contains("data")) j["data"] = flags["data"];
+    const bool d_model_flag = sub->get_option("--d-model")->count() > 0;
+    std::optional<SpecFlags> read_back;
     if (spec_flags && j.contains("spec")) {
       // The config's spec read back as flags, the flags given laid over them (SpecFlags::from_spec
       // says how flags that depend on each other combine), so a flag given changes what it names
       // and nothing else: --moe-every was ignored, and --d-model rebuilt the spec from the defaults.
-      SpecFlags f = SpecFlags::from_spec(train::config_from_json(j).spec, "--config " + a->config_file);
-      f.override_with(a->spec, *sub);
-      j["spec"] = f.build();
-    } else if (spec_flags && (!a->config_file.empty() || sub->get_option("--d-model")->count() > 0)) {
+      // A spec no flags build (an older config, a hand-written one) with --d-model given is built
+      // from the flags alone, as before; without --d-model it is refused (from_spec says why).
+      try {
+        read_back = SpecFlags::from_spec(train::config_from_json(j).spec, "--config " + a->config_file);
+      } catch (const usage_error&) {
+        if (!d_model_flag) throw;
+      }
+    }
+    if (read_back) {
+      read_back->override_with(a->spec, *sub);
+      j["spec"] = read_back->build();
+    } else if (spec_flags && (!a->config_file.empty() || d_model_flag)) {
       j["spec"] = a->spec.build();
     }
     const bool has_spec = j.contains("spec");

@@ -841,6 +841,34 @@ TEST_CASE("loopscale train --config: each spec flag given changes the config's s
     CHECK_THAT(r.out, Catch::Contains(what));
   };
   bad("--r 4", "--r 4 does not divide depth - prelude - coda = 2");
+  // An expansion that is no multiple of 0.001 (8/3, a spec's own fraction) reads back exactly.
+  nlohmann::json thirds = made_j.at("config");
+  for (const char* stack : {"prelude", "coda"}) {
+    thirds["spec"][stack]["layer"]["ffn"]["mult_num"] = 8;
+    thirds["spec"][stack]["layer"]["ffn"]["mult_den"] = 3;
+  }
+  thirds["spec"]["recur"]["block"]["layer"]["ffn"]["mult_num"] = 8;
+  thirds["spec"]["recur"]["block"]["layer"]["ffn"]["mult_den"] = 3;
+  const std::string thirds_file = out.string() + "_thirds.json";
+  std::ofstream(thirds_file) << thirds.dump();
+  const nlohmann::json thirds_every = spec_of(test::run_cli(dry + "--config " + thirds_file + " --moe-every 2"));
+  CHECK(thirds_every != spec_of(test::run_cli(dry + "--config " + thirds_file)));  // --moe-every applied
+  const std::string thirds_text = thirds_every.dump();
+  CHECK(thirds_text.find("\"mult_den\":3") != std::string::npos);
+  CHECK(thirds_text.find("\"mult_num\":8") != std::string::npos);
+  // A spec no flags build (rope off, or an older config's fields): --d-model with the flags builds
+  // the whole spec from them, as before; other spec flags alone are refused, saying what to do.
+  nlohmann::json whole = made_j.at("config");
+  for (const char* stack : {"prelude", "coda"}) whole["spec"][stack]["layer"]["attn"]["rope"] = false;
+  whole["spec"]["recur"]["block"]["layer"]["attn"]["rope"] = false;
+  const std::string whole_file = out.string() + "_whole.json";
+  std::ofstream(whole_file) << whole.dump();
+  CHECK(spec_of(test::run_cli(dry + "--config " + whole_file)).at("prelude").at("layer").at("attn").at("rope") == false);
+  CHECK(spec_of(test::run_cli(dry + "--config " + whole_file + " --d-model 32 --heads 2")).at("d_model") == 32);
+  const auto refused = test::run_cli(dry + "--config " + whole_file + " --moe-every 2");
+  CHECK(refused.rc == 2);
+  CHECK(test::count_lines(refused.out) == 1);
+  CHECK_THAT(refused.out, Catch::Contains("give the whole spec by flags with --d-model, or drop the spec flags"));
   // --experts 0 makes it dense, its MoE settings gone with the experts.
   CHECK(spec_of(over("--experts 0")).at("recur").at("block").at("layer").at("ffn").at("experts") == 0);
   // Every spec flag, as `train --help` lists them under "Model spec": a value that differs from the
@@ -872,6 +900,10 @@ TEST_CASE("loopscale train --config: each spec flag given changes the config's s
     REQUIRE(value.count(flag) == 1);
     const auto r = over(flag + " " + value.at(flag));
     INFO(r.out);
+    // Two values are refused for what they mean here: --vocab 300 is not the corpus's, and
+    // --prelude 1 leaves 3 layers that r 2 does not divide. Every other flag must apply.
+    const bool refusable = flag == "--vocab" || flag == "--prelude";
+    if (!refusable) CHECK(r.rc == 0);
     if (r.rc == 0) {
       CHECK(nlohmann::json::parse(r.out).at("config").at("spec") != base);
     } else {
@@ -893,6 +925,8 @@ TEST_CASE("loopscale train --config: each spec flag given changes the config's s
   fs::remove_all(data);
   fs::remove(file);
   fs::remove(norope_file);
+  fs::remove(thirds_file);
+  fs::remove(whole_file);
 }
 
 TEST_CASE("trainer: accum cuts each step's batch into micro-batches: the same steps within float reassociation, resumes bit for bit",
