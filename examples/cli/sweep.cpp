@@ -286,6 +286,7 @@ const bool registered_sweep = add_command([](CLI::App& app) {
     src->add_to(*sub);
     sub->add_option("--out", o->out, "sweep folder on the cluster (shared file system)")->required()->check(output_folder());
     sub->add_option("--shards", o->shards, "array tasks")->capture_default_str();
+    sub->add_option("--max-array-size", o->max_array_size, "the cluster's MaxArraySize (slurm.conf): --shards at most this")->capture_default_str();
     sub->add_option("--throttle", o->throttle, "at most this many tasks at once (--array=0-N%T; 0: no limit)")->capture_default_str();
     sub->add_option("--program", o->program, "path of loopscale on the cluster")->capture_default_str();
     sub->add_option("--spec-on-cluster", *spec_on_cluster, "where the spec file is on the cluster (default: its path here, made absolute)");

@@ -309,6 +309,8 @@ TEST_CASE("slurm: an option Slurm would refuse, or one that would break the scri
       {"no shards", [](SlurmOptions& o) { o.shards = 0; }, "--shards"},
       // Slurm's default MaxArraySize (slurm.conf) is 1001: array indices 0 to 1000.
       {"more shards than a Slurm array holds", [](SlurmOptions& o) { o.shards = 1002; }, "--shards 1002 must be from 1 to 1001"},
+      {"more shards than a raised MaxArraySize", [](SlurmOptions& o) { o.max_array_size = 5000; o.shards = 5001; }, "--shards 5001 must be from 1 to 5000"},
+      {"a MaxArraySize Slurm cannot have", [](SlurmOptions& o) { o.max_array_size = 0; }, "--max-array-size 0 must be from 1 to 4000001"},
       {"shards past any array", [](SlurmOptions& o) { o.shards = 100000000000; }, "--shards 100000000000"},
       {"no program", [](SlurmOptions& o) { o.program = ""; }, "--program must name the loopscale program"},
       {"a blank program", [](SlurmOptions& o) { o.program = "  "; }, "--program"},
@@ -351,6 +353,9 @@ TEST_CASE("slurm: an option Slurm would refuse, or one that would break the scri
   widest.shards = 1001;
   REQUIRE(plan.runs.size() < 1001);
   CHECK(slurm_script(plan, widest).find("#SBATCH --array=0-1000\n") != std::string::npos);
+  widest.max_array_size = 5000;  // a site that raised MaxArraySize
+  widest.shards = 5000;
+  CHECK(slurm_script(plan, widest).find("#SBATCH --array=0-4999\n") != std::string::npos);
   SlurmOptions spaced = base;  // a folder with a space is fine once the log is elsewhere
   spaced.out = "/scratch/my sweep";
   spaced.log = "/scratch/logs/%A_%a.log";

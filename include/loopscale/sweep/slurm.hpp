@@ -40,6 +40,9 @@ namespace loopscale::sweep {
 
 struct SlurmOptions {
   int64 shards = 4;
+  // The cluster's MaxArraySize (slurm.conf): the largest array index is one less. Slurm's documented
+  // default is 1001; a site that raised it says so with --max-array-size.
+  int64 max_array_size = 1001;
   int64 throttle = 0;                 // at most this many tasks at once (--array=0-N%T); 0: no limit
   std::string program = "loopscale";  // path of the loopscale program on the cluster
   std::string spec_arg;               // shell words naming the spec: "--preset cpu" or a quoted path
@@ -162,15 +165,16 @@ inline std::string slurm_log(const SlurmOptions& o) { return o.log.empty() ? slu
 // what would break the script.
 inline void check_slurm_options(const SlurmOptions& o) {
   using namespace slurm_detail;
-  // Each shard is one array task, indices 0 to shards - 1. Slurm's documented default MaxArraySize
-  // in slurm.conf is 1001 (indices 0 to 1000), and sbatch refuses a larger array at submission;
-  // --shards 100000000000 wrote --array=0-99999999999. A cluster that raised MaxArraySize is rare
-  // next to one that did not. Shards above the number of runs are allowed: their tasks run nothing
-  // and end at once, and refusing them would refuse the default 4 for a sweep of one to three runs.
-  constexpr int64 max_array_size = 1001;
-  if (o.shards < 1 || o.shards > max_array_size)
-    throw sweep_error(fmt::format("slurm: --shards {} must be from 1 to {} (Slurm's default MaxArraySize: array indices 0 to {})", o.shards,
-                                  max_array_size, max_array_size - 1));
+  // Each shard is one array task, indices 0 to shards - 1, and sbatch refuses an array past the
+  // cluster's MaxArraySize at submission: --shards 100000000000 wrote --array=0-99999999999. Shards
+  // above the number of runs are allowed: their tasks run nothing and end at once, and refusing them
+  // would refuse the default 4 for a sweep of one to three runs.
+  if (o.max_array_size < 1 || o.max_array_size > 4000001)  // slurm.conf(5): "may not exceed 4000001"
+    throw sweep_error(fmt::format("slurm: --max-array-size {} must be from 1 to 4000001", o.max_array_size));
+  if (o.shards < 1 || o.shards > o.max_array_size)
+    throw sweep_error(fmt::format("slurm: --shards {} must be from 1 to {} (MaxArraySize {}: array indices 0 to {}; a cluster that raised it: "
+                                  "--max-array-size)",
+                                  o.shards, o.max_array_size, o.max_array_size, o.max_array_size - 1));
   if (o.out.empty()) throw sweep_error("slurm: --out (the sweep folder on the cluster) is required");
   if (o.spec_arg.empty()) throw sweep_error("slurm: the spec (file on the cluster or preset) is required");
   // The script runs the program by this path: '' would be run as a command named nothing.
