@@ -365,6 +365,14 @@ inline std::optional<std::string> fewshot_problem(const Task& t, std::int64_t co
                 context - 1, " examples)");
 }
 
+// The checks evaluate_task and check_scorable share, in this order: the options, the scorer's
+// context, and whether the task's few-shot examples can fit it.
+inline void check_scoring(const Task& t, std::int64_t context, const EvalOptions& opt) {
+  if (opt.max_per_task < 0) throw std::invalid_argument(concat("eval: max_per_task must be 0 (every row) or more, not ", opt.max_per_task));
+  if (context < 2) throw std::invalid_argument(concat("eval: the scorer's context is ", context, " tokens; scoring needs at least 2"));
+  if (auto p = fewshot_problem(t, context)) throw bundle_error(*p);
+}
+
 // The verdict on one item.
 struct ItemScore {
   bool correct = false;
@@ -406,10 +414,8 @@ inline ItemScore judge_item(const Task& t, const Item& it, const PreparedItem& p
 inline TaskResult evaluate_task(const Task& t, Scorer& scorer, const data::Tokenizer& tok, const EvalOptions& opt = {}) {
   if (auto p = task_problem(t)) throw bundle_error(concat("eval: ", *p));
   if (opt.batch < 1) throw std::invalid_argument(concat("eval: the batch must be at least 1 sequence, not ", opt.batch));
-  if (opt.max_per_task < 0) throw std::invalid_argument(concat("eval: max_per_task must be 0 (every row) or more, not ", opt.max_per_task));
   const std::int64_t context = scorer.context();
-  if (context < 2) throw std::invalid_argument(concat("eval: the scorer's context is ", context, " tokens; scoring needs at least 2"));
-  if (auto p = fewshot_problem(t, context)) throw bundle_error(*p);
+  check_scoring(t, context, opt);
 
   TaskResult res;
   res.label = t.label;
@@ -557,10 +563,7 @@ EvalResults evaluate_parallel(const Bundle& b, MakeScorer&& make_scorer, const d
 // forward's worth of tokens without the forward, shared among `threads` OpenMP threads.
 inline void check_scorable(const Bundle& b, const data::Tokenizer& tok, std::int64_t context, const EvalOptions& opt = {}, int threads = 1) {
   (void)detail::start_evaluation(b, opt);
-  if (opt.max_per_task < 0) throw std::invalid_argument(concat("eval: max_per_task must be 0 (every row) or more, not ", opt.max_per_task));
-  if (context < 2) throw std::invalid_argument(concat("eval: the scorer's context is ", context, " tokens; scoring needs at least 2"));
-  for (const Task& t : b.tasks)
-    if (auto p = fewshot_problem(t, context)) throw bundle_error(*p);
+  for (const Task& t : b.tasks) check_scoring(t, context, opt);
   const auto n = static_cast<std::int64_t>(b.tasks.size());
   threads = static_cast<int>(std::clamp<std::int64_t>(threads, 1, n));
   std::vector<std::exception_ptr> failed(b.tasks.size());

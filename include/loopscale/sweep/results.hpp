@@ -33,6 +33,7 @@
 
 #include "loopscale/sweep/plan.hpp"
 #include "loopscale/util/atomic_file.hpp"
+#include "loopscale/util/json_parse.hpp"
 #include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::sweep {
@@ -258,8 +259,8 @@ inline void check_against_plan(const std::vector<RunResult>& results, const Plan
     for (const auto& [k, v] : expected.items())
       if (r.line.contains(k) && r.line.at(k) != v)
         throw sweep_error(v.is_null() ? fmt::format("{}run {} has {} {} where the plan is a dense sweep, without {}", at, r.id, k,
-                                                    r.line.at(k).dump(), k)
-                                      : fmt::format("{}run {} has {} {} where the plan says {}", at, r.id, k, r.line.at(k).dump(), v.dump()));
+                                                    json_brief(r.line.at(k)), k)
+                                      : fmt::format("{}run {} has {} {} where the plan says {}", at, r.id, k, json_brief(r.line.at(k)), v.dump()));
   }
 }
 
