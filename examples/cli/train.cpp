@@ -187,8 +187,25 @@ const bool registered_train = add_command([](CLI::App& app) {
       }
     }
     if (read_back) {
+      const SpecFlags from_config = *read_back;
       read_back->override_with(a->spec, *sub);
-      j["spec"] = read_back->build();
+      try {
+        j["spec"] = read_back->build();
+      } catch (const usage_error& e) {
+        // The builder names flags (--r 2) that may be the config's, not the user's: say which were
+        // given and what the config holds for the structural ones that were not.
+        std::string given, kept;
+        SpecFlags::for_each_flag([&](const char* name, auto) {
+          const CLI::Option* o = sub->get_option(name);
+          if (o->count() == 0) return;
+          given += fmt::format("{}{}{}", given.empty() ? "" : " ", name, o->get_expected_min() == 0 ? "" : " " + o->as<std::string>());
+        });
+        const std::pair<const char*, int64> structure[] = {
+            {"--depth", from_config.depth}, {"--prelude", from_config.prelude}, {"--coda", from_config.coda}, {"--r", from_config.r}};
+        for (const auto& [name, v] : structure)
+          if (sub->get_option(name)->count() == 0) kept += fmt::format(" {} {}", name, v);
+        throw usage_error(fmt::format("--config {} with {}: {}{}", a->config_file, given, e.what(), kept.empty() ? "" : " (the config's spec gives" + kept + ")"));
+      }
     } else if (spec_flags && (!a->config_file.empty() || d_model_flag)) {
       j["spec"] = a->spec.build();
     }

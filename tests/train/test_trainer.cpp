@@ -910,6 +910,9 @@ TEST_CASE("loopscale train --config: each spec flag given changes the config's s
       CHECK(r.rc == 2);
       CHECK(test::count_lines(r.out) == 1);
     }
+    // The refusal of --prelude 1 comes from the builder, which names --r: the line says which flag
+    // was given and that the r and depth it cannot divide are the config's.
+    if (flag == "--prelude") CHECK_THAT(r.out, Catch::Contains("with --prelude 1: --r 2 does not divide") && Catch::Contains("(the config's spec gives --depth"));
   }
   // A config spec the flags cannot build (rope off): spec flags over it are refused, not half applied.
   nlohmann::json norope = made_j.at("config");
