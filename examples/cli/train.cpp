@@ -127,7 +127,7 @@ const bool registered_train = add_command([](CLI::App& app) {
   sub->add_option("--collective-timeout", a->collective_timeout,
                   "under mpirun: seconds a rank waits for the others in a collective before it ends the job (a rank died or hangs)")
       ->capture_default_str();
-  sub->add_flag("--dry-run", a->dry_run, "check everything, print the config, budget and memory estimate, and stop");
+  sub->add_flag("--dry-run", a->dry_run, "check the input as the run would (config, corpus headers, probe tasks, memory, the --out folder) but not every token, print the config, budget and memory estimate, and stop");
   c.data = "data/corpus";
 
   sub->callback([a, sub] {
@@ -283,7 +283,16 @@ const bool registered_train = add_command([](CLI::App& app) {
       train::detail::check_config(cfg);
       // What the run checks before it trains, but the checksums: the corpus, its vocabulary and
       // context (the probe tasks above), and (on the host) the memory below.
-      for (const data::Split split : {data::Split::train, data::Split::val}) (void)train::detail::open_run_corpus(cfg, split, data::Verify::headers);
+      const data::Corpus train_split = train::detail::open_run_corpus(cfg, data::Split::train, data::Verify::headers);
+      (void)train::detail::open_run_corpus(cfg, data::Split::val, data::Verify::headers);
+      // The run folder as the run finds it: a process training there, a run there without
+      // --resume, a resume whose recipe, settings or tokenizer differ, a folder where a file goes.
+      const train::detail::RunFiles files(cfg.out);
+      train::detail::check_run_files(files);
+      if (std::filesystem::is_directory(files.out)) {
+        const FileLock lock = train::detail::lock_run_folder(files);  // released at once: only whether it is free
+        (void)train::detail::resumable_checkpoint(cfg, files, data::tokenizer_record(cfg.data, train_split));
+      }
       const train::TrainingLength b = train::training_length(cfg);
       // A device's forms of attention keep a T x T gradient per sequence, the host's one per thread;
       // only the host runs thread lanes.

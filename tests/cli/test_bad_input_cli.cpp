@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loopscale/util/file_lock.hpp"
 #include "run_cli.hpp"
 
 using loopscale::test::count_lines;
@@ -378,4 +379,35 @@ TEST_CASE("cli: --mlp-mult that is not a multiple of 0.001 with a small fraction
     expect_error(std::string("account --d-model 384 --mlp-mult ") + v,
                  std::string("--mlp-mult ") + v + " must be a multiple of 0.001 whose fraction in lowest terms");
   CHECK(run_cli("account --d-model 384 --mlp-mult 2.75").rc == 0);
+}
+
+// Found 5 Dec 2026: `train --dry-run` checked the config, corpus and memory but not the run folder,
+// so it said yes (exit 0) to a finished run without --resume, a resume with another recipe or other
+// threads, and a folder another process was training in, all of which the run itself refuses.
+TEST_CASE("cli: train --dry-run refuses what the run refuses in its run folder: a run without --resume, another recipe, a folder in use",
+          "[cli][train]") {
+  const std::string dir = temp_dir("dry_run_folder");
+  {
+    std::ofstream docs(dir + "/docs.jsonl");
+    for (int i = 0; i < 300; ++i) docs << "{\"text\": \"" << i << " the quick brown fox jumps over the lazy dog, again and again.\"}\n";
+  }
+  REQUIRE(run_cli("data prepare --input " + dir + "/docs.jsonl --val-fraction 0.2 --shard-tokens 0 --quiet --out " + dir + "/corpus").rc == 0);
+  const std::string tiny = "train --d-model 16 --head-dim 8 --depth 4 --prelude 1 --coda 1 --tokens 2000 --seq-len 32 --batch 2 --threads 1 --data " +
+                           dir + "/corpus --out " + dir + "/run";
+  // A folder that does not exist yet is fine, and a dry run makes none.
+  REQUIRE(run_cli(tiny + " --dry-run").rc == 0);
+  CHECK(!std::filesystem::exists(dir + "/run"));
+  const auto trained = run_cli(tiny);
+  INFO(trained.out);
+  REQUIRE(trained.rc == 0);
+  expect_error(tiny + " --dry-run", "already holds a run; pass --resume");
+  expect_error(tiny + " --resume --recipe paper --dry-run", "it was trained with the adamw recipe, not paper");
+  expect_error(tiny + " --resume --threads 2 --dry-run", "the run was started with a different 'threads'");
+  CHECK(run_cli(tiny + " --resume --dry-run").rc == 0);  // the same settings: a resume the run would take
+  {
+    const loopscale::FileLock held = loopscale::FileLock::acquire(dir + "/run/.lock", "the test");
+    expect_error(tiny + " --resume --dry-run", "is in use by process");
+  }
+  CHECK(run_cli(tiny + " --resume --dry-run").rc == 0);
+  std::filesystem::remove_all(dir);
 }

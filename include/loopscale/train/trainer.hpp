@@ -303,6 +303,27 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
   return ckpt;
 }
 
+// The run folder's lock (util/file_lock.hpp): a second process on the same --out is refused,
+// naming the first.
+inline FileLock lock_run_folder(const RunFiles& files) {
+  return FileLock::acquire(files.out / ".lock", files.out.string() + "/", "wait for it to end, stop it, or choose another --out");
+}
+
+// A folder or a pipe where a run file goes failed only when the file was written: summary.json
+// after the whole run.
+inline void check_run_files(const RunFiles& files) {
+  for (const std::filesystem::path& f : {files.config, files.checkpoint, files.prev, files.log, files.summary})
+    if (const std::string why = not_a_file(f); !why.empty()) throw config_error("config: the run folder's " + why);
+}
+
+// The checkpoint to resume from (checkpoint_to_resume), and the same token ids must mean the same
+// text: a resumed run keeps its tokenizer (`tokenizer`: data::tokenizer_record of this run's corpus).
+inline std::optional<Checkpoint<float>> resumable_checkpoint(const TrainConfig& cfg, const RunFiles& files, const nlohmann::json& tokenizer) {
+  std::optional<Checkpoint<float>> c = checkpoint_to_resume(cfg, files);
+  if (c) data::check_same_tokenizer(c->meta.value("tokenizer", nlohmann::json()), tokenizer, c->path.string());
+  return c;
+}
+
 // Checks the config, the data and the memory and loads the checkpoint to resume; sets the backend's
 // threads (the memory estimate depends on them).
 // One split of the run's corpus, checked against the run: the model's vocabulary and a window of
@@ -327,10 +348,7 @@ inline void check_memory_fits(const TrainConfig& cfg, int64 micro, const LanePla
 template <class B>
 RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks = 1) {
   check_config(cfg);
-  // A folder or a pipe where a run file goes failed only when the file was written: summary.json
-  // after the whole run.
-  for (const std::filesystem::path& f : {files.config, files.checkpoint, files.prev, files.log, files.summary})
-    if (const std::string why = not_a_file(f); !why.empty()) throw config_error("config: the run folder's " + why);
+  check_run_files(files);
   const int64 micro = micro_batch(cfg, ranks);
   const std::filesystem::path data(cfg.data);
   RunInputs in;
@@ -360,10 +378,7 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
   in.lanes = plan.lanes;
   in.memory = plan.memory;
   check_memory_fits(cfg, micro, plan, avail, where);
-  in.checkpoint = checkpoint_to_resume(cfg, files);
-  // The same token ids must mean the same text: a resumed run keeps its tokenizer.
-  if (in.checkpoint)
-    data::check_same_tokenizer(in.checkpoint->meta.value("tokenizer", nlohmann::json()), in.tokenizer, in.checkpoint->path.string());
+  in.checkpoint = resumable_checkpoint(cfg, files, in.tokenizer);
   return in;
 }
 
@@ -1081,8 +1096,7 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}, Commu
   // yet is locked once it is made, after the input is checked, so bad input leaves nothing behind.
   // Rank 0 holds it for the whole job.
   const auto lock_run = [&] {
-    FileLock l = FileLock::acquire(files.out / ".lock", files.out.string() + "/",
-                                   "wait for it to end, stop it, or choose another --out");
+    FileLock l = detail::lock_run_folder(files);
     remove_stale_temporaries(files.out);  // a killed writer's NAME.tmp.PID
     return l;
   };
