@@ -687,7 +687,17 @@ TEST_CASE("loopscale train: killed with SIGKILL and resumed, the losses equal an
   REQUIRE(a.size() == 150);
   REQUIRE(a == b);
   std::ifstream fa(full / "summary.json"), fb(part / "summary.json");
-  REQUIRE(nlohmann::json::parse(fa).at("val_loss") == nlohmann::json::parse(fb).at("val_loss"));
+  const auto sa = nlohmann::json::parse(fa), sb = nlohmann::json::parse(fb);
+  REQUIRE(sa.at("val_loss") == sb.at("val_loss"));
+  // Training is deterministic, so a --resume that found no checkpoint and started over from step 0
+  // would give the same losses: the resumed run must have continued from a checkpoint taken before
+  // the kill (one of --checkpoint-every 10's, at most the steps logged by then, before the 150th).
+  const auto from = sb.at("resumed_from").get<int64>();
+  INFO("resumed from step " << from << ", " << cut << " steps logged at the kill");
+  REQUIRE(from > 0);
+  REQUIRE(from < 150);
+  REQUIRE(from % 10 == 0);
+  REQUIRE(from <= static_cast<int64>(cut));
   for (const auto& p : {full, part, data}) fs::remove_all(p);
 }
 
