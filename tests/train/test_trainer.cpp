@@ -1240,7 +1240,11 @@ TEST_CASE("trainer: the whole loop on a backend the host cannot read: the host's
     const TrainResult stopped = train::train<GuardBackend>(c, [](const TrainProgress& p) { return p.step < 4; });
     REQUIRE(stopped.status == "stopped");
     c.resume = true;
-    REQUIRE(train::train<HostBackend>(c).status == "done");
+    const TrainResult again = train::train<HostBackend>(c);
+    REQUIRE(again.status == "done");
+    // The host run equals the reference even when it starts over from step 0, so it must have
+    // resumed from the guard run's checkpoint: checkpoint_every 4, stopped after step 4.
+    REQUIRE(again.resumed_from == 4);
     const Run resumed = finish(c);
     CHECK(resumed.losses == host.losses);
     CHECK(resumed.ckpt.params == host.ckpt.params);
