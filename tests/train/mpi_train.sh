@@ -23,15 +23,27 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 model=(--d-model 32 --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --seq-len 32 --threads 1
        --tokens 25600 --eval-every 50 --eval-tokens 512 --peak-flops 1e11 --data "$data")
+steps=200  # --tokens 25600 / (--batch 4 x --seq-len 32): the step lines of every finished run's log
 # The runs that are killed, stopped or signalled checkpoint every 10 steps (checkpoints do not change
 # the numbers), which also slows them enough to be caught mid-run on a fast machine.
 fault=(--checkpoint-every 10)
 train() { "$bin" train "${model[@]}" --batch 4 --checkpoint-every 50 "$@"; }
 # The numbers of a run's log (step, loss, grad_norm, lr, validation), without its times.
 trace() { jq -c 'select(.loss != null) | [.step, .loss, .grad_norm, .lr, .val_loss]' "$1/log.jsonl"; }
-state() { grep -a -o 'state_checksum":"xxh3-64:[0-9a-f]*' "$1/checkpoint.bin"; }
+state() { grep -a -o 'state_checksum":"xxh3-64:[0-9a-f]\{16\}' "$1/checkpoint.bin"; }
+# Whether run D's trace is whole: steps 1 to $steps once each, numbers for step, loss, grad_norm and
+# lr, a validation loss every 50 steps. A missing log.jsonl or a renamed key gives two traces that
+# are empty or full of nulls, which compare equal and would pass every check below.
+whole() {
+  trace "$1" | jq -s -e --argjson n "$steps" 'map(.[0]) == [range(1; $n + 1)] and all(.[]; .[0:4] | all(type == "number"))
+    and all(.[]; .[0] % 50 != 0 or (.[4] | type == "number"))' >/dev/null
+}
 same() {  # same A B WHAT: identical traces and final states
-  if ! diff <(trace "$1") <(trace "$2") >/dev/null; then fail "$3: the loss traces differ"; diff <(trace "$1") <(trace "$2") | head -4
+  if ! whole "$1" || ! whole "$2"; then
+    fail "$3: a loss trace is not one line a step for $steps steps ($(trace "$1" | wc -l) and $(trace "$2" | wc -l) lines)"
+  elif [ -z "$(state "$1")" ] || [ -z "$(state "$2")" ]; then
+    fail "$3: no state checksum in a checkpoint ('$(state "$1")' and '$(state "$2")')"
+  elif ! diff <(trace "$1") <(trace "$2") >/dev/null; then fail "$3: the loss traces differ"; diff <(trace "$1") <(trace "$2") | head -4
   elif [ "$(state "$1")" != "$(state "$2")" ]; then fail "$3: the final parameters differ ($(state "$1") vs $(state "$2"))"
   else echo "ok: $3"; fi
 }
@@ -59,6 +71,8 @@ jq -e '.ranks == 2 and (.communicator | startswith("MPI"))' "$work/ordered2/summ
 same "$work/dp2" "$work/dp2_again" "2 ranks, rerun bit-identical"
 same "$work/dp2" "$work/ordered2" "2 ranks: allreduce == ordered (a + b = b + a)"
 train --out "$work/one" 2>/dev/null >/dev/null || fail "1 process: exit $?"
+# Empty traces would make worst 0; a trace that is not whole fails here instead.
+whole "$work/dp2" && whole "$work/one" || fail "2 ranks vs 1 process: a loss trace is not one line a step for $steps steps"
 worst=$(paste <(trace "$work/dp2" | jq '.[1]') <(trace "$work/one" | jq '.[1]') | awk '{d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d} END {printf "%.3g", m}')
 echo "2 ranks vs 1 process: largest loss difference over $(trace "$work/one" | wc -l) steps: $worst (tolerance $TOL)"
 awk -v w="$worst" -v t="$TOL" 'BEGIN {exit !(w <= t)}' || fail "2 ranks and 1 process differ by $worst > $TOL"
