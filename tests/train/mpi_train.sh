@@ -95,6 +95,10 @@ leftovers "killed rank"
 cp -r "$work/killed" "$work/killed_1rank"
 "${mpi[@]}" "$bin" train "${model[@]}" --batch 4 "${fault[@]}" --resume --out "$work/killed" 2>/dev/null >/dev/null || fail "resume on 2 ranks: exit $?"
 same "$work/killed" "$work/dp2" "killed, resumed on 2 ranks == uninterrupted"
+# Training repeats bit for bit, so a --resume that found no checkpoint and started over from step 0
+# would pass the comparison above: the run must have continued from a checkpoint before the end.
+jq -e --argjson n "$steps" '.resumed_from > 0 and .resumed_from < $n' "$work/killed/summary.json" >/dev/null ||
+  fail "killed, resumed on 2 ranks: not resumed from a checkpoint (resumed_from $(jq .resumed_from "$work/killed/summary.json"))"
 
 # 4. the same checkpoint resumed by one process: a warning, a finished run close to the others
 train --resume --out "$work/killed_1rank" 2> "$work/killed_1rank.err" >/dev/null || fail "resume on 1 process: exit $?"
@@ -132,6 +136,8 @@ if wait_lines "$work/usr1" 30; then
   grep -q '"event":"interrupted"' "$work/usr1/log.jsonl" || fail "SIGUSR1: no interrupted event in log.jsonl"
   "${mpi[@]}" "$bin" train "${model[@]}" --batch 4 "${fault[@]}" --resume --out "$work/usr1" 2>/dev/null >/dev/null || fail "SIGUSR1: resume: exit $?"
   same "$work/usr1" "$work/dp2" "SIGUSR1, resumed on 2 ranks == uninterrupted"
+  jq -e --argjson n "$steps" '.resumed_from > 0 and .resumed_from < $n' "$work/usr1/summary.json" >/dev/null ||
+    fail "SIGUSR1, resumed on 2 ranks: not resumed from the checkpoint (resumed_from $(jq .resumed_from "$work/usr1/summary.json"))"
 else
   fail "the job to signal did not start"; wait $job
 fi
