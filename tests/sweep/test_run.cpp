@@ -41,7 +41,11 @@ TEST_CASE("results: appends are whole lines, a second line for the same run is r
   CHECK(r[1].tokens == static_cast<double>(plan.runs[1].steps * plan.spec.batch_tokens));
   CHECK(r[1].n_once == static_cast<double>(plan.runs[1].acct.params.once));
   CHECK(r[1].sweep == plan.fingerprint);
-  CHECK_THROWS_AS(append_result(file, result_line(plan, plan.runs[0], {{"val_loss", 1.0}})), std::logic_error);
+  // The refusal itself, by its message: sweep_error and std::out_of_range are logic_errors too, so
+  // the type alone would pass a line refused for any other reason. The file keeps its two lines.
+  CHECK_THROWS_WITH(append_result(file, result_line(plan, plan.runs[0], {{"val_loss", 1.0}})),
+                    Catch::Contains("results: run " + plan.runs[0].id + " is already in " + file.string()));
+  CHECK(read_results(file).size() == 2);
   CHECK_THROWS_WITH(result_line(plan, plan.runs[0], {{"loss", 1.0}}), Catch::Contains("no numeric val_loss"));
   // A bad line before the last is an error (a torn last line is set aside instead: test_reliability.cpp).
   std::ofstream(dir / "bad.jsonl") << "{\"id\": \"x\"}\n{oops\n{\"id\": \"y\"}\n";
