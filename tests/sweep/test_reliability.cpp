@@ -3,9 +3,11 @@
 // SIGTERM / SIGINT / SIGUSR1 and resumed (the real engine through the CLI).
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -428,14 +430,41 @@ TEST_CASE("reliability: a results line or a report that cannot be written is one
         }) == 0);
   CHECK(slurp(file) == text);
 
-  // A read-only folder. root writes there all the same, so the check means nothing as root.
-  fs::permissions(out, fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
-  if (geteuid() == 0) {
-    WARN("skipped the read-only folder check: running as root, where chmod 0555 does not stop writes");
+  // A read-only folder (0555; the results file 0644, readable by anyone). Root (CAP_DAC_OVERRIDE)
+  // writes there all the same, and CI runs as root: then the append is tried in a child that drops
+  // to the user nobody (65534), as the checkpoint integrity test does. The child enters the folder
+  // while still root and names the file relative to it, so that the folders above need not be open
+  // to nobody: one it could not pass would fail the append with "Permission denied" as well, for
+  // the wrong reason.
+  const auto r_x = fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
+                   fs::perms::others_read | fs::perms::others_exec;
+  fs::permissions(out, r_x);
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  const auto sixth = result_line(plan, plan.runs[5], {{"val_loss", 3.0}});
+  if (access(out.c_str(), W_OK) != 0) {
+    CHECK_THROWS_WITH(append_result(file, sixth), Catch::Equals("cannot write " + file.string() + ": " + std::strerror(EACCES)));
   } else {
-    CHECK_THROWS_WITH(append_result(file, result_line(plan, plan.runs[5], {{"val_loss", 3.0}})), Catch::Contains("Permission denied"));
-    CHECK(slurp(file) == text);
+    const int rc = in_child([&] {
+      if (chdir(out.c_str()) != 0 || setgid(65534) != 0 || setuid(65534) != 0) return 3;
+      // nobody must read the file and must not write the folder, or the append below proves nothing.
+      if (access(".", W_OK) == 0 || access("results.jsonl", R_OK) != 0) return 4;
+      try {
+        append_result("results.jsonl", sixth);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "expected: %s\n", e.what());
+        return std::string(e.what()) == "cannot write results.jsonl: " + std::string(std::strerror(EACCES)) ? 0 : 1;
+      }
+      return 2;  // written
+    });
+    if (rc == 3) {
+      WARN("the read-only folder check is skipped: this process writes into a 0555 folder (root) and cannot drop to the user nobody");
+    } else {
+      INFO("child: 1 another error, 2 no error, 4 nobody could write the folder or not read the file, -1 killed");
+      CHECK(rc == 0);
+    }
   }
+  CHECK(slurp(file) == text);
+  CHECK(count_prefixed(out, "results.jsonl.tmp.") == 0);
   fs::permissions(out, fs::perms::owner_all, fs::perm_options::add);
 
   // With room again the next run records both runs from runs/ID/result.json, nothing retrained.
