@@ -594,12 +594,26 @@ TEST_CASE("reliability: sweep run stopped by SIGTERM, SIGINT or SIGUSR1 exits 75
   const auto want = losses_by_id(dir / "full");
   REQUIRE(want.size() == 2);
 
+  // Whether a run in `out` has logged a step (the trainer flushes each line).
+  const auto training = [](const fs::path& out) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out / "runs", ec)) {
+      const auto size = fs::file_size(e.path() / "log.jsonl", ec);
+      if (!ec && size > 0) return true;
+    }
+    return false;
+  };
   std::mt19937 rng(20261130);
-  for (const int sig : {SIGTERM, SIGINT, SIGUSR1}) {
-    const fs::path out = dir / ("part_" + std::to_string(sig));
-    // At a random moment within the first 70% of an uninterrupted sweep's time after the sweep
-    // took its lock (its handlers are in place by then), in a run or between runs.
-    const auto delay = std::chrono::duration<double>(std::uniform_real_distribution<double>(0.0, 0.7)(rng) * seconds);
+  int stopped_runs = 0;  // rounds that exited 75 with a run's summary.json saying "interrupted"
+  // Each signal at a random moment (in a run, between runs or too late), then SIGTERM as soon as
+  // the first run has logged a step: a run is about a second of steps, each followed by the check
+  // for a signal, so that round stops a run midway however loaded the machine. The random rounds
+  // alone could all miss the runs and check no stopped run.
+  for (const auto& [sig, in_run] : std::vector<std::pair<int, bool>>{{SIGTERM, false}, {SIGINT, false}, {SIGUSR1, false}, {SIGTERM, true}}) {
+    const fs::path out = dir / ("part_" + std::to_string(sig) + (in_run ? "_in_run" : ""));
+    // A random round: at a random moment within the first 70% of an uninterrupted sweep's time
+    // after the sweep took its lock (its handlers are in place by then), in a run or between runs.
+    const auto delay = std::chrono::duration<double>(in_run ? 0.0 : std::uniform_real_distribution<double>(0.0, 0.7)(rng) * seconds);
     std::fflush(nullptr);
     const pid_t pid = fork();
     if (pid == 0) {
@@ -607,37 +621,48 @@ TEST_CASE("reliability: sweep run stopped by SIGTERM, SIGINT or SIGUSR1 exits 75
       execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
-    for (int i = 0; i < 2000 && !fs::exists(out / ".lock"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    std::this_thread::sleep_for(delay);
+    if (in_run) {
+      for (int i = 0; i < 4000 && !training(out); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } else {
+      for (int i = 0; i < 2000 && !fs::exists(out / ".lock"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(delay);
+    }
     kill(pid, sig);
     int status = 0;
     waitpid(pid, &status, 0);
     const std::string err = slurp(out.string() + ".err");
-    INFO("signal " << sig << " after " << delay.count() << " s: " << err);
+    INFO("signal " << sig << (in_run ? " once a run had logged a step" : " after " + std::to_string(delay.count()) + " s") << ": " << err);
     REQUIRE(WIFEXITED(status));
-    if (WEXITSTATUS(status) == 0) {
+    if (WEXITSTATUS(status) == 0 && !in_run) {
       WARN("the sweep finished before the signal (a loaded machine started it late); nothing to resume");
     } else {
       CHECK(WEXITSTATUS(status) == 75);
       CHECK(err.find("interrupted by " + signal_name(sig)) != std::string::npos);
-      // The interrupted run has no results line; its log and summary say what happened.
+      // The interrupted run has no results line; its log and summary say what happened. A signal
+      // between runs leaves no such summary.
       std::size_t lines = fs::exists(out / "results.jsonl") ? read_lines(out / "results.jsonl").size() : 0;
       CHECK(lines < 2);
+      int stopped = 0;
       for (const auto& e : fs::directory_iterator(out / "runs")) {
         if (!fs::exists(e.path() / "summary.json")) continue;
         const auto summary = nlohmann::json::parse(slurp(e.path() / "summary.json"));
         if (summary.at("status") != "interrupted") continue;
+        ++stopped;
         CHECK(summary.at("signal") == signal_name(sig));
         const std::string log = slurp(e.path() / "log.jsonl");
         CHECK(log.find("{\"event\":\"interrupted\",\"signal\":\"" + signal_name(sig) + "\",\"step\":" +
                        std::to_string(summary.at("steps").get<int64>()) + "}\n") != std::string::npos);
       }
+      CHECK(stopped <= 1);  // the sweep stops at the first
+      if (in_run) CHECK(stopped == 1);
+      stopped_runs += WEXITSTATUS(status) == 75 && stopped == 1;
       const auto again = test::run_cli(args + out.string());
       INFO(again.out);
       REQUIRE(again.rc == 0);
     }
     CHECK(losses_by_id(out) == want);  // every run once, bit-identical
   }
+  REQUIRE(stopped_runs >= 1);
   fs::remove_all(dir);
 }
 
