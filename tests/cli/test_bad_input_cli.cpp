@@ -392,8 +392,9 @@ TEST_CASE("cli: train --dry-run refuses what the run refuses in its run folder: 
     for (int i = 0; i < 300; ++i) docs << "{\"text\": \"" << i << " the quick brown fox jumps over the lazy dog, again and again.\"}\n";
   }
   REQUIRE(run_cli("data prepare --input " + dir + "/docs.jsonl --val-fraction 0.2 --shard-tokens 0 --quiet --out " + dir + "/corpus").rc == 0);
-  const std::string tiny = "train --d-model 16 --head-dim 8 --depth 4 --prelude 1 --coda 1 --tokens 2000 --seq-len 32 --batch 2 --threads 1 --data " +
+  const std::string base = "train --d-model 16 --head-dim 8 --depth 4 --prelude 1 --coda 1 --tokens 2000 --seq-len 32 --batch 2 --data " +
                            dir + "/corpus --out " + dir + "/run";
+  const std::string tiny = base + " --threads 1";
   // A folder that does not exist yet is fine, and a dry run makes none.
   REQUIRE(run_cli(tiny + " --dry-run").rc == 0);
   CHECK(!std::filesystem::exists(dir + "/run"));
@@ -402,7 +403,7 @@ TEST_CASE("cli: train --dry-run refuses what the run refuses in its run folder: 
   REQUIRE(trained.rc == 0);
   expect_error(tiny + " --dry-run", "already holds a run; pass --resume");
   expect_error(tiny + " --resume --recipe paper --dry-run", "it was trained with the adamw recipe, not paper");
-  expect_error(tiny + " --resume --threads 2 --dry-run", "the run was started with a different 'threads'");
+  expect_error(base + " --resume --threads 2 --dry-run", "the run was started with a different 'threads'");
   CHECK(run_cli(tiny + " --resume --dry-run").rc == 0);  // the same settings: a resume the run would take
   {
     const loopscale::FileLock held = loopscale::FileLock::acquire(dir + "/run/.lock", "the test");
