@@ -1,7 +1,7 @@
-// `loopscale eval` and `loopscale sample` on a run trained by `loopscale train` on data/corpus: the
-// validation loss at the trained r reproduces summary.json's, another r_eval differs, the built-in
-// probes cover the five axes, a written bundle reads back and scores, sampling is deterministic
-// by seed, and bad input is one line with exit 2.
+// `loopscale eval` and `loopscale sample` on a run trained by `loopscale train` on data/corpus (built
+// here if it is missing, tests/real_corpus.hpp): the validation loss at the trained r reproduces
+// summary.json's, another r_eval differs, the built-in probes cover the five axes, a written bundle
+// reads back and scores, sampling is deterministic by seed, and bad input is one line with exit 2.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -15,6 +15,7 @@
 
 #include "../cli/run_cli.hpp"
 #include "loopscale/data/token_file.hpp"
+#include "real_corpus.hpp"
 #include "test_files.hpp"
 
 namespace fs = std::filesystem;
@@ -22,7 +23,8 @@ using loopscale::test::run_cli;
 
 namespace {
 
-fs::path corpus() { return fs::path(LOOPSCALE_SOURCE_DIR) / "data" / "corpus"; }
+// Built here when the checkout has none, so that no case below is skipped.
+fs::path corpus() { return loopscale::test::real_corpus(); }
 
 nlohmann::json parse_json(const std::string& out) {
   // The JSON object is the whole of stdout; warnings, if any, went to stderr before it.
@@ -59,10 +61,6 @@ void bad(const std::string& args, const std::string& what) {
 }  // namespace
 
 TEST_CASE("eval: validation at the trained r is the run's, other r differ, the probes cover the five axes", "[eval][cli]") {
-  if (!fs::exists(corpus() / "val.bin")) {
-    WARN("skipped: no data/corpus (bash scripts/corpus.sh builds it)");
-    return;
-  }
   const fs::path& run = trained_run();
   const auto r = run_cli("eval " + run.string() + " --r-eval 1,2,4 --max-per-task 4 --json");
   INFO(r.out);
@@ -90,10 +88,6 @@ TEST_CASE("eval: validation at the trained r is the run's, other r differ, the p
 }
 
 TEST_CASE("eval: a written built-in bundle reads back and scores, sample is deterministic by seed", "[eval][cli]") {
-  if (!fs::exists(corpus() / "val.bin")) {
-    WARN("skipped: no data/corpus (bash scripts/corpus.sh builds it)");
-    return;
-  }
   const fs::path& run = trained_run();
   const fs::path bundle = run.parent_path() / "bundle";
   auto w = run_cli("eval --write-builtin " + bundle.string() + " --items 10 --max-bytes 128 --corpus " + corpus().string());
@@ -124,10 +118,6 @@ TEST_CASE("eval: a written built-in bundle reads back and scores, sample is dete
 }
 
 TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
-  if (!fs::exists(corpus() / "val.bin")) {
-    WARN("skipped: no data/corpus (bash scripts/corpus.sh builds it)");
-    return;
-  }
   const fs::path& run = trained_run();
   const fs::path bad_bundle = run.parent_path() / "bad_bundle";
   fs::create_directories(bad_bundle);
@@ -161,10 +151,6 @@ TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
 }
 
 TEST_CASE("train --mix-probes: the probes' training text is written beside the run and recorded in its config", "[eval][cli]") {
-  if (!fs::exists(corpus() / "val.bin")) {
-    WARN("skipped: no data/corpus (bash scripts/corpus.sh builds it)");
-    return;
-  }
   const fs::path out = trained_run().parent_path() / "mixed";
   fs::remove_all(out);
   const auto train_into = [](const fs::path& dir) {
@@ -247,10 +233,6 @@ TEST_CASE("eval: --items past the probes' bound is refused naming the flag, befo
 }
 
 TEST_CASE("eval: an over-long bundle row and a num_fewshot past the context are one line before anything is scored", "[eval][cli]") {
-  if (!fs::exists(corpus() / "val.bin")) {
-    WARN("skipped: no data/corpus (bash scripts/corpus.sh builds it)");
-    return;
-  }
   const fs::path& run = trained_run();  // seq_len 128: a context of 129 tokens
   const fs::path dir = loopscale::test::temp_dir("eval_scorable");
   const auto task = [](const std::string& label, int fewshot) {
@@ -284,10 +266,6 @@ TEST_CASE("eval: an over-long bundle row and a num_fewshot past the context are 
 }
 
 TEST_CASE("eval: validation windows that overlap on a short split say how many distinct tokens they read", "[eval][cli]") {
-  if (!fs::exists(corpus() / "val.bin")) {
-    WARN("skipped: no data/corpus (bash scripts/corpus.sh builds it)");
-    return;
-  }
   const fs::path& run = trained_run();
   // A byte-level split of 300 tokens: 10 windows of 129 cannot be apart. "10 windows of 128
   // tokens" alone read as 1,290 tokens of text.

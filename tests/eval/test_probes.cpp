@@ -2,8 +2,8 @@
 // its items, every scored prompt (with its few-shot examples) fits in max bytes, golds are in range,
 // multiple-choice choices begin with distinct bytes and chance is 1 / choices; every axis has a
 // task; every answer is recomputed here from the item's text; the cloze lines come from their
-// splits of data/corpus; the training text is deterministic, rendered as a prompt shows few-shot
-// examples, and holds no evaluation item.
+// splits of data/corpus (built here if it is missing, tests/real_corpus.hpp); the training text is
+// deterministic, rendered as a prompt shows few-shot examples, and holds no evaluation item.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -23,6 +23,7 @@
 
 #include "loopscale/data/corpus.hpp"
 #include "loopscale/eval/probes.hpp"
+#include "real_corpus.hpp"
 
 using namespace loopscale;
 using namespace loopscale::eval;
@@ -30,14 +31,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// scripts/corpus.sh's corpus, when this checkout has one.
-fs::path corpus_dir() { return fs::path(LOOPSCALE_TEST_DATA) / ".." / ".." / "data" / "corpus"; }
-bool have_corpus() { return fs::exists(corpus_dir() / "train.bin") && fs::exists(corpus_dir() / "val.bin"); }
+// scripts/corpus.sh's corpus, built when this checkout has none: the cloze tasks and the
+// parametric-knowledge axis are always checked.
+fs::path corpus_dir() { return loopscale::test::real_corpus(); }
 
 ProbeOptions options(std::uint64_t seed, bool with_corpus) {
   ProbeOptions o;
   o.seed = seed;
-  if (with_corpus && have_corpus()) o.corpus = corpus_dir();
+  if (with_corpus) o.corpus = corpus_dir();
   return o;
 }
 
@@ -374,7 +375,7 @@ TEST_CASE("probes: the same seed gives the same bundle, another seed another", "
     REQUIRE(big.label == a.bundle.tasks[i].label);
     REQUIRE(std::equal(a.bundle.tasks[i].items.begin(), a.bundle.tasks[i].items.end(), big.items.begin(), same_item));
   }
-  if (have_corpus()) REQUIRE(same_bundle(builtin_probes(options(7, true)).bundle, default_probes().bundle));
+  REQUIRE(same_bundle(builtin_probes(options(7, true)).bundle, default_probes().bundle));
 }
 
 TEST_CASE("probes: every task has its items, every scored prompt fits in max bytes, golds in range, choices with distinct first bytes", "[eval]") {
@@ -405,10 +406,6 @@ TEST_CASE("probes: every axis has a task, and without a corpus the cloze tasks a
     REQUIRE((l.label == "cloze_train" || l.label == "cloze_val"));
     REQUIRE_THAT(l.reason, Catch::Contains("no corpus given"));
   }
-  if (!have_corpus()) {
-    WARN("no data/corpus in this checkout (bash scripts/corpus.sh builds it): the parametric-knowledge axis is not checked");
-    return;
-  }
   for (const Task& t : default_probes().bundle.tasks) axes.insert(t.axis);
   REQUIRE(axes.size() == 5);
   REQUIRE(default_probes().left_out.empty());
@@ -433,10 +430,6 @@ TEST_CASE("probes: every answer is right, recomputed from the item's text", "[ev
 }
 
 TEST_CASE("probes: the cloze lines come from their splits, the validation starts from no training line", "[eval]") {
-  if (!have_corpus()) {
-    WARN("skipped: no data/corpus in this checkout (bash scripts/corpus.sh builds it)");
-    return;
-  }
   const std::string train = split_text(data::Split::train), val = split_text(data::Split::val);
   const auto task = [](const std::string& label) -> const Task& {
     const std::vector<Task>& tasks = default_probes().bundle.tasks;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "loopscale/train/trainer.hpp"
+#include "real_corpus.hpp"
 
 using namespace loopscale;
 using namespace loopscale::train;
@@ -22,9 +23,7 @@ namespace {
 
 // The corpus folder, built if missing, and its unigram entropy in bits per byte.
 std::pair<fs::path, double> corpus() {
-  const fs::path root = LOOPSCALE_SOURCE_DIR;
-  const fs::path dir = root / "data" / "corpus";
-  if (!fs::exists(dir / "meta.json")) REQUIRE(std::system(("bash " + (root / "scripts" / "corpus.sh").string()).c_str()) == 0);
+  const fs::path dir = loopscale::test::real_corpus();
   std::ifstream mf(dir / "meta.json");
   const double entropy = nlohmann::json::parse(mf).at("unigram_entropy_bits_per_byte").get<double>();
   REQUIRE(entropy > 4.0);  // English bytes: about 4.8 bits

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "loopscale/train/trainer.hpp"
+#include "real_corpus.hpp"
 
 using namespace loopscale;
 using namespace loopscale::train;
@@ -49,9 +50,7 @@ double late_max_min(const fs::path& log, int last) {
 }  // namespace
 
 TEST_CASE("moe balancing: on the corpus, max/min expert load below 2 with balancing", "[train][moe][balance]") {
-  const fs::path root = LOOPSCALE_SOURCE_DIR;
-  const fs::path corpus = root / "data" / "corpus";
-  if (!fs::exists(corpus / "meta.json")) REQUIRE(std::system(("bash " + (root / "scripts" / "corpus.sh").string()).c_str()) == 0);
+  const fs::path corpus = loopscale::test::real_corpus();
 
   TrainConfig c;
   c.spec.d_model = 32;
