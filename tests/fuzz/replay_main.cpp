@@ -4,6 +4,9 @@
 //   fuzz_replay HARNESS PATH...   each PATH a file, or a folder whose files are fed one by one
 // A finding shows as it did under the fuzzer: an exception the reader does not promise escapes
 // (std::terminate), or a crash; the file being fed is printed first, so the log names it.
+// A PATH that does not exist, or a run that feeds no input at all, exits 1: a mistyped or moved
+// folder passed as "0 inputs replayed". The one exception is a harness's regressions folder
+// (regressions/<harness>/), which git does not keep while it is empty, so a clone may lack it.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -37,6 +40,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Fn one = harnesses.at(argv[1]);
+  const auto regressions_folder = [](fs::path p) {
+    p = p.lexically_normal();
+    if (p.filename().empty()) p = p.parent_path();  // a trailing '/'
+    return p.parent_path().filename() == "regressions";
+  };
   std::vector<fs::path> files;
   for (int i = 2; i < argc; ++i) {
     const fs::path p = argv[i];
@@ -45,7 +53,14 @@ int main(int argc, char** argv) {
         if (e.is_regular_file() && e.path().filename() != "README.md") files.push_back(e.path());
     } else if (fs::exists(p)) {
       files.push_back(p);
+    } else if (!regressions_folder(p)) {
+      std::fprintf(stderr, "%s: %s does not exist\n", argv[1], p.c_str());
+      return 1;
     }
+  }
+  if (files.empty()) {
+    std::fprintf(stderr, "%s: no input to replay in the paths given\n", argv[1]);
+    return 1;
   }
   std::sort(files.begin(), files.end());
   for (const fs::path& f : files) {
