@@ -11,4 +11,4 @@ build="${LOOPSCALE_BUILD:-build}"
 bash scripts/setup.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$build" -j "$(nproc)" --target loopscale_cli
-ctest --test-dir "$build" -L slurm --output-on-failure "$@"
+ctest --test-dir "$build" -L slurm --output-on-failure --no-tests=error "$@"

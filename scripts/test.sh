@@ -9,4 +9,4 @@ jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLOOPSCALE_WERROR=ON
 cmake --build build -j "$jobs"
 bash scripts/corpus.sh   # the training, learning and sweep tests read data/corpus
-ctest --test-dir build --output-on-failure -j "$jobs" "$@"
+ctest --test-dir build --output-on-failure --no-tests=error -j "$jobs" "$@"
