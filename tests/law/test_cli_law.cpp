@@ -67,6 +67,7 @@ TEST_CASE("loopscale fit with bootstrap, holdout, freeze and a comparison", "[la
   r = run_cli("fit --law chinchilla,parcae --data " + epoch_csv + epoch_map + " --starts random:10 --json");
   CHECK(r.rc == 2);  // parcae needs N_once, N_rec, r
   CHECK(count_lines(r.out) == 1);
+  CHECK_THAT(r.out, Catch::Contains("has no column 'N_once' for N_once; name the file's column with --map N_once="));
 }
 
 TEST_CASE("loopscale law, equivalent and optimal", "[law][cli]") {
@@ -116,7 +117,9 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
   expect_error(fit + epoch_csv + epoch_map + " --screen-share 0", "--screen-share");
   expect_error(fit + epoch_csv + epoch_map + " --screen-share 1.5", "--screen-share");
   expect_error(fit + epoch_csv + epoch_map + " --line-search armijo", "--line-search");
-  expect_error("fit --law iso-depth --starts grid --data " + epoch_csv + epoch_map, "");
+  // The law's first variable the file lacks (law/runs.hpp, RunReader::get).
+  expect_error("fit --law iso-depth --starts grid --data " + epoch_csv + epoch_map,
+               "has no column 'N_once' for N_once; name the file's column with --map N_once=");
   expect_error("law --law chinchilla --param E=1 --data " + epoch_csv + epoch_map, "needs --param");
   expect_error("equivalent --law iso-depth --param phi=0.4 --n-once 1e8 --n-rec -1 --r 4", "--n-rec");
   expect_error("optimal --law iso-depth --param phi=0.4 --budget 1e18", "needs --param");
