@@ -108,10 +108,11 @@ TEST_CASE("with noise the fit is at least as good as the truth", "[law][recovery
       Eigen::ArrayXd logp(runs.size());
       model->log_predict(th, logp, nullptr);
       const double at_truth = huber_sum(logp - runs["loss"].log(), 1e-3, nullptr);
-      FitOptions o;
-      o.starts = random_starts(law.parameters(), 64, 5);
-      o.starts.push_back(th);
-      const FitResult r = fit(law, runs, o);
+      // The fitter's own starts (FitOptions::starts left empty: Chinchilla's grid, else random:500),
+      // not the truth: a start at the truth made this hold by construction. The truth's objective
+      // bounds the optimum's, so a fit that stops in a basin worse than the truth's fails here
+      // (measured 5 Dec 2026 on one thread: 1.2% to 4.7% below the truth, 0.05 to 1.1 s a law).
+      const FitResult r = fit(law, runs, FitOptions{});
       CHECK(r.objective <= at_truth);
       CHECK(r.rmse_log < 0.0075);
     }
