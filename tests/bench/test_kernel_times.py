@@ -2,7 +2,8 @@
 """bench/cuda/kernel_times.py on fixtures of both its inputs: a CUPTI trace written the way
 bench_cuda_model writes one (bench/cuda/cupti_trace.hpp) and an Nsight Compute CSV. The sums, the
 device's busy share and the grouping by loopscale function are checked against hand-computed values.
-Standard library only."""
+Standard library only. The checks raise AssertionError themselves rather than use `assert`, which
+python3 -O (or PYTHONOPTIMIZE in the environment) strips, passing every check."""
 import os
 import subprocess
 import sys
@@ -11,14 +12,19 @@ import tempfile
 script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "cuda", "kernel_times.py")
 
 
+def check(ok, message):
+    if not ok:
+        raise AssertionError(message)
+
+
 def run(path, *extra):
     r = subprocess.run([sys.executable, script, path, *extra], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    check(r.returncode == 0, f"kernel_times.py {path} exited {r.returncode}:\n{r.stderr}")
     return r.stdout
 
 
 def expect(text, line):
-    assert line in text, f"expected {line!r} in:\n{text}"
+    check(line in text, f"expected {line!r} in:\n{text}")
 
 
 with tempfile.TemporaryDirectory() as d:
@@ -57,7 +63,7 @@ with tempfile.TemporaryDirectory() as d:
         f.write("kind,name,start_ns,end_ns,bytes\n")
         f.write('runtime,"cudaLaunchKernel_v7000",900,1500,0\n')
     r = subprocess.run([sys.executable, script, empty], capture_output=True, text=True)
-    assert r.returncode != 0 and "holds no kernel" in r.stderr, (r.returncode, r.stdout, r.stderr)
+    check(r.returncode != 0 and "holds no kernel" in r.stderr, (r.returncode, r.stdout, r.stderr))
 
     # Nsight Compute's CSV, units in symbols: 3 kernels, 0.5 ms in all; the step took 2 ms unprofiled.
     ncu = os.path.join(d, "kernels.csv")
