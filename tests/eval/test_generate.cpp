@@ -216,7 +216,7 @@ TEST_CASE("eval timing: scoring and generation tokens per second", "[.][eval-tim
     eval::ModelScorer scorer(run, r);
     scorer.score(std::span(seqs.data(), 8));  // allocate the shape
     auto t0 = clock::now();
-    scorer.score(seqs);
+    const auto scored = scorer.score(seqs);
     const double score_s = secs(t0);
     // The training model's forward over the same 64 sequences, 8 at a time, for comparison.
     ModelSpec mr = m;
@@ -236,11 +236,15 @@ TEST_CASE("eval timing: scoring and generation tokens per second", "[.][eval-tim
     Generator full(run, r, Decoding::recompute);
     const std::vector<std::int32_t> prompt = random_tokens(16, 1);
     t0 = clock::now();
-    kv.generate(prompt, 240, {});
+    const Generation cached = kv.generate(prompt, 240, {});
     const double kv_s = secs(t0);
     t0 = clock::now();
-    full.generate(prompt, 32, {});
+    const Generation recomputed = full.generate(prompt, 32, {});
     const double full_s = secs(t0);
+    // What was timed is the work asked for (the equality of the two routes is the first case's).
+    CHECK(scored.size() == seqs.size());
+    CHECK(cached.tokens.size() == 240);
+    CHECK(recomputed.tokens.size() == 32);
     std::printf("d 128, 4 layers (1 + 2 x r + 1), r = %lld, seq 256, %d threads: scoring %.0f tokens/s (the training model's "
                 "forward %.0f); generation with the KV cache %.0f tokens/s (16-token prompt + 240), by recomputation %.1f tokens/s (32)\n",
                 static_cast<long long>(r), train::HostBackend::threads(), 64.0 * seq / score_s, 64.0 * seq / train_s, 256.0 / kv_s,
