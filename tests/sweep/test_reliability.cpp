@@ -3,6 +3,7 @@
 // SIGTERM / SIGINT / SIGUSR1 and resumed (the real engine through the CLI).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -440,7 +441,12 @@ TEST_CASE("reliability: a results line or a report that cannot be written is one
                    fs::perms::others_read | fs::perms::others_exec;
   fs::permissions(out, r_x);
   fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
-  const auto sixth = result_line(plan, plan.runs[5], {{"val_loss", 3.0}});
+  // A run without a line yet (the file's lines are in the order the runs finished, not the plan's):
+  // one that has a line is refused as a duplicate before any write is tried.
+  const auto lineless = std::find_if(plan.runs.begin(), plan.runs.end(),
+                                     [&](const auto& run) { return text.find("\"" + run.id + "\"") == std::string::npos; });
+  REQUIRE(lineless != plan.runs.end());
+  const auto sixth = result_line(plan, *lineless, {{"val_loss", 3.0}});
   if (access(out.c_str(), W_OK) != 0) {
     CHECK_THROWS_WITH(append_result(file, sixth), Catch::Equals("cannot write " + file.string() + ": " + std::strerror(EACCES)));
   } else {
