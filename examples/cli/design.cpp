@@ -1,5 +1,6 @@
-// `loopscale design`: the looped-MoE design rule (law/moe_design.hpp): the smallest (R, E) whose
-// predicted loss is within epsilon of the best design that fits the compute and memory limits.
+// `loopscale design`: the looped-MoE design rule (law/moe_design.hpp): from the smallest (R, E)
+// that fits the compute and memory limits, a step of R or E only while it lowers the predicted
+// loss by at least epsilon.
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -121,7 +122,7 @@ void run(const DesignArgs& a) {
     else if (!p.fits_compute) mark = "over the inference limit";
     else if (same(p, d.chosen)) mark = same(p, d.optimum) ? "<- chosen (the optimum)" : "<- chosen";
     else if (same(p, d.optimum)) mark = "optimum";
-    else if (is_near(p)) mark = "within epsilon";
+    else if (is_near(p)) mark = "within epsilon of the optimum";
     fmt::print("{:>4g} {:>4g} {:>12.4g} {:>7.3f} {:>12.4g} {:>12.4g} {:>10.5f}  {}\n", p.R, p.E, p.n_total, p.m, p.n_unroll, p.tokens,
                p.loss, mark);
   }
@@ -138,7 +139,7 @@ void run(const DesignArgs& a) {
 const bool registered_design = add_command([](CLI::App& app) {
   auto a = std::make_shared<DesignArgs>();
   CLI::App* sub = app.add_subcommand(
-      "design", "looped-MoE design rule: the smallest (R, E) within epsilon of the best predicted loss under compute and memory limits");
+      "design", "looped-MoE design rule: from the smallest (R, E), one more step of R or E only while it lowers the predicted loss by at least epsilon, under compute and memory limits");
   sub->add_option("--fit", a->fit, "a fit written by `loopscale fit --law looped-moe ... --json`: its parameters, and its RMSE as epsilon");
   sub->add_option("--law", a->law, "the law (default: the fit's, else looped-moe)");
   sub->add_option("--param", a->params, "instead of --fit: law constants in natural units (with --epsilon)");

@@ -1,6 +1,10 @@
 // Looped-MoE: the baselines ranked on a held-out R slice of synthetic runs, and the design rule.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "law_fixtures.hpp"
 
 using namespace loopscale::law;
@@ -26,7 +30,28 @@ TEST_CASE("held-out R slice: the bounded law extrapolates better than linear", "
   CHECK(rmse["looped-moe"] < rmse["looped-moe-linear"]);
 }
 
-TEST_CASE("design: the smallest (R, E) within epsilon of the best feasible design", "[law][moe][design]") {
+// Where the paper's steps stopped: no next R or E of the chosen design (the next of its sorted
+// candidates) fits and lowers the predicted loss by epsilon or more.
+static void check_stopped(const MoEDesign& d, const MoEDesignSpace& s) {
+  REQUIRE(d.chosen.feasible());
+  const auto next = [](const std::vector<double>& grid, double v) {
+    double n = INFINITY;
+    for (const double g : grid)
+      if (g > v) n = std::min(n, g);
+    return n;
+  };
+  const double r_next = next(s.R, d.chosen.R), e_next = next(s.E, d.chosen.E);
+  int neighbours = 0;
+  for (const auto& p : d.table)
+    if ((p.R == r_next && p.E == d.chosen.E) || (p.R == d.chosen.R && p.E == e_next)) {
+      ++neighbours;
+      INFO("chosen R " << d.chosen.R << " E " << d.chosen.E << " loss " << d.chosen.loss << "; next R " << p.R << " E " << p.E << " loss " << p.loss);
+      CHECK(!(p.feasible() && p.loss < d.chosen.loss && d.chosen.loss - p.loss >= d.epsilon));
+    }
+  CHECK(neighbours == (std::isfinite(r_next) ? 1 : 0) + (std::isfinite(e_next) ? 1 : 0));
+}
+
+TEST_CASE("design: from the smallest design, a step of R or E only while it gains epsilon, as the paper's rule", "[law][moe][design]") {
   const AnyLaw law = LoopedMoE{};
   // Constants under which experts pay (omega < 0: more experts also lower the data term); at this
   // budget the predicted loss falls from E = 1 to 16 by about 0.3 while looping does not pay.
@@ -49,22 +74,25 @@ TEST_CASE("design: the smallest (R, E) within epsilon of the best feasible desig
   CHECK(exact.optimum.loss == lowest);
   CHECK(exact.chosen.loss == lowest);
   CHECK(exact.chosen.E == 16);
-  // A larger epsilon: every design within it is listed, fewest R then fewest E first, and the
-  // first is chosen; nothing outside it is.
+  check_stopped(exact, s);
+  // A larger epsilon: the steps stop where no next R or E gains it, never above the smallest
+  // design's loss; every design within epsilon of the optimum is listed, fewest R then fewest E first.
+  double start = INFINITY;
+  for (const auto& p : exact.table)
+    if (p.R == 1 && p.E == 1) start = p.loss;
+  REQUIRE(std::isfinite(start));
   for (const double eps : {0.01, 0.05, 0.1, 0.3, 1.0}) {
     s.epsilon = eps;
     const MoEDesign d = design_looped_moe(law, th, s);
     INFO("epsilon " << eps << ": chosen R " << d.chosen.R << " E " << d.chosen.E);
     CHECK(d.optimum.loss == lowest);
-    CHECK(d.chosen.loss <= lowest + eps);
+    CHECK(d.chosen.loss <= start);
+    check_stopped(d, s);
     std::size_t within = 0;
-    for (const auto& p : d.table) {
-      within += p.loss <= lowest + eps;
-      if (p.R < d.chosen.R || (p.R == d.chosen.R && p.E < d.chosen.E)) CHECK(p.loss > lowest + eps);
-    }
+    for (const auto& p : d.table) within += p.loss <= lowest + eps;
     CHECK(d.near.size() == within);
-    CHECK(d.near.front().R == d.chosen.R);
-    CHECK(d.near.front().E == d.chosen.E);
+    for (std::size_t i = 1; i < d.near.size(); ++i)
+      CHECK((d.near[i - 1].R < d.near[i].R || (d.near[i - 1].R == d.near[i].R && d.near[i - 1].E < d.near[i].E)));
   }
   // A large epsilon keeps the cheapest design.
   s.epsilon = 1.0;

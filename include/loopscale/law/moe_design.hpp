@@ -1,9 +1,12 @@
 // Choosing R (recurrences) and E (routed experts) of a looped MoE, the design rule of Chen et al.
-// (arXiv 2609.40316): among the designs that fit the compute and memory limits, find the one of
-// lowest predicted loss; every design within epsilon of it is as good as far as the law can tell
-// (epsilon defaults to the fit's RMSE), and of those take the smallest: the fewest recurrences, then
-// the fewest experts. Recurrences come first because each one costs 2 N_loop FLOPs per token at
-// inference and, at a fixed training budget, tokens; an expert costs memory only.
+// (arXiv 2609.40316): among the designs that fit the compute and memory limits, start from the
+// smallest (the fewest recurrences and experts) and accept one more step of R or of E (the next of
+// its candidates) only while it lowers the predicted loss by at least epsilon (the fit's RMSE unless
+// given): a gain the law cannot tell from its error buys no recurrence or expert. Of two steps that
+// both gain enough, the one to the lower loss; an expert's step on a tie, since an expert costs
+// memory only and a recurrence 2 N_loop FLOPs per token at inference and, at a fixed training
+// budget, tokens. The feasible design of lowest loss, and every design within epsilon of it, are
+// reported beside the choice.
 //
 // Model: N_act active params (the looped block's N_loop among them), of which n_expert_active sit
 // in routed experts with top_k active; E routed experts store n_expert_active * E / top_k, so
@@ -16,6 +19,8 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "loopscale/law/constants.hpp"
@@ -44,7 +49,7 @@ struct MoEDesignPoint {
 };
 
 struct MoEDesign {
-  MoEDesignPoint chosen;               // the smallest (R, E) within epsilon of the optimum
+  MoEDesignPoint chosen;               // where the steps of R and E that gain at least epsilon lead from the smallest design
   MoEDesignPoint optimum;              // the feasible design of lowest predicted loss
   double epsilon = 0;
   std::vector<MoEDesignPoint> near;    // every feasible design within epsilon, fewest R then fewest E first
@@ -127,7 +132,28 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
   std::stable_sort(d.near.begin(), d.near.end(), [](const MoEDesignPoint& a, const MoEDesignPoint& b) {
     return a.R != b.R ? a.R < b.R : a.E < b.E;
   });
-  d.chosen = d.near.front();
+  // The steps, over the candidates in increasing order. Memory grows with E alone and inference
+  // compute with R alone, so the smallest design fits whenever any does (best above).
+  std::vector<std::size_t> by_r(nr), by_e(ne);
+  for (std::size_t i = 0; i < nr; ++i) by_r[i] = i;
+  for (std::size_t j = 0; j < ne; ++j) by_e[j] = j;
+  std::stable_sort(by_r.begin(), by_r.end(), [&](std::size_t a, std::size_t b) { return s.R[a] < s.R[b]; });
+  std::stable_sort(by_e.begin(), by_e.end(), [&](std::size_t a, std::size_t b) { return s.E[a] < s.E[b]; });
+  const auto at = [&](std::size_t a, std::size_t b) -> const MoEDesignPoint& { return d.table[by_r[a] * ne + by_e[b]]; };
+  std::size_t a = 0, b = 0;
+  for (;;) {
+    const MoEDesignPoint& here = at(a, b);
+    std::optional<std::pair<std::size_t, std::size_t>> step;
+    for (const auto& [x, y] : {std::pair{a, b + 1}, std::pair{a + 1, b}}) {  // an expert first: it wins a tie
+      if (x >= nr || y >= ne) continue;
+      const MoEDesignPoint& p = at(x, y);
+      if (p.feasible() && p.loss < here.loss && here.loss - p.loss >= d.epsilon && (!step || p.loss < at(step->first, step->second).loss))
+        step = {x, y};
+    }
+    if (!step) break;
+    std::tie(a, b) = *step;
+  }
+  d.chosen = at(a, b);
   return d;
 }
 
