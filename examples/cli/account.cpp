@@ -71,7 +71,8 @@ void print_table(const ModelSpec& m, const Accounting& a) {
   row("non_embedding", p.non_embedding, "once + rec");
   row("total", p.total, "");
   row("active", p.active, "what one token touches (MoE)");
-  row("unrolled", p.unrolled, "once + r * rec: dense size of the same training cost");
+  row("unrolled", p.unrolled, "once + r * rec: stored params of every recurrence");
+  row("unrolled_active", p.unrolled_active, "once_active + r * rec_active: dense size of the same training cost");
   row("inject", p.inject, "the injection, a part of rec");
   fmt::print("flops per token\n");
   row("forward", a.flops_per_token.forward, "");
@@ -161,8 +162,8 @@ void compare(const AccountArgs& args, bool seq_len_given) {
     fmt::print("{:<22} {:>16} {:>16}\n", "d_model", a.d_model, b.d_model);
     fmt::print("{:<22} {:>16} {:>16} {:>9.4f}\n", "non-embedding params", x.params.non_embedding, y.params.non_embedding,
                ratio(x.params.non_embedding, y.params.non_embedding));
-    fmt::print("{:<22} {:>16} {:>16} {:>9.4f}\n", "unrolled params", x.params.unrolled, y.params.unrolled,
-               ratio(x.params.unrolled, y.params.unrolled));
+    fmt::print("{:<22} {:>16} {:>16} {:>9.4f}\n", "unrolled active params", x.params.unrolled_active, y.params.unrolled_active,
+               ratio(x.params.unrolled_active, y.params.unrolled_active));
     fmt::print("{:<22} {:>16} {:>16} {:>9.4f}\n", "train FLOPs / token", x.flops_per_token.train, y.flops_per_token.train,
                ratio(x.flops_per_token.train, y.flops_per_token.train));
     fmt::print("\n");

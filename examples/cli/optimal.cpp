@@ -56,7 +56,8 @@ void run(const OptimalArgs& a) {
     }
   }
   if (!a.json)
-    fmt::print("{:>3} {:>10} {:>8} {:>12} {:>12} {:>8} {:>9}\n", "r", "budget", "d_model", "N*", "D*", "L*", "D*/N*");
+    // d_grid: the grid's best width (a model one can build); d*: the width interpolated at N*.
+    fmt::print("{:>3} {:>10} {:>7} {:>7} {:>12} {:>12} {:>8} {:>9}\n", "r", "budget", "d_grid", "d*", "N*", "D*", "L*", "D*/N*");
   for (std::size_t i = 0; i < rs.size(); ++i) {
     const int64 r = rs[i];
     const std::vector<law::Allocation>& points = per_r[i];
@@ -67,8 +68,8 @@ void run(const OptimalArgs& a) {
                                   {"d_model", x.best_width.d_model}, {"width_opt", x.width_opt}, {"at_edge", x.at_edge}});
       if (!a.json)
         // %g throughout: a fixed-point L* or D*/N* printed hundreds of digits at extreme budgets.
-        fmt::print("{:>3} {:>10.3g} {:>8} {:>12.4g} {:>12.4g} {:>8.5g} {:>9.4g}{}\n", r, c, x.best_width.d_model, x.n_opt, x.d_opt,
-                   x.loss_opt, x.d_opt / x.n_opt, x.at_edge ? "  (at the edge of the widths)" : "");
+        fmt::print("{:>3} {:>10.3g} {:>7} {:>7.0f} {:>12.4g} {:>12.4g} {:>8.5g} {:>9.4g}{}\n", r, c, x.best_width.d_model, x.width_opt, x.n_opt,
+                   x.d_opt, x.loss_opt, x.d_opt / x.n_opt, x.at_edge ? "  (at the edge of the widths)" : "");
     }
     if (const std::optional<law::ScalingExponents>& e = exponents[i]) {
       j["exponents"][std::to_string(r)] = {{"a", e->a}, {"b", e->b}};

@@ -27,6 +27,7 @@ TEST_CASE("dense r = 1 counts by hand", "[account]") {
   CHECK(a.params.total == 60031104);
   CHECK(a.params.active == a.params.total);
   CHECK(a.params.unrolled == 35405952);
+  CHECK(a.params.unrolled_active == a.params.unrolled);  // dense: one and the same
   // 6 (once + lm_head + rec) + 12 h q T * 20 = 6 * 47,718,528 + 188,743,680
   CHECK(a.flops_per_token.train == 475054848);
   // 2 (once + lm_head + rec) + 4 h q T * 20
@@ -113,6 +114,9 @@ TEST_CASE("looped MoE counts by hand", "[account][moe]") {
   CHECK(a.params.total == 6560512);
   CHECK(a.params.active == 3414784);
   CHECK(a.params.unrolled == 11284224);
+  // The dense size of the same training cost counts the experts a token reaches: once + 2 rec_active
+  // (the 'stored params of every recurrence' above count all eight).
+  CHECK(a.params.unrolled_active == 1574656 + 2 * 1709056);
   // 6 * (once + lm_head + 2 * rec_active) + 12 * 256 * 256 * 6 executed layers = 35,068,416 with the
   // recurrence's norm once; it runs at the end of both recurrences (the default): + 6 * 256.
   CHECK(a.flops_per_token.train == 35068416 + 1536);

@@ -28,6 +28,7 @@ void check_same(const nlohmann::json& j) {
   CHECK(j["params"]["total"] == a.params.total);
   CHECK(j["params"]["active"] == a.params.active);
   CHECK(j["params"]["unrolled"] == a.params.unrolled);
+  CHECK(j["params"]["unrolled_active"] == a.params.unrolled_active);
   CHECK(j["params"]["inject"] == a.params.inject);
   CHECK(j["flops_per_token"]["forward"] == a.flops_per_token.forward);
   CHECK(j["flops_per_token"]["train"] == a.flops_per_token.train);

@@ -17,7 +17,7 @@ inline nlohmann::json accounting_json(const Accounting& a) {
           {"params",
            {{"embedding", p.embedding}, {"unembedding", p.unembedding}, {"once", p.once}, {"rec", p.rec},
             {"non_embedding", p.non_embedding}, {"total", p.total}, {"active", p.active},
-            {"unrolled", p.unrolled}, {"once_active", p.once_active}, {"rec_active", p.rec_active}, {"inject", p.inject}}},
+            {"unrolled", p.unrolled}, {"unrolled_active", p.unrolled_active}, {"once_active", p.once_active}, {"rec_active", p.rec_active}, {"inject", p.inject}}},
           {"flops_per_token", {{"forward", a.flops_per_token.forward}, {"train", a.flops_per_token.train}}}};
 }
 

@@ -38,9 +38,10 @@ constexpr bool matched_active_params(const ModelSpec& a, const ModelSpec& b, dou
   const ParamCounts x = count_params(a), y = count_params(b);
   return within_tolerance(x.once_active + x.rec_active, y.once_active + y.rec_active, tolerance);
 }
-// Same training cost as a dense model: unrolled sizes within a tolerance.
+// Same training cost as a dense model: unrolled active sizes within a tolerance (for an MoE the
+// experts a token does not reach cost nothing; for a dense model active and stored are one).
 constexpr bool matched_unrolled(const ModelSpec& a, const ModelSpec& b, double tolerance) {
-  return within_tolerance(count_params(a).unrolled, count_params(b).unrolled, tolerance);
+  return within_tolerance(count_params(a).unrolled_active, count_params(b).unrolled_active, tolerance);
 }
 
 namespace detail {

@@ -79,7 +79,10 @@ struct ParamCounts {
   int64 non_embedding = 0;  // once + rec
   int64 total = 0;          // embedding + unembedding + non_embedding
   int64 active = 0;         // total as one token sees it (MoE: top_k experts and router)
-  int64 unrolled = 0;       // once + r * rec (each recurrence's own injection set counted once): the dense model of the same training cost
+  int64 unrolled = 0;       // once + r * rec (each recurrence's own injection set counted once): the stored parameters of every recurrence
+  // once_active + r * rec_active (likewise): the dense model of the same training cost, the
+  // looped-MoE paper's N_unroll = N_act + (R - 1) N_loop; equal to unrolled for a dense model.
+  int64 unrolled_active = 0;
   // Active counterparts of once and rec, the N_act and N_loop of the looped-MoE law.
   int64 once_active = 0;
   int64 rec_active = 0;
@@ -105,6 +108,7 @@ constexpr ParamCounts count_params(const ModelSpec& m) {
   p.total = p.embedding + p.unembedding + p.non_embedding;
   p.active = p.embedding + p.unembedding + p.once_active + p.rec_active;
   p.unrolled = p.once + m.recur.r * (blk.total() + inject_params(m.recur.inject, d));
+  p.unrolled_active = p.once_active + m.recur.r * (blk.active() + inject_params(m.recur.inject, d));
   return p;
 }
 

@@ -1,7 +1,8 @@
 // Clark et al. 2022, "Unified Scaling Laws for Routed Language Models": a bilinear law in the
 // dense model size N and the transformed expert count Ehat (expert_transform.hpp),
 //   log L = a log N + b log Ehat + c log N log Ehat + d,
-// written here with natural logs (Clark et al. use log10; only a, b, c, d rescale).
+// written here with natural logs. Clark et al. use log10: their a and b carry over unchanged, their
+// c becomes c / ln 10 and their d becomes d ln 10.
 #pragma once
 
 #include <string_view>

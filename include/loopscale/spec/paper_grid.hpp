@@ -4,9 +4,11 @@
 // runs. The accounting tests, the `paper` sweep preset and the law's synthetic grid and allocation
 // all read it from here.
 //
-// Vocabulary 32064: the paper's 32000-token tokenizer padded to a multiple of 64. With it the
-// accounting reproduces the published per-width tables (tests/data/isodepth_project_page.json): N
-// exactly and log F within 1e-4; with 32000 log F misses by up to 3e-4.
+// Vocabulary 32064: the paper's code pads its tokenizer's 32,001 tokens (Llama 2's 32,000 and one
+// more) to a multiple of 64 for the embedding and the head. With it the accounting reproduces the
+// published per-width tables (tests/data/isodepth_project_page.json): N exactly and log F within
+// 1e-4; with 32000 log F misses by up to 3e-4. (The paper's code cuts the logits back to 32,001
+// before the softmax; docs/training.md lists that among the recipe's differences.)
 #pragma once
 
 #include <array>
