@@ -36,6 +36,17 @@ inline std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
+// Everything a pipe's read end gives until its writers close it (a forked child's message), then
+// the end closed.
+inline std::string drain_fd(int fd) {
+  std::string s;
+  char buf[512];
+  ssize_t k;
+  while ((k = ::read(fd, buf, sizeof buf)) > 0) s.append(buf, static_cast<std::size_t>(k));
+  ::close(fd);
+  return s;
+}
+
 inline void write_text(const fs::path& p, const std::string& s) {
   std::ofstream f(p, std::ios::binary);
   f << s;

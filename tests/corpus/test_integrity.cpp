@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/run_cli.hpp"
+#include "test_files.hpp"
 #include "corpus/helpers.hpp"
 #include "loopscale/data/convert.hpp"
 #include "loopscale/data/corpus.hpp"
@@ -277,11 +278,7 @@ TEST_CASE("token file integrity: a full disk while writing leaves the old file a
     _exit(rc);
   }
   close(fds[1]);
-  std::string msg;
-  char buf[512];
-  ssize_t k;
-  while ((k = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(k));
-  close(fds[0]);
+  const std::string msg = loopscale::test::drain_fd(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
   INFO(msg);

@@ -280,11 +280,7 @@ TEST_CASE("checkpoint integrity: a full disk keeps both checkpoints and names th
     _exit(rc);
   }
   close(fds[1]);
-  std::string msg;
-  char buf[512];
-  ssize_t k;
-  while ((k = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(k));
-  close(fds[0]);
+  const std::string msg = loopscale::test::drain_fd(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
   INFO(msg);
@@ -335,11 +331,7 @@ TEST_CASE("checkpoint integrity: a read-only run folder keeps both checkpoints a
       _exit(rc);
     }
     close(fds[1]);
-    std::string msg;
-    char buf[512];
-    ssize_t k;
-    while ((k = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(k));
-    close(fds[0]);
+    const std::string msg = loopscale::test::drain_fd(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
     REQUIRE(WIFEXITED(status));

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "test_files.hpp"
 #include "loopscale/train/backend/guard.hpp"
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/optim.hpp"
@@ -141,11 +142,7 @@ TEST_CASE("guard backend: a host read of a guarded buffer outside a backend call
     _exit(3);  // reached only if the memory was readable
   }
   close(fds[1]);
-  std::string err;
-  char buf[512];
-  ssize_t k;
-  while ((k = read(fds[0], buf, sizeof buf)) > 0) err.append(buf, static_cast<std::size_t>(k));
-  close(fds[0]);
+  const std::string err = loopscale::test::drain_fd(fds[0]);
   int status = 0;
   REQUIRE(waitpid(pid, &status, 0) == pid);
   INFO("child status " << status << ", stderr: " << err);
