@@ -56,8 +56,8 @@ FitFile read_fit(const std::string& path, bool rmse_used) {
     throw usage_error("design: --fit " + path + " lacks law, params or rmse, or its at_box_edge is not a list of names (write it with `loopscale fit --json`)");
   }
   // A negative RMSE was reported as "epsilon must be a finite number >= 0", naming neither the file
-  // nor the field. 0 is accepted: a fit to synthetic points can be exact, and epsilon 0 (take the
-  // optimum itself) is a design --epsilon 0 also asks for.
+  // nor the field. 0 is accepted: a fit to synthetic points can be exact, and epsilon 0 (every step
+  // that lowers the loss at all) is a design --epsilon 0 also asks for.
   if (rmse_used && !(f.rmse >= 0 && std::isfinite(f.rmse)))
     throw usage_error(concat("design: --fit ", path, ": its rmse ", f.rmse, " is not a finite number >= 0 (write the fit with `loopscale fit "
                              "--json`, or give --epsilon)"));

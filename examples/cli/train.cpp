@@ -267,7 +267,7 @@ const bool registered_train = add_command([](CLI::App& app) {
         written["bytes"] = text.size();
         write_file_atomic(record_path, written.dump(2) + "\n");  // first: probes.bin alone would be taken for a run from before the record
         data::write_token_file(cfg.mix_data, tokens, 256);
-      } else if (!a->dry_run && std::filesystem::exists(record_path)) {
+      } else if (std::filesystem::exists(record_path)) {  // a dry run too: it only reads
         std::ifstream in(record_path);
         nlohmann::json old = nlohmann::json::parse(in, nullptr, false);
         if (old.is_object()) old.erase("bytes");
@@ -290,7 +290,7 @@ const bool registered_train = add_command([](CLI::App& app) {
       const train::detail::RunFiles files(cfg.out);
       train::detail::check_run_files(files);
       if (std::filesystem::is_directory(files.out)) {
-        const FileLock lock = train::detail::lock_run_folder(files);  // released at once: only whether it is free
+        train::detail::check_run_folder_free(files);  // takes no lock, writes nothing
         (void)train::detail::resumable_checkpoint(cfg, files, data::tokenizer_record(cfg.data, train_split));
       }
       const train::TrainingLength b = train::training_length(cfg);

@@ -410,5 +410,11 @@ TEST_CASE("cli: train --dry-run refuses what the run refuses in its run folder: 
     expect_error(tiny + " --resume --dry-run", "is in use by process");
   }
   CHECK(run_cli(tiny + " --resume --dry-run").rc == 0);
+  // It takes no lock and writes nothing: an existing folder without a lock file keeps none.
+  std::filesystem::create_directories(dir + "/empty");
+  const std::string empty = "train --d-model 16 --head-dim 8 --depth 4 --prelude 1 --coda 1 --tokens 2000 --seq-len 32 --batch 2 --threads 1 --data " +
+                            dir + "/corpus --out " + dir + "/empty --dry-run";
+  CHECK(run_cli(empty).rc == 0);
+  CHECK(std::filesystem::is_empty(dir + "/empty"));
   std::filesystem::remove_all(dir);
 }

@@ -111,6 +111,10 @@ TEST_CASE("design: from the smallest design, a step of R or E only while it gain
   for (const auto& p : design_looped_moe(law, th, s).near) CHECK(p.R <= 2);
   s.max_inference_flops = 1;
   CHECK_THROWS_WITH(design_looped_moe(law, th, s), Catch::Contains("no (R, E) fits"));
+  // A candidate given twice would stop the steps there (no step between equals gains): refused.
+  s.max_inference_flops = 0;
+  s.R = {2, 1, 2};
+  CHECK_THROWS_WITH(design_looped_moe(law, th, s), Catch::Contains("the R candidates list 2 twice"));
 }
 
 TEST_CASE("design from a fit: epsilon defaults to its RMSE", "[law][moe][design]") {

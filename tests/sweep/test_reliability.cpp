@@ -628,7 +628,14 @@ TEST_CASE("reliability: sweep run stopped by SIGTERM, SIGINT or SIGUSR1 exits 75
       _exit(127);
     }
     if (in_run) {
-      for (int i = 0; i < 4000 && !training(out); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      // As long as an uninterrupted sweep takes to start its first run, with room for a busy machine.
+      const auto limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(60.0, 5 * seconds));
+      while (!training(out) && std::chrono::steady_clock::now() < limit) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (!training(out)) {  // a sweep that never started a run fails here, saying so, and is not left running
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+      REQUIRE(training(out));
     } else {
       for (int i = 0; i < 2000 && !fs::exists(out / ".lock"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       std::this_thread::sleep_for(delay);

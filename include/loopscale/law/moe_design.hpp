@@ -70,6 +70,13 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
   if (!(s.memory_bytes >= 0) || !(s.bytes_per_weight > 0) || !(s.max_inference_flops >= 0))
     throw data_error("design: the memory limit and the inference limit must be >= 0, bytes per weight > 0");
   // Recurrences and experts are counts: R = 2.5 is no design.
+  // A candidate given twice predicts the same loss twice, and no step from one to the other gains.
+  for (const auto* list : {&s.R, &s.E}) {
+    std::vector<double> sorted = *list;
+    std::sort(sorted.begin(), sorted.end());
+    if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
+      throw data_error(concat("design: the ", list == &s.R ? "R" : "E", " candidates list ", *twice, " twice"));
+  }
   for (const double r : s.R)
     if (!(r >= 1) || !std::isfinite(r) || r != std::floor(r)) throw data_error(concat("design: every R must be a whole number >= 1, not ", r));
   for (const double e : s.E)

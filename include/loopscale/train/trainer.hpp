@@ -304,10 +304,12 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
 }
 
 // The run folder's lock (util/file_lock.hpp): a second process on the same --out is refused,
-// naming the first.
+// naming the first. check_run_folder_free asks the same without taking it (train --dry-run).
+inline const char* const run_folder_advice = "wait for it to end, stop it, or choose another --out";
 inline FileLock lock_run_folder(const RunFiles& files) {
-  return FileLock::acquire(files.out / ".lock", files.out.string() + "/", "wait for it to end, stop it, or choose another --out");
+  return FileLock::acquire(files.out / ".lock", files.out.string() + "/", run_folder_advice);
 }
+inline void check_run_folder_free(const RunFiles& files) { FileLock::check_free(files.out / ".lock", files.out.string() + "/", run_folder_advice); }
 
 // A folder or a pipe where a run file goes failed only when the file was written: summary.json
 // after the whole run.

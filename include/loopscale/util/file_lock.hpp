@@ -75,26 +75,8 @@ class FileLock {
         ::close(fd);
         throw lock_error("cannot lock " + file.string() + ": " + std::strerror(err));
       }
-      std::string text(256, '\0');
-      const ssize_t n = ::pread(fd, text.data(), text.size(), 0);
+      const folder_in_use e = in_use(fd, what, advice);
       ::close(fd);
-      text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-      long pid = 0;
-      std::string host;
-      if (const auto sp = text.find(' '); sp != std::string::npos) {
-        try {
-          pid = std::stol(text.substr(0, sp));
-        } catch (const std::exception&) {
-          pid = 0;
-        }
-        host = text.substr(sp + 1);
-        while (!host.empty() && (host.back() == '\n' || host.back() == ' ')) host.pop_back();
-      }
-      // The holder may not have written its pid yet (it locks first, then writes).
-      folder_in_use e(what + " is in use by " +
-                      (pid > 0 ? "process " + std::to_string(pid) + " (host " + host + ")" : std::string("another process")) + "; " +
-                      advice);
-      e.holder_pid = pid;
       throw e;
     }
     char host[256] = {};
@@ -117,7 +99,52 @@ class FileLock {
     fd_ = -1;
   }
 
+  // Throws folder_in_use, as acquire would, when another process holds `file`'s lock; creates
+  // nothing, writes nothing and holds nothing after it returns (a shared lock, tried and dropped,
+  // so that several probes at once, the ranks of one job say, do not refuse each other). A missing
+  // lock file is a free folder.
+  static void check_free(const std::filesystem::path& file, const std::string& what,
+                         const std::string& advice = "wait for it to end, or stop it") {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) return;
+      throw lock_error("cannot open lock file " + file.string() + ": " + std::strerror(errno));
+    }
+    int rc;
+    do rc = ::flock(fd, LOCK_SH | LOCK_NB);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0 && errno == EWOULDBLOCK) {
+      const folder_in_use e = in_use(fd, what, advice);
+      ::close(fd);
+      throw e;
+    }
+    ::close(fd);  // and with it the shared lock
+  }
+
  private:
+  // "<what> is in use by process PID (host H); <advice>", from the pid and host the holder wrote.
+  static folder_in_use in_use(int fd, const std::string& what, const std::string& advice) {
+    std::string text(256, '\0');
+    const ssize_t n = ::pread(fd, text.data(), text.size(), 0);
+    text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    long pid = 0;
+    std::string host;
+    if (const auto sp = text.find(' '); sp != std::string::npos) {
+      try {
+        pid = std::stol(text.substr(0, sp));
+      } catch (const std::exception&) {
+        pid = 0;
+      }
+      host = text.substr(sp + 1);
+      while (!host.empty() && (host.back() == '\n' || host.back() == ' ')) host.pop_back();
+    }
+    // The holder may not have written its pid yet (it locks first, then writes).
+    folder_in_use e(what + " is in use by " +
+                    (pid > 0 ? "process " + std::to_string(pid) + " (host " + host + ")" : std::string("another process")) + "; " + advice);
+    e.holder_pid = pid;
+    return e;
+  }
+
   int fd_ = -1;
   std::filesystem::path path_;
 };
