@@ -31,6 +31,7 @@ namespace {
 
 struct EvalArgs {
   std::string run, tasks = "builtin", write_builtin, corpus;
+  std::string prefix;  // text before every prompt (CORE's BOS), encoded with the run's tokenizer
   std::vector<int64> r_eval;
   int64 max_per_task = 0, items = 200, max_bytes = 256, batch = 8, val_tokens = -1;
   std::uint64_t seed = 0;
@@ -120,6 +121,7 @@ void run_eval(EvalArgs a) {
   opt.max_per_task = a.max_per_task;
   opt.seed = a.seed;
   opt.batch = 4 * a.batch;
+  model.text_tokenizer().encode(a.prefix, opt.prefix);
   // Every row the evaluation will score is prepared once now (a rendering and an encoding each, no
   // forward), so a row too long for the context or a num_fewshot that cannot fit is one line before
   // the validation windows and the first r_eval's tasks are scored, not after them.
@@ -246,6 +248,8 @@ const bool registered_eval = add_command([](CLI::App& app) {
   sub->add_option("--seed", a->seed, "seed of the built-in probes, the item subset and the few-shot draws (default: a run's --mix-probes-seed)")->capture_default_str()->check(non_negative());
   sub->add_option("--corpus", a->corpus, "corpus folder for the validation windows and the cloze probes (default: the run's)");
   sub->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the trainer's windows; 0: none)");
+  sub->add_option("--prefix", a->prefix,
+                  "text put before every prompt, as CORE puts its BOS (e.g. $'\\n', the separator of a byte-level corpus's documents; default: none)");
   sub->add_option("--batch", a->batch, "sequences per forward")->capture_default_str();
   sub->add_option("--threads", a->threads, "threads (0: every core)")->capture_default_str()->check(thread_count());
   sub->add_option("--write-builtin", a->write_builtin, "write the built-in probe bundle to DIR and stop")->check(output_folder());

@@ -262,6 +262,17 @@ TEST_CASE("eval: an over-long bundle row and a num_fewshot past the context are 
   std::ofstream(dir / "many" / "bundle.json") << R"({"name": "many", "icl_tasks": [)" << task("many", 150) << "]}";
   rows(dir / "many" / "many.jsonl", 200, 3);
   expect(dir / "many", "eval: many.jsonl: task \"many\": num_fewshot 150 cannot fit a context of 129 tokens (at most 128 examples)");
+
+  // An empty context at 0 shots leaves nothing before the continuation to predict its first token
+  // from: refused, saying to give a prefix; --prefix puts one before every prompt (CORE's BOS).
+  fs::create_directories(dir / "empty");
+  std::ofstream(dir / "empty" / "bundle.json") << R"({"name": "empty", "icl_tasks": [)" << task("empty", 0) << "]}";
+  std::ofstream(dir / "empty" / "empty.jsonl") << R"({"context": "", "continuation": "x"})" << "\n" << R"({"context": "", "continuation": "y"})" << "\n";
+  expect(dir / "empty", "nothing comes before the scored span of the continuation");
+  const auto prefixed = run_cli("eval " + run.string() + " --tasks " + (dir / "empty").string() + " --val-tokens 0 --threads 1 --json --prefix '\n'");
+  INFO(prefixed.out);
+  REQUIRE(prefixed.rc == 0);
+  CHECK(nlohmann::json::parse(prefixed.out).dump().find("\"empty\"") != std::string::npos);
   fs::remove_all(dir);
 }
 

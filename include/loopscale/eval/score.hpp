@@ -339,7 +339,7 @@ inline PreparedItem prepare_item(const Task& t, std::int64_t row, const data::To
                                                                     : "its tokens add nothing to the prompt's"));
     if (p.start[j] == 0)
       throw bundle_error(concat(where, ": nothing comes before the scored span of ", what,
-                                " to predict its first token; give a prefix (EvalOptions::prefix, as CORE's BOS)"));
+                                " to predict its first token; give a prefix, as CORE puts its BOS (loopscale eval --prefix TEXT, EvalOptions::prefix)"));
     if (length > context - 1)
       throw bundle_error(concat(where, ": the scored span of ", what, " is ", length, " tokens; a scorer context of ", context,
                                 " tokens holds at most ", context - 1, " (one token must come before it)"));
