@@ -8,7 +8,8 @@ copy and CUDA call of the traced steps with its start and end, bench/cuda/cupti_
 For a trace, it also says how much of the traced steps' wall time the device was busy (the union
 of its kernels, copies and memsets) and where the host's time in CUDA calls went, so time the
 device waited on the host shows as the gap between the two. Kernels are grouped by the loopscale function that launched them where the demangled name holds
-one (a Thrust for_each over a kernel lambda is named after the lambda's enclosing function), else
+one (a Thrust for_each or reduction over a kernel's lambda is named after the lambda's enclosing
+function, not after the span_detail or cuda_detail wrapper around the lambda), else
 by the kernel's own name without template arguments. WALL.json (bench_cuda_model's output for
 the same model, unprofiled) gives its first run's step time, so the table says what share of a
 step the device spent in kernels at all (profile one model, as gpu_profile.sh does by default).
@@ -23,10 +24,26 @@ import sys
 UNIT = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
+# A Thrust/CUB kernel over a kernel's lambda (CCCL 3: for_each::static_kernel<..., op_wrapper_t<long,
+# span_detail::EachValue<loopscale::...::add_into<...>(...)::{lambda(long, long)#1}>, ...>, or a
+# reduction's DeviceReduceKernel<..., cuda_detail::AsDouble<...>>) is named after the function
+# that encloses the lambda: the wrappers (span_detail's, cuda_detail::AsDouble and Once) come first
+# in the name, and taking the first loopscale name folded every call site into their few rows.
+LAMBDA = re.compile(r"(loopscale::(?:\w+::)*\w+)(?:<(?:[^()<>]|<[^()<>]*>)*>)?\([^()]*\)::\{lambda")
+# The host side's form of the same lambda: nvcc's __nv_dl_tag<..., &(void loopscale::...::f<...>(...)), 1u>.
+TAG = re.compile(r"&\((?:[^()&]*?\s)?(loopscale::(?:\w+::)*\w+)")
+NAME = re.compile(r"loopscale::(?:\w+::)*\w+")
+WRAPPER = re.compile(r"loopscale::train::(?:span_detail::\w+|cuda_detail::(?:AsDouble|Once))")
+
+
 def key(name):
-    m = re.search(r"loopscale::(?:[\w]+::)*[\w]+", name)
-    if m:
-        return m.group(0)
+    for pattern in (LAMBDA, TAG):
+        m = pattern.search(name)
+        if m:
+            return m.group(1)
+    names = [n for n in NAME.findall(name) if not WRAPPER.fullmatch(n)]
+    if names:  # a kernel of the library's own (cuda_detail::softmax_causal), or a functor one
+        return names[0]
     base = re.split(r"[<(]", name, maxsplit=1)[0].strip()
     return base.split()[-1] if base else name[:60]
 

@@ -81,4 +81,30 @@ with tempfile.TemporaryDirectory() as d:
     expect(out, "dense, full BPTT: 2.00 ms a step unprofiled; kernels 25% of it")
     expect(out, "    0.250  50.0%        2  loopscale::train::detail::rmsnorm_forward")
     expect(out, "    0.250  50.0%        1  ampere_sgemm_128x64_nn")
-print("kernel_times.py: trace and ncu fixtures summed as expected")
+
+# CCCL 3's names (cccl3_kernel_names.txt, from nvcc 13): each kernel keyed by the library function
+# whose lambda it runs, not by the span_detail / cuda_detail wrapper that comes first in the name
+# (EachValue, EachRowValue, AsDouble, Once: one row each for every call site before).
+sys.path.insert(0, os.path.dirname(script))
+import kernel_times  # noqa: E402
+
+names = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cccl3_kernel_names.txt")
+cases = [line.rstrip("\n").split("\t") for line in open(names) if not line.startswith("#")]
+check(len(cases) == 11, f"{names}: {len(cases)} names")
+for want, name in cases:
+    got = kernel_times.key(name)
+    check(got == want, f"key gave {got!r}, not {want!r}, for {name}")
+# ... and in a trace: the two for_spans call sites (add_into, hyper_aggregate_backward) two rows.
+with tempfile.TemporaryDirectory() as d:
+    trace = os.path.join(d, "trace.csv")
+    device = {want: name for want, name in cases if "EachValue" in name and name.startswith("void ")}  # not the host form
+    add, hyper = device["loopscale::train::kernels::add_into"], device["loopscale::train::kernels::hyper_aggregate_backward"]
+    with open(trace, "w") as f:
+        f.write("# bench_cuda_model trace: run dense, full BPTT, steps 1, wall_s 0.001000, precision bf16\n")
+        f.write("kind,name,start_ns,end_ns,bytes\n")
+        f.write(f'kernel,"{add}",0,100000,0\n')
+        f.write(f'kernel,"{hyper}",100000,400000,0\n')
+    out = run(trace)
+    expect(out, "    0.300  75.0%      1.0  loopscale::train::kernels::hyper_aggregate_backward")
+    expect(out, "    0.100  25.0%      1.0  loopscale::train::kernels::add_into")
+print("kernel_times.py: trace and ncu fixtures summed as expected, CCCL 3 kernel names keyed by their launching function")
