@@ -8,7 +8,9 @@
 #   5. the model's GEMMs alone in fp32, tf32 and both bf16 forms (bench/cuda/bench_gemm.cu) ->
 #      OUT_DIR/gemm.json, and the dense steps (full and truncated BPTT) again with packed bf16
 #      operands -> OUT_DIR/summary_packed.json, and with only the single products packed ->
-#      OUT_DIR/summary_packed_single.json.
+#      OUT_DIR/summary_packed_single.json,
+#   6. those packed runs' last-step losses against the fast run's (summary.json), within 1e-2
+#      relative -> OUT_DIR/losses.txt: a packed form that is fast but computes wrong fails here.
 #
 #   bench/gpu_check.sh OUT_DIR [BIN_DIR]
 #
@@ -107,4 +109,32 @@ run bench "$bin/bench_cuda_model" "$out/summary.json" "${GPU_CHECK_STEPS:-10}"
 run gemm_rates "$bin/bench_cuda_gemm" "$out/gemm.json" 10
 run bench_packed env LOOPSCALE_BF16_OPERANDS=packed "$bin/bench_cuda_model" "$out/summary_packed.json" "${GPU_CHECK_STEPS:-10}" bf16 dense,truncated
 run bench_packed_single env LOOPSCALE_BF16_OPERANDS=packed-single "$bin/bench_cuda_model" "$out/summary_packed_single.json" "${GPU_CHECK_STEPS:-10}" bf16 dense,truncated
+# The packed runs' speed counts only if they train the same model: each dense run's last-step loss
+# (last_loss) against the fast form's from the bench above. The forms round the same inputs to bf16
+# once and accumulate in fp32 (cublaslt.hpp), so after the same steps their losses differ by
+# rounding, far below 1e-2 relative; a missing run or loss (a run that failed, a NaN) fails too.
+python3 - "$out/summary.json" "$out/summary_packed.json" "$out/summary_packed_single.json" <<'PY' 2>&1 | tee "$out/losses.txt"
+import json, math, sys
+def losses(path):
+    try:
+        return {r["name"]: r.get("last_loss") for r in json.load(open(path))["runs"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"{path}: no runs ({e})")
+        return None
+fast, ok = losses(sys.argv[1]), True
+for path in sys.argv[2:]:
+    other = losses(path)
+    if fast is None or not other:
+        ok = False
+        continue
+    for name, loss in other.items():
+        ref = fast.get(name)
+        good = isinstance(loss, float) and isinstance(ref, float) and math.isfinite(ref) and abs(loss - ref) <= 1e-2 * abs(ref)
+        print(f"{path.rsplit('/', 1)[-1]}: {name}: last loss {loss} against {ref} (fast): {'same' if good else 'DIFFERENT'}")
+        ok = ok and good
+sys.exit(0 if ok else 1)
+PY
+rc=${PIPESTATUS[0]}
+echo "gpu_check: losses exit $rc (packed and packed-single against fast, within 1e-2 relative)" | tee -a "$out/status.txt"
+[ "$rc" = 0 ] || status=1
 exit $status

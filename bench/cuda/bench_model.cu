@@ -27,12 +27,18 @@
 // (LOOPSCALE_BF16_OPERANDS, cublaslt.hpp), their scratch (about 0.6 GB at d 1024), which the
 // estimate leaves out.
 //
+// Each run also writes its last timed step's loss (last_loss; null if not finite): the bf16
+// operand forms round the same inputs once each and accumulate in fp32 (cublaslt.hpp), so their
+// losses agree to rounding, and bench/gpu_check.sh compares them: a packed run that is fast but
+// wrong would otherwise still report believable tokens/s.
+//
 // The timed steps, and only they, lie between cudaProfilerStart and cudaProfilerStop, so a
 // profiler started with its capture off (`ncu --profile-from-start off`, bench/gpu_profile.sh)
 // sees the steady state and not the warm-up's plan searches and first touches.
 #include <cuda_profiler_api.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
@@ -197,7 +203,7 @@ int main(int argc, char** argv) {
     const ModelSpec spec = runs[k].small ? small_spec() : model_spec(runs[k].bptt, runs[k].moe);
     const int64 batch = runs[k].batch, seq = runs[k].seq;
     const std::size_t free0 = train::cuda_memory_info().free;
-    double tokens_per_s = 0, seconds = 0;
+    double tokens_per_s = 0, seconds = 0, loss = 0;
     std::size_t used = 0;
     {
       train::Transformer<float, CudaBackend> model(spec, batch, seq);
@@ -209,7 +215,7 @@ int main(int argc, char** argv) {
         tgt[i] = static_cast<std::int32_t>((i * 104729 + 1) % spec.vocab);
       }
       const auto step = [&] {
-        model.forward_backward(in.data(), tgt.data());
+        loss = model.forward_backward(in.data(), tgt.data());  // computed (and waited for) every step anyway
         const std::span<const float> g(model.grads_data(), static_cast<std::size_t>(model.num_params()));
         opt.step(std::span<float>(model.params_data(), static_cast<std::size_t>(model.num_params())), g, model.tensors(), 1e-4,
                  train::AdamW<float, CudaBackend>::grad_norm(g));
@@ -255,14 +261,15 @@ int main(int argc, char** argv) {
     const double flops = tokens_per_s * static_cast<double>(count_flops(spec, seq).train);
     const double estimate = static_cast<double>(count_memory(spec, batch, seq, 1, AttentionScratch::per_sequence).total);  // the device form: dP per sequence
     const bool known = peak.flops > 0, known_bf16 = peak.bf16 > 0;
-    std::printf("%-32s %9.0f tokens/s  %7.2f TFLOP/s  MFU %s  (bf16 peak %s)  memory %.2f GiB (estimate %.2f)\n", runs[k].name, tokens_per_s,
-                flops / 1e12, known ? std::to_string(flops / peak.flops).c_str() : "?",
-                known_bf16 ? std::to_string(flops / peak.bf16).c_str() : "?", static_cast<double>(used) / (1 << 30), estimate / (1 << 30));
+    std::printf("%-32s %9.0f tokens/s  %7.2f TFLOP/s  MFU %s  (bf16 peak %s)  memory %.2f GiB (estimate %.2f)  last loss %.4f\n", runs[k].name,
+                tokens_per_s, flops / 1e12, known ? std::to_string(flops / peak.flops).c_str() : "?",
+                known_bf16 ? std::to_string(flops / peak.bf16).c_str() : "?", static_cast<double>(used) / (1 << 30), estimate / (1 << 30), loss);
     out += "    {\"name\": \"" + std::string(runs[k].name) + "\", \"steps\": " + std::to_string(steps) + ", \"seconds\": " + json_number(seconds) +
            ", \"tokens_per_s\": " + json_number(tokens_per_s) + ", \"model_flops_per_s\": " + json_number(flops) +
            ", \"mfu\": " + json_number(known ? flops / peak.flops : 0, known) +
            ", \"mfu_bf16_peak\": " + json_number(known_bf16 ? flops / peak.bf16 : 0, known_bf16) +
-           ", \"device_memory_bytes\": " + std::to_string(used) + ", \"memory_estimate_bytes\": " + json_number(estimate) + "}" +
+           ", \"device_memory_bytes\": " + std::to_string(used) + ", \"memory_estimate_bytes\": " + json_number(estimate) +
+           ", \"last_loss\": " + json_number(loss, std::isfinite(loss)) + "}" +
            (k + 1 < runs.size() ? ",\n" : "\n");
   }
   out += "  ]\n}\n";
