@@ -91,12 +91,15 @@ struct Problem {
   T alpha, beta;
   std::vector<T> A, B, C;  // C: the input C (beta C), padding included
 
-  Problem(bool ta_, bool tb_, int64 M_, int64 N_, int64 K_, int64 pad, int64 count_, int64 off, T beta_, std::uint64_t seed)
+  Problem(bool ta_, bool tb_, int64 M_, int64 N_, int64 K_, int64 pad, int64 count_, int64 off, T beta_, std::uint64_t seed,
+          bool aligned_c = false)
       : ta(ta_), tb(tb_), M(M_), N(N_), K(K_), count(count_), offA(off), offB(2 * off), offC(3 * off), alpha(T(0.75)), beta(beta_) {
     lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + 2 * pad, ldc = N + pad;
     // Strides of a whole matrix plus an odd number of elements, so batch members after the first
-    // are not 256-byte aligned either.
-    strideA = (ta ? K : M) * lda + 7, strideB = (tb ? N : K) * ldb + 5, strideC = M * ldc + 3;
+    // are not 256-byte aligned either. aligned_c: C's rounded up to 64 values instead, so with
+    // off 0 every member of C is 256-byte aligned, as the model's are (cuBLASLt may have no
+    // bf16 x bf16 kernel for a C only 4-byte aligned).
+    strideA = (ta ? K : M) * lda + 7, strideB = (tb ? N : K) * ldb + 5, strideC = aligned_c ? (M * ldc + 63) / 64 * 64 : M * ldc + 3;
     A = random<T>(static_cast<std::size_t>(offA + count * strideA), seed);
     B = random<T>(static_cast<std::size_t>(offB + count * strideB), seed + 1);
     C = random<T>(static_cast<std::size_t>(offC + count * strideC), seed + 2);
@@ -105,7 +108,7 @@ struct Problem {
     const auto n = [](int64 v) { return std::to_string(v); };
     return std::string("ta ") + (ta ? "T" : "N") + " tb " + (tb ? "T" : "N") + " M " + n(M) + " N " + n(N) + " K " + n(K) + " lda " + n(lda) +
            " ldb " + n(ldb) + " ldc " + n(ldc) + " beta " + std::to_string(beta) + " offsets " + n(offA) + "," + n(offB) + "," + n(offC) +
-           (count > 1 ? " count " + n(count) : "");
+           (count > 1 ? " count " + n(count) + " strideC " + n(strideC) : "");
   }
   // The reference in double and the sum of absolute terms, at every element of C.
   void reference(std::vector<double>& ref, std::vector<double>& mag) const {
@@ -254,20 +257,28 @@ int main() {
   }
   // Odd shapes (K = 1, a single row) may have no bf16 x bf16 kernel and run the fast form; said,
   // not failed. Shapes like the model's must run packed, or bench_gemm's packed rows would
-  // measure the fast form: a 256-multiple product and attention's strided batch of head slices.
+  // measure the fast form: a 256-multiple product and attention's strided batch of head slices,
+  // whose C members are 256-byte aligned as the model's are. The same batch with C members only
+  // 4-byte aligned (an odd stride) must still compute right; whether it runs packed is said.
   std::printf("bf16 packed: %zu packed plans of the odd shapes above (both packed forms) ran the fast form\n",
               lt::Engine::get().packed_fallbacks());
   if (prop.major >= 8) {
     CudaBackend::set_precision(Precision::bf16);
     lt::Engine::get().set_bf16_operands(lt::Bf16Operands::packed);
     const std::size_t before = lt::Engine::get().packed_fallbacks();
-    const Problem<float> square(false, true, 256, 512, 256, 0, 1, 0, 0.0f, 41), heads(false, true, 64, 64, 32, 96, 4, 0, 0.0f, 43);
+    const Problem<float> square(false, true, 256, 512, 256, 0, 1, 0, 0.0f, 41), heads(false, true, 64, 64, 32, 96, 4, 0, 0.0f, 43, true),
+        heads_odd_c(false, true, 64, 64, 32, 96, 4, 0, 0.0f, 43);
     std::string worst;
     expect(within(square, square.device(false), eps_of(Precision::bf16, square.K), worst), "bf16 packed " + square.name() + ": " + worst);
     expect(within(heads, heads.device(false), eps_of(Precision::bf16, heads.K), worst), "bf16 packed " + heads.name() + ": " + worst);
     expect(lt::Engine::get().packed_fallbacks() == before,
            "bf16 packed: model-like products run bf16 x bf16, not the fast form (" +
                std::to_string(lt::Engine::get().packed_fallbacks() - before) + " fell back)");
+    const std::size_t aligned = lt::Engine::get().packed_fallbacks();
+    expect(within(heads_odd_c, heads_odd_c.device(false), eps_of(Precision::bf16, heads_odd_c.K), worst),
+           "bf16 packed " + heads_odd_c.name() + ": " + worst);
+    std::printf("bf16 packed: %zu plans of the head batch with C members 4-byte aligned ran the fast form\n",
+                lt::Engine::get().packed_fallbacks() - aligned);
     lt::Engine::get().set_bf16_operands(lt::Bf16Operands::fast);
   }
   lt::Engine::get().set_bf16_operands(lt::Bf16Operands::fast);
