@@ -287,3 +287,67 @@ TEST_CASE("law::fit refuses values outside a variable's domain in runs built in 
   runs.set("D")[2] = std::numeric_limits<double>::quiet_NaN();
   CHECK_THROWS_WITH(fit(AnyLaw(Chinchilla{}), runs), Catch::Contains("fit: line 4: D = nan is not finite"));
 }
+
+TEST_CASE("Runs whose columns differ in length are refused, naming the column and both lengths", "[law][fit]") {
+  // A user's Runs with N and D of 8 values and loss of 6 was fitted (R^2 -107.7), reading past the
+  // end of loss; subset and a law's prepare read the same way.
+  Runs runs;
+  for (const char* c : {"N", "D"}) runs.set(c) = Eigen::ArrayXd::LinSpaced(8, 1e9, 8e9);
+  runs.set("loss") = Eigen::ArrayXd::Constant(6, 3.0);
+  const AnyLaw chin = Chinchilla{};
+  CHECK_THROWS_WITH(runs.check(), "data: column 'loss' has 6 values, column 'D' has 8; every column needs one value per row");
+  CHECK_THROWS_WITH(fit(chin, runs), Catch::Contains("column 'loss' has 6 values, column 'D' has 8"));
+  CHECK_THROWS_AS(runs.subset({0, 1}), data_error);
+  CHECK_THROWS_AS(chin.prepare(runs), data_error);
+  // The odd column is named whichever comes first, here D (the reference is the length most share).
+  runs.set("loss") = Eigen::ArrayXd::Constant(8, 3.0);
+  runs.set("D") = Eigen::ArrayXd::Constant(5, 1e10);
+  CHECK_THROWS_WITH(fit(chin, runs), Catch::Contains("column 'D' has 5 values, column 'N' has 8"));
+  // With lines, each column is measured against them.
+  runs.set("D") = Eigen::ArrayXd::Constant(8, 1e10);
+  for (long i = 0; i < 7; ++i) runs.lines.push_back(i + 2);
+  CHECK_THROWS_WITH(fit(chin, runs), Catch::Contains("column 'D' has 8 values, lines has 7 entries"));
+  runs.lines.push_back(9);
+  CHECK_NOTHROW(runs.check());
+}
+
+TEST_CASE("a Runs without lines fits, subsets and names a bad value by its row", "[law][fit]") {
+  // lines is optional: docs/laws.md's example fills only the columns. size() was lines.size(), 0
+  // here, so subset gave no rows and a bad loss threw std::out_of_range from lines.at(i).
+  Runs runs = loopscale::law::test::variable_grid();
+  runs.lines.clear();
+  const AnyLaw chin = Chinchilla{};
+  runs = with_synthetic_loss(chin, runs, theta_of(chin, loopscale::law::test::test_constants("chinchilla")), 0.002, 3);
+  REQUIRE(runs.size() == 192);
+  CHECK(runs.row_name(4) == "row 5");
+  const FitResult all = fit(chin, runs);
+  CHECK(all.points == 192);
+  CHECK(all.r2 > 0.99);
+  std::vector<Eigen::Index> every_fourth;
+  for (Eigen::Index i = 0; i < 40; ++i) every_fourth.push_back(4 * i);
+  const Runs part = runs.subset(every_fourth);
+  CHECK(part.size() == 40);
+  CHECK(part.lines.empty());
+  CHECK(fit(chin, part).points == 40);
+  CHECK(drop_highest_loss(runs, 5).size() == 187);
+  runs.set("loss")[4] = -1;
+  CHECK_THROWS_WITH(fit(chin, runs), "fit: row 5: loss = -1 must be > 0");
+  CHECK_THROWS_AS(drop_highest_loss(runs, 5), data_error);
+  // holdout checks the whole Runs before splitting it, so the row is the user's, not the subset's.
+  const std::vector<std::string> labels(192, "x");
+  CHECK_THROWS_WITH(holdout(chin, runs, labels, "r", "y", {}), "fit: row 5: loss = -1 must be > 0");
+  runs.set("loss")[4] = 3;
+  // Labels for another number of points were read past the end too.
+  const std::vector<std::string> ten(10, "x");
+  CHECK_THROWS_WITH(holdout(chin, runs, ten, "r", "x", {}), Catch::Contains("10 labels for 192 points"));
+  BootstrapOptions bo;
+  bo.groups = &ten;
+  CHECK_THROWS_WITH(bootstrap(chin, runs, all, {}, bo), Catch::Contains("10 group labels for 192 points"));
+  runs.set("loss").conservativeResize(191);
+  CHECK_THROWS_WITH(fit(chin, runs), Catch::Contains("column 'loss' has 191 values"));
+}
+
+TEST_CASE("fit without a loss column says how to read one", "[law][fit]") {
+  Runs runs = loopscale::law::test::variable_grid();
+  CHECK_THROWS_WITH(fit(AnyLaw(Chinchilla{}), runs), Catch::Contains("no 'loss' column") && Catch::Contains("\"loss\""));
+}

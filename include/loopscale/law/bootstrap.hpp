@@ -49,6 +49,9 @@ inline BootstrapResult bootstrap(const AnyLaw& law, const Runs& runs, const FitR
                                  const BootstrapOptions& opt) {
   if (opt.resamples < 2) throw data_error("--bootstrap needs at least 2 resamples");
   if (!(opt.level > 0 && opt.level < 1)) throw data_error("the interval level must be in (0, 1)");
+  runs.check();
+  if (opt.groups && static_cast<Eigen::Index>(opt.groups->size()) != runs.size())
+    throw data_error(concat("--block: ", opt.groups->size(), " group labels for ", runs.size(), " points"));
   const Parameters ps = law.parameters();
   const auto p = static_cast<Eigen::Index>(ps.size());
   const int B = opt.resamples;

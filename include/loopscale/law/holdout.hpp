@@ -22,6 +22,10 @@ struct HoldoutResult {
 
 inline HoldoutResult holdout(const AnyLaw& law, const Runs& runs, const std::vector<std::string>& labels,
                              const std::string& column, const std::string& value, const FitOptions& opt) {
+  // The whole Runs first, so that a bad value is named by its own line or row, not the subset's.
+  runs.check_values("fit");
+  if (static_cast<Eigen::Index>(labels.size()) != runs.size())
+    throw data_error(concat("--holdout ", column, ": ", labels.size(), " labels for ", runs.size(), " points"));
   const std::vector<bool> in = slice_rows(labels, value, column);
   std::vector<Eigen::Index> train, test;
   for (std::size_t i = 0; i < in.size(); ++i) (in[i] ? test : train).push_back(static_cast<Eigen::Index>(i));

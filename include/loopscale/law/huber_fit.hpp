@@ -444,14 +444,12 @@ inline bool reads_looped_counts(const AnyLaw& law) {
 
 inline FitResult fit(const AnyLaw& law, const Runs& runs, const FitOptions& opt = {}) {
   // The reader refuses values outside a variable's domain; runs built in code (a sweep's results, a
-  // user's own) are checked here, since a loss <= 0 or a NaN size makes the objective NaN.
-  for (const auto& [name, col] : runs.columns) {
-    const detail::Domain dom = detail::domain_of(name);
-    for (Eigen::Index i = 0; i < col.size(); ++i)
-      if (!std::isfinite(col[i]) || !detail::in_domain(dom, col[i]))
-        throw data_error(concat("fit: line ", runs.lines.at(static_cast<std::size_t>(i)), ": ", name, " = ", col[i], " ",
-                                std::isfinite(col[i]) ? detail::domain_text(dom) : "is not finite"));
-  }
+  // user's own) are checked here, since a loss <= 0 or a NaN size makes the objective NaN, and a
+  // column shorter than the others would be read past its end (Runs::check).
+  runs.check_values("fit");
+  if (!runs.has("loss"))
+    throw data_error("fit: the runs have no 'loss' column (RunReader::read reads only the columns it is given: "
+                     "law.columns() and \"loss\")");
   const Parameters ps = law.parameters();
   const auto prepared = law.prepare(runs);
   const auto starts = opt.starts.empty() ? make_starts(law, default_start_plan(law)) : opt.starts;

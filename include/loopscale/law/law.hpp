@@ -124,7 +124,11 @@ class AnyLaw {
   std::string formula() const { return self_->formula(); }
   Parameters parameters() const { return self_->parameters(); }
   std::vector<std::string> columns() const { return self_->columns(); }
-  std::unique_ptr<AnyPreparedLaw> prepare(const Runs& runs) const { return self_->prepare(runs); }
+  // Refuses a Runs whose columns differ in length (Runs::check) before the law reads them.
+  std::unique_ptr<AnyPreparedLaw> prepare(const Runs& runs) const {
+    runs.check();
+    return self_->prepare(runs);
+  }
   std::optional<std::vector<Eigen::VectorXd>> grid() const { return self_->grid(); }
   std::string domain_fault(const std::map<std::string, double>& c) const { return self_->domain_fault(c); }
   std::vector<std::string> notes(const std::map<std::string, double>& c) const { return self_->notes(c); }

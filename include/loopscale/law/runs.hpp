@@ -21,6 +21,7 @@
 #include <Eigen/Core>
 
 #include "loopscale/account/injection_convention.hpp"
+#include "loopscale/util/text.hpp"
 
 namespace loopscale::law {
 
@@ -46,54 +47,6 @@ struct RunTable {
 
 // Canonical variable name -> the column of the file that holds it (`--map N="Model Size"`).
 using ColumnMap = std::map<std::string, std::string>;
-
-struct Runs {
-  std::map<std::string, Eigen::ArrayXd> columns;
-  std::vector<long> lines;  // file line of each row, for messages about single points
-  // Where the injection counts in N_once / N_rec (N_act / N_loop): a name of InjectionCount, or
-  // empty when the data do not say (a file without an `injection` column, read as it is).
-  std::string injection;
-
-  Eigen::Index size() const { return static_cast<Eigen::Index>(lines.size()); }
-  bool has(const std::string& name) const { return columns.count(name) != 0; }
-  const Eigen::ArrayXd& operator[](const std::string& name) const {
-    auto it = columns.find(name);
-    if (it == columns.end()) throw data_error("data: no column '" + name + "'");
-    return it->second;
-  }
-  Eigen::ArrayXd& set(const std::string& name) { return columns[name]; }
-
-  Runs subset(const std::vector<Eigen::Index>& rows) const {
-    Runs s;
-    s.injection = injection;
-    s.lines.reserve(rows.size());
-    for (auto i : rows) s.lines.push_back(lines[static_cast<std::size_t>(i)]);
-    for (const auto& [name, col] : columns) {
-      Eigen::ArrayXd c(static_cast<Eigen::Index>(rows.size()));
-      for (std::size_t k = 0; k < rows.size(); ++k) c[static_cast<Eigen::Index>(k)] = col[rows[k]];
-      s.columns.emplace(name, std::move(c));
-    }
-    return s;
-  }
-};
-
-// The rows left when the k points of highest loss are removed (Epoch drops the 5 highest-loss
-// points of Chinchilla's figure as outliers of the SVG extraction), in their original order. Ties go
-// by row order, so the result is unique.
-inline std::vector<Eigen::Index> rows_without_highest_loss(const Runs& runs, Eigen::Index k) {
-  std::vector<Eigen::Index> order(static_cast<std::size_t>(runs.size()));
-  std::iota(order.begin(), order.end(), Eigen::Index{0});
-  if (k <= 0) return order;
-  const Eigen::ArrayXd& loss = runs["loss"];
-  if (k >= runs.size())
-    throw data_error("data: --drop-highest " + std::to_string(k) + " would drop all " + std::to_string(runs.size()) + " points");
-  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return loss[a] > loss[b]; });
-  std::vector<Eigen::Index> keep(order.begin() + k, order.end());
-  std::sort(keep.begin(), keep.end());
-  return keep;
-}
-
-inline Runs drop_highest_loss(const Runs& runs, Eigen::Index k) { return runs.subset(rows_without_highest_loss(runs, k)); }
 
 namespace detail {
 
@@ -152,6 +105,121 @@ inline bool in_domain(Domain d, double v) {
 
 }  // namespace detail
 
+// Runs a law reads: named columns, one value per row. `lines` is optional: the readers fill it
+// with the file line of each row, for messages; a Runs built in code may leave it empty, and its
+// rows are then named "row 1" to "row n" (size() counts the columns' values). The one rule, which
+// check() enforces: every column has one value per row, and `lines`, when not empty, one entry per
+// row. fit, subset, a law's prepare and the other entry points check it, so a short column is
+// refused as one line naming it rather than read past its end.
+struct Runs {
+  std::map<std::string, Eigen::ArrayXd> columns;
+  std::vector<long> lines;  // file line of each row, for messages; may be empty (rows "row 1".."row n")
+  // Where the injection counts in N_once / N_rec (N_act / N_loop): a name of InjectionCount, or
+  // empty when the data do not say (a file without an `injection` column, read as it is).
+  std::string injection;
+
+  // Rows: one per entry of `lines`, or, without lines, the length of the columns (of the first,
+  // when check() would refuse them).
+  Eigen::Index size() const {
+    if (!lines.empty()) return static_cast<Eigen::Index>(lines.size());
+    return columns.empty() ? 0 : columns.begin()->second.size();
+  }
+  // How messages name row i: "line 12" (its file line) or, without lines, "row 3" (1-based).
+  std::string row_name(Eigen::Index i) const {
+    if (lines.empty()) return "row " + std::to_string(i + 1);
+    return "line " + std::to_string(lines[static_cast<std::size_t>(i)]);
+  }
+  bool has(const std::string& name) const { return columns.count(name) != 0; }
+  const Eigen::ArrayXd& operator[](const std::string& name) const {
+    auto it = columns.find(name);
+    if (it == columns.end()) throw data_error("data: no column '" + name + "'");
+    return it->second;
+  }
+  Eigen::ArrayXd& set(const std::string& name) { return columns[name]; }
+
+  // Refuses columns of different lengths, or a column whose length is not that of `lines` (when
+  // given): "data: column 'loss' has 6 values, column 'D' has 8 ...". Without lines the length most
+  // columns share is the reference (the first column's on a tie), so the odd column is named.
+  void check() const {
+    const auto refuse = [](const std::string& name, Eigen::Index n, const std::string& other) {
+      throw data_error("data: column '" + name + "' has " + std::to_string(n) + " value" + (n == 1 ? "" : "s") + ", " + other +
+                       "; every column needs one value per row");
+    };
+    if (!lines.empty()) {
+      for (const auto& [name, col] : columns)
+        if (col.size() != static_cast<Eigen::Index>(lines.size()))
+          refuse(name, col.size(), "lines has " + std::to_string(lines.size()) + " entries");
+      return;
+    }
+    const std::string* ref = nullptr;
+    long best = 0;
+    for (const auto& [name, col] : columns) {
+      long same = 0;
+      for (const auto& [other, c] : columns) same += c.size() == col.size();
+      if (same > best) best = same, ref = &name;
+    }
+    if (!ref) return;
+    const Eigen::Index n = columns.at(*ref).size();
+    for (const auto& [name, col] : columns)
+      if (col.size() != n) refuse(name, col.size(), "column '" + *ref + "' has " + std::to_string(n));
+  }
+
+  // check(), and every value finite and in its variable's domain (loss > 0, r >= 1, ...; the
+  // readers refuse such values in a file): "fit: line 7: loss = -1 must be > 0", `who` first.
+  void check_values(const std::string& who) const {
+    check();
+    for (const auto& [name, col] : columns) {
+      const detail::Domain dom = detail::domain_of(name);
+      for (Eigen::Index i = 0; i < col.size(); ++i)
+        if (!std::isfinite(col[i]) || !detail::in_domain(dom, col[i]))
+          throw data_error(concat(who, ": ", row_name(i), ": ", name, " = ", col[i], " ",
+                                  std::isfinite(col[i]) ? detail::domain_text(dom) : "is not finite"));
+    }
+  }
+
+  // The given rows, in the given order (repeats allowed). Their lines go with them; a Runs without
+  // lines gives one without, numbered afresh (check_values the whole Runs first for messages that
+  // name its own rows, as holdout does).
+  Runs subset(const std::vector<Eigen::Index>& rows) const {
+    check();
+    const Eigen::Index n = size();
+    for (auto i : rows)
+      if (i < 0 || i >= n) throw data_error(concat("data: subset: row index ", i, " outside the ", n, " rows"));
+    Runs s;
+    s.injection = injection;
+    if (!lines.empty()) {
+      s.lines.reserve(rows.size());
+      for (auto i : rows) s.lines.push_back(lines[static_cast<std::size_t>(i)]);
+    }
+    for (const auto& [name, col] : columns) {
+      Eigen::ArrayXd c(static_cast<Eigen::Index>(rows.size()));
+      for (std::size_t k = 0; k < rows.size(); ++k) c[static_cast<Eigen::Index>(k)] = col[rows[k]];
+      s.columns.emplace(name, std::move(c));
+    }
+    return s;
+  }
+};
+
+// The rows left when the k points of highest loss are removed (Epoch drops the 5 highest-loss
+// points of Chinchilla's figure as outliers of the SVG extraction), in their original order. Ties go
+// by row order, so the result is unique.
+inline std::vector<Eigen::Index> rows_without_highest_loss(const Runs& runs, Eigen::Index k) {
+  runs.check();
+  std::vector<Eigen::Index> order(static_cast<std::size_t>(runs.size()));
+  std::iota(order.begin(), order.end(), Eigen::Index{0});
+  if (k <= 0) return order;
+  const Eigen::ArrayXd& loss = runs["loss"];
+  runs.check_values("data");  // a NaN loss cannot be ranked
+  if (k >= runs.size())
+    throw data_error("data: --drop-highest " + std::to_string(k) + " would drop all " + std::to_string(runs.size()) + " points");
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return loss[a] > loss[b]; });
+  std::vector<Eigen::Index> keep(order.begin() + k, order.end());
+  std::sort(keep.begin(), keep.end());
+  return keep;
+}
+
+inline Runs drop_highest_loss(const Runs& runs, Eigen::Index k) { return runs.subset(rows_without_highest_loss(runs, k)); }
+
 // Reads the variables a law needs (and any `optional` ones present) from a table. Derivations,
 // used only when the variable has no column of its own:
 //   D = C / F, F the training FLOPs per token (the iso-depth paper's tokens, and a sweep's: its
@@ -181,6 +249,12 @@ class RunReader {
     to_ = c;
   }
 
+  // The columns named, and no others: to fit, name "loss" beside the law's columns
+  // (`cols = law.columns(); cols.push_back("loss")`, as `loopscale fit` does). The loss is not added
+  // for a law's columns on purpose: `loopscale law` and prediction read the same columns from files
+  // of points that have no loss (it passes "loss" as optional when the file has one), and one read
+  // that sometimes requires a column the caller did not name would surprise more than fit's refusal
+  // ("fit: the runs have no 'loss' column ...") does.
   Runs read(const std::vector<std::string>& needed, const std::vector<std::string>& optional = {}) {
     Runs runs;
     runs.lines = t_.lines;
