@@ -669,6 +669,10 @@ class Trainer {
       peak[0] = measure_peak_flops(B::threads());
       res_.peak_source = std::string("measured ") + peak_isa().name + " x" + std::to_string(peak_isa().lanes);
       peak_measured_ = true;
+      if (const std::string advice = build_isa_advice(); !advice.empty()) {
+        res_.peak_source += std::string(" (this CPU has ") + cpu_widest_isa() + ")";
+        if (comm_.rank() == 0) std::fprintf(stderr, "loopscale: warning: %s\n", advice.c_str());
+      }
     }
     comm_.sum(std::span<double>(peak), Reduction::ordered, "the sum of the peaks");
     res_.peak_flops = peak[0];

@@ -493,6 +493,29 @@ inline constexpr PeakIsa peak_isa() {
 #endif
 }
 
+// The widest of peak_isa()'s vector units this CPU has, whatever the build targets.
+inline const char* cpu_widest_isa() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (__builtin_cpu_supports("avx512f")) return "avx512f";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2+fma";
+#endif
+  return "portable";
+}
+
+// Empty when the build uses the widest vector unit of the CPU it runs on; otherwise one sentence
+// for the user. The library does not impose -march on its users (the CMake target carries none), so a
+// trainer compiled without it runs the SSE2 baseline: Eigen's packets, the peak microkernel and,
+// under the hold above, oneDNN's GEMMs (a d 256 model trained 2.1 to 2.6 times slower on an AVX2 Zen 3
+// than the same code with -march=native, docs/using.md), and its MFU is against that baseline's peak.
+inline std::string build_isa_advice() {
+  const auto rank = [](std::string_view isa) { return isa == "avx512f" ? 2 : isa == "avx2+fma" ? 1 : 0; };
+  const char* cpu = cpu_widest_isa();
+  if (rank(cpu) <= rank(peak_isa().name)) return {};
+  return std::string("this program was compiled for ") + peak_isa().name + " and this CPU has " + cpu +
+         ": the engine runs slower than it could and its MFU is against the narrower unit's peak; compile with -march=native "
+         "(CMake: link loopscale::native)";
+}
+
 namespace detail {
 
 // CPU time of the calling thread so far, in seconds.
