@@ -670,7 +670,7 @@ class Trainer {
       res_.peak_source = std::string("measured ") + peak_isa().name + " x" + std::to_string(peak_isa().lanes);
       peak_measured_ = true;
       if (const std::string advice = build_isa_advice(); !advice.empty()) {
-        res_.peak_source += std::string(" (this CPU has ") + cpu_widest_isa() + ")";
+        res_.peak_source += std::string(" (this CPU has ") + cpu_widest_isa().name + ")";
         if (comm_.rank() == 0) std::fprintf(stderr, "loopscale: warning: %s\n", advice.c_str());
       }
     }

@@ -10,7 +10,7 @@
 int main() {
   using namespace loopscale::train;
   const std::string advice = build_isa_advice();
-  const std::string_view cpu = cpu_widest_isa();
+  const std::string_view cpu = cpu_widest_isa().name;
 #ifdef EXPECT_NATIVE
   const bool ok = advice.empty() && cpu == peak_isa().name;
 #else

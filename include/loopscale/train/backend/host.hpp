@@ -483,23 +483,28 @@ struct PeakIsa {
 // constants (16 xmm registers with SSE2, 16 ymm with AVX2, 32 zmm with AVX-512).
 inline constexpr int peak_chains = 12;
 
+// The three units, widest first; `lanes` orders them.
+inline constexpr PeakIsa isa_avx512{"avx512f", 16, peak_chains};
+inline constexpr PeakIsa isa_avx2{"avx2+fma", 8, peak_chains};
+inline constexpr PeakIsa isa_portable{"portable", 4, peak_chains};  // one SSE2 register: x86-64's baseline
+
 inline constexpr PeakIsa peak_isa() {
 #if defined(__AVX512F__)
-  return {"avx512f", 16, peak_chains};
+  return isa_avx512;
 #elif defined(__FMA__) && defined(__AVX__)
-  return {"avx2+fma", 8, peak_chains};
+  return isa_avx2;
 #else
-  return {"portable", 4, peak_chains};  // one SSE2 register: x86-64's baseline
+  return isa_portable;
 #endif
 }
 
 // The widest of peak_isa()'s vector units this CPU has, whatever the build targets.
-inline const char* cpu_widest_isa() {
+inline PeakIsa cpu_widest_isa() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (__builtin_cpu_supports("avx512f")) return "avx512f";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2+fma";
+  if (__builtin_cpu_supports("avx512f")) return isa_avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return isa_avx2;
 #endif
-  return "portable";
+  return isa_portable;
 }
 
 // Empty when the build uses the widest vector unit of the CPU it runs on; otherwise one sentence
@@ -508,10 +513,9 @@ inline const char* cpu_widest_isa() {
 // under the hold above, oneDNN's GEMMs (a d 256 model trained 2.1 to 2.6 times slower on an AVX2 Zen 3
 // than the same code with -march=native, docs/using.md), and its MFU is against that baseline's peak.
 inline std::string build_isa_advice() {
-  const auto rank = [](std::string_view isa) { return isa == "avx512f" ? 2 : isa == "avx2+fma" ? 1 : 0; };
-  const char* cpu = cpu_widest_isa();
-  if (rank(cpu) <= rank(peak_isa().name)) return {};
-  return std::string("this program was compiled for ") + peak_isa().name + " and this CPU has " + cpu +
+  const PeakIsa cpu = cpu_widest_isa();
+  if (cpu.lanes <= peak_isa().lanes) return {};
+  return std::string("this program was compiled for ") + peak_isa().name + " and this CPU has " + cpu.name +
          ": the engine runs slower than it could and its MFU is against the narrower unit's peak; compile with -march=native "
          "(CMake: link loopscale::native)";
 }
