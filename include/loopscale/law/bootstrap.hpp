@@ -45,8 +45,11 @@ inline double percentile(std::vector<double> v, double q) {
   return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
 }
 
-inline BootstrapResult bootstrap(const AnyLaw& law, const Runs& runs, const FitResult& best, const FitOptions& fit_opt,
-                                 const BootstrapOptions& opt) {
+// A template, as fit is (huber_fit.hpp says why): a file that never bootstraps pays nothing for it.
+template <FittableLaw L>
+BootstrapResult bootstrap(const L& fitted_law, const Runs& runs, const FitResult& best, const FitOptions& fit_opt,
+                          const BootstrapOptions& opt) {
+  const AnyLaw& law = fitted_law;
   if (opt.resamples < 2) throw data_error("--bootstrap needs at least 2 resamples");
   if (!(opt.level > 0 && opt.level < 1)) throw data_error("the interval level must be in (0, 1)");
   runs.check();

@@ -20,8 +20,11 @@ struct HoldoutResult {
   FitResult fit;        // the fit without the slice
 };
 
-inline HoldoutResult holdout(const AnyLaw& law, const Runs& runs, const std::vector<std::string>& labels,
-                             const std::string& column, const std::string& value, const FitOptions& opt) {
+// A template, as fit is (huber_fit.hpp says why).
+template <FittableLaw L>
+HoldoutResult holdout(const L& fitted_law, const Runs& runs, const std::vector<std::string>& labels,
+                      const std::string& column, const std::string& value, const FitOptions& opt) {
+  const AnyLaw& law = fitted_law;
   // The whole Runs first, so that a bad value is named by its own line or row, not the subset's.
   runs.check_values("fit");
   if (static_cast<Eigen::Index>(labels.size()) != runs.size())

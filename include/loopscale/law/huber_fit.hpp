@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <concepts>
 #include <limits>
 #include <map>
 #include <string>
@@ -172,8 +173,19 @@ inline double huber_sum(const Eigen::ArrayXd& r, double delta, Eigen::ArrayXd* s
   return (0.5 * slope->square() + delta * (r.abs() - slope->abs())).sum();
 }
 
+// Why the fitter's functions below are templates (on the prepared law's type, on the law's): GCC
+// instantiates, in every file, the templates that a non-template inline function calls, whether
+// the file calls that function or not. As plain inline functions they made every file that
+// included this header instantiate LBFGSpp's solver and the fitter's Eigen expressions (design.md,
+// "What a user's own file pays"); as templates, only a file that fits pays for the fitter.
+
+// A law to fit: a law's own value type (law.hpp's Law) or its run-time handle.
+template <class L>
+concept FittableLaw = Law<L> || std::same_as<L, AnyLaw>;
+
 // The quality of a point in fitted coordinates: R^2 and RMSE of the loss, residuals of its log.
-inline void score(const AnyPreparedLaw& prepared, const Eigen::ArrayXd& loss, FitResult& r) {
+template <PreparedLaw P>
+void score(const P& prepared, const Eigen::ArrayXd& loss, FitResult& r) {
   Eigen::ArrayXd logp(prepared.size());
   prepared.log_predict(r.theta, logp, nullptr);
   r.residuals = logp - loss.log();
@@ -190,8 +202,9 @@ inline void score(const AnyPreparedLaw& prepared, const Eigen::ArrayXd& loss, Fi
 namespace detail {
 
 // The objective over the free coordinates, as LBFGSpp calls it.
+template <PreparedLaw P>
 struct HuberObjective {
-  const AnyPreparedLaw& prepared;
+  const P& prepared;
   const Eigen::ArrayXd& log_loss;
   const std::vector<int>& free;
   double delta;
@@ -202,14 +215,14 @@ struct HuberObjective {
   double best_f = std::numeric_limits<double>::infinity();  // lowest value seen, and where
   Eigen::VectorXd best_x;
 
-  HuberObjective(const AnyPreparedLaw& p, const Eigen::ArrayXd& ll, const std::vector<int>& f, double d, Eigen::VectorXd full)
+  HuberObjective(const P& p, const Eigen::ArrayXd& ll, const std::vector<int>& f, double d, Eigen::VectorXd full)
       : prepared(p), log_loss(ll), free(f), delta(d), theta(std::move(full)), logp(p.size()), resid(p.size()),
         slope(p.size()), jac(p.size(), theta.size()), full_grad(theta.size()) {}
 
   double operator()(const Eigen::VectorXd& x, Eigen::VectorXd& grad) {
     for (std::size_t k = 0; k < free.size(); ++k) theta[free[k]] = x[static_cast<Eigen::Index>(k)];
     double fused = 0;
-    if (prepared.huber(theta, log_loss, delta, fused, full_grad)) {
+    if (fused_huber(theta, fused)) {
       for (std::size_t k = 0; k < free.size(); ++k) grad[static_cast<Eigen::Index>(k)] = full_grad[free[k]];
       if (fused < best_f) best_f = fused, best_x = x;
       return fused;
@@ -220,6 +233,14 @@ struct HuberObjective {
     for (std::size_t k = 0; k < free.size(); ++k) grad[static_cast<Eigen::Index>(k)] = jac.col(free[k]).dot(slope.matrix());
     if (f < best_f) best_f = f, best_x = x;
     return f;
+  }
+
+  // The law's fused Huber pass, where it has one (law.hpp, AnyPreparedLaw::huber).
+  bool fused_huber(const Eigen::VectorXd& at, double& f) {
+    if constexpr (requires { prepared.huber(at, log_loss, delta, f, full_grad); })
+      return prepared.huber(at, log_loss, delta, f, full_grad);
+    else
+      return false;
   }
 };
 
@@ -242,11 +263,12 @@ inline LBFGSpp::LBFGSBParam<double> stopping_rules(double ftol, double gtol, int
 }
 
 // One start: L-BFGS-B from `full` (fitted coordinates, frozen ones set) over the free coordinates.
-inline StartOutcome run_start(const AnyPreparedLaw& prepared, const Eigen::ArrayXd& log_loss, const std::vector<int>& free,
+template <PreparedLaw P>
+StartOutcome run_start(const P& prepared, const Eigen::ArrayXd& log_loss, const std::vector<int>& free,
                               const Eigen::VectorXd& full, const Eigen::VectorXd& lb, const Eigen::VectorXd& ub,
                               const LBFGSpp::LBFGSBParam<double>& param, const FitOptions& opt) {
   const Eigen::Index nf = static_cast<Eigen::Index>(free.size());
-  HuberObjective f(prepared, log_loss, free, opt.huber_delta, full);
+  HuberObjective<P> f(prepared, log_loss, free, opt.huber_delta, full);
   Eigen::VectorXd x(nf);
   for (Eigen::Index k = 0; k < nf; ++k) x[k] = full[free[k]];
   double fx = 0;
@@ -323,8 +345,10 @@ void for_each_start(int count, int threads, const Job& job) {
 }  // namespace detail
 
 // The core: a prepared law, its parameters and the observed losses. `frozen` holds fitted
-// coordinates of the frozen parameters (index -> value).
-inline FitResult fit_prepared(const AnyPreparedLaw& prepared, const Parameters& ps, const Eigen::ArrayXd& loss,
+// coordinates of the frozen parameters (index -> value). P: AnyPreparedLaw (what AnyLaw::prepare
+// returns), or a law's own prepared type, which spares the virtual calls.
+template <PreparedLaw P>
+FitResult fit_prepared(const P& prepared, const Parameters& ps, const Eigen::ArrayXd& loss,
                               const std::vector<Eigen::VectorXd>& starts, const std::map<int, double>& frozen,
                               const FitOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -442,7 +466,9 @@ inline bool reads_looped_counts(const AnyLaw& law) {
   return false;
 }
 
-inline FitResult fit(const AnyLaw& law, const Runs& runs, const FitOptions& opt = {}) {
+template <FittableLaw L>
+FitResult fit(const L& fitted_law, const Runs& runs, const FitOptions& opt = {}) {
+  const AnyLaw& law = fitted_law;  // L is AnyLaw, or a law it holds for the checks below
   // The reader refuses values outside a variable's domain; runs built in code (a sweep's results, a
   // user's own) are checked here, since a loss <= 0 or a NaN size makes the objective NaN, and a
   // column shorter than the others would be read past its end (Runs::check).

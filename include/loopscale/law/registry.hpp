@@ -1,4 +1,4 @@
-// The laws the command line knows by name. A new law: its header, then one line here.
+// The laws the command line knows by name. A new law: its header, then its name in RegisteredLaws.
 #pragma once
 
 #include <string>
@@ -14,23 +14,32 @@
 
 namespace loopscale::law {
 
-inline const std::vector<AnyLaw>& all_laws() {
-  static const std::vector<AnyLaw> laws{Chinchilla{}, IsoDepth{}, Parcae{},         LoopedMoE{}, LoopedMoEBounded{},
-                                        LoopedMoELinear{}, LoopedMoEPower{}, MoE{}, Clark{},     Krajewski{},
-                                        Abnar{}};
+// The laws by type, in the order the command line lists them.
+template <Law... Ls>
+struct LawList {};
+using RegisteredLaws = LawList<Chinchilla, IsoDepth, Parcae, LoopedMoE, LoopedMoEBounded, LoopedMoELinear, LoopedMoEPower,
+                               MoE, Clark, Krajewski, Abnar>;
+
+// Run-time handles of the laws of a list. Templates, as fit is (huber_fit.hpp says why): a handle
+// compiles every member of its law, and a file that never looks a law up by name pays nothing.
+template <class List = RegisteredLaws>
+const std::vector<AnyLaw>& all_laws() {
+  static const std::vector<AnyLaw> laws = []<Law... Ls>(LawList<Ls...>) { return std::vector<AnyLaw>{AnyLaw(Ls{})...}; }(List{});
   return laws;
 }
 
-inline std::string law_names() {
+template <class List = RegisteredLaws>
+std::string law_names() {
   std::string s;
-  for (const auto& l : all_laws()) s += (s.empty() ? "" : ", ") + l.name();
+  for (const auto& l : all_laws<List>()) s += (s.empty() ? "" : ", ") + l.name();
   return s;
 }
 
-inline AnyLaw law_by_name(const std::string& name) {
-  for (const auto& l : all_laws())
+template <class List = RegisteredLaws>
+AnyLaw law_by_name(const std::string& name) {
+  for (const auto& l : all_laws<List>())
     if (l.name() == name) return l;
-  throw data_error("no law '" + name + "'; the laws are " + law_names());
+  throw data_error("no law '" + name + "'; the laws are " + law_names<List>());
 }
 
 }  // namespace loopscale::law

@@ -26,14 +26,22 @@
 
 namespace loopscale::law::detail {
 
-class SmallLBFGSB {
+// The line search: LBFGSpp's More-Thuente, or weak_wolfe (below).
+enum class SmallLBFGSBSearch { more_thuente, weak_wolfe };
+
+// MaxN parameters and MaxM corrections at most: the capacity of the fixed storage. A template (the
+// fitter uses one instance, SmallLBFGSB below) so that its members, Eigen's factorisations among
+// them, are compiled only in the files that run it: GCC compiles a non-template class's inline
+// members in every file that includes it (huber_fit.hpp says more).
+template <int MaxN, int MaxM>
+class BasicSmallLBFGSB {
  public:
-  static constexpr int max_n = 16;
-  static constexpr int max_m = 32;
+  static constexpr int max_n = MaxN;
+  static constexpr int max_m = MaxM;
   using Vector = Eigen::VectorXd;  // what the objective and LBFGSpp's line search take
 
-  enum class Search { more_thuente, weak_wolfe };
-  explicit SmallLBFGSB(const LBFGSpp::LBFGSBParam<double>& param, Search search = Search::more_thuente)
+  using Search = SmallLBFGSBSearch;
+  explicit BasicSmallLBFGSB(const LBFGSpp::LBFGSBParam<double>& param, Search search = Search::more_thuente)
       : param_(param), search_(search) {
     param_.check_param();
   }
@@ -421,5 +429,8 @@ class SmallLBFGSB {
     for (int i = 0; i < nfree; ++i) drt_[fv_[i]] = vecy_[i];
   }
 };
+
+// What the fitter runs: the laws have at most 16 parameters, and L-BFGS-B's memory at most 32 pairs.
+using SmallLBFGSB = BasicSmallLBFGSB<16, 32>;
 
 }  // namespace loopscale::law::detail
