@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "loopscale/law/huber_fit.hpp"
+#include "loopscale/util/extern_templates.hpp"
 #include "loopscale/law/resample.hpp"
 
 namespace loopscale::law {
@@ -99,5 +100,10 @@ BootstrapResult bootstrap(const L& fitted_law, const Runs& runs, const FitResult
   }
   return r;
 }
+
+#ifdef LOOPSCALE_LAW_INSTANCE  // util/extern_templates.hpp: compiled once, in law/instances.cpp
+LOOPSCALE_LAW_INSTANCE BootstrapResult bootstrap<AnyLaw>(const AnyLaw&, const Runs&, const FitResult&, const FitOptions&,
+                                                     const BootstrapOptions&);
+#endif
 
 }  // namespace loopscale::law

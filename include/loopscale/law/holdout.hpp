@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loopscale/law/huber_fit.hpp"
+#include "loopscale/util/extern_templates.hpp"
 #include "loopscale/law/resample.hpp"
 
 namespace loopscale::law {
@@ -47,5 +48,10 @@ HoldoutResult holdout(const L& fitted_law, const Runs& runs, const std::vector<s
   h.rmse_log = std::sqrt((pred.log() - te["loss"].log()).square().mean());
   return h;
 }
+
+#ifdef LOOPSCALE_LAW_INSTANCE  // util/extern_templates.hpp: compiled once, in law/instances.cpp
+LOOPSCALE_LAW_INSTANCE HoldoutResult holdout<AnyLaw>(const AnyLaw&, const Runs&, const std::vector<std::string>&,
+                                                 const std::string&, const std::string&, const FitOptions&);
+#endif
 
 }  // namespace loopscale::law

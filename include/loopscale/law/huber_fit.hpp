@@ -23,6 +23,7 @@
 
 #include "loopscale/law/law.hpp"
 #include "loopscale/util/text.hpp"
+#include "loopscale/util/extern_templates.hpp"
 #include "loopscale/util/thread_limit.hpp"
 #include "loopscale/law/small_lbfgsb.hpp"
 #include "loopscale/law/starts.hpp"
@@ -506,5 +507,12 @@ FitResult fit(const L& fitted_law, const Runs& runs, const FitOptions& opt = {})
   if (reads_looped_counts(law)) r.injection = runs.injection;
   return r;
 }
+
+#ifdef LOOPSCALE_LAW_INSTANCE  // util/extern_templates.hpp: compiled once, in law/instances.cpp
+LOOPSCALE_LAW_INSTANCE FitResult fit<AnyLaw>(const AnyLaw&, const Runs&, const FitOptions&);
+LOOPSCALE_LAW_INSTANCE FitResult fit_prepared<AnyPreparedLaw>(const AnyPreparedLaw&, const Parameters&, const Eigen::ArrayXd&,
+                                                          const std::vector<Eigen::VectorXd>&, const std::map<int, double>&,
+                                                          const FitOptions&);
+#endif
 
 }  // namespace loopscale::law

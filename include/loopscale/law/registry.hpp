@@ -11,6 +11,7 @@
 #include "loopscale/law/krajewski.hpp"
 #include "loopscale/law/looped_moe.hpp"
 #include "loopscale/law/parcae.hpp"
+#include "loopscale/util/extern_templates.hpp"
 
 namespace loopscale::law {
 
@@ -41,5 +42,11 @@ AnyLaw law_by_name(const std::string& name) {
     if (l.name() == name) return l;
   throw data_error("no law '" + name + "'; the laws are " + law_names<List>());
 }
+
+#ifdef LOOPSCALE_LAW_INSTANCE  // util/extern_templates.hpp: compiled once, in law/instances.cpp
+LOOPSCALE_LAW_INSTANCE const std::vector<AnyLaw>& all_laws<RegisteredLaws>();
+LOOPSCALE_LAW_INSTANCE std::string law_names<RegisteredLaws>();
+LOOPSCALE_LAW_INSTANCE AnyLaw law_by_name<RegisteredLaws>(const std::string&);
+#endif
 
 }  // namespace loopscale::law

@@ -61,6 +61,7 @@
 #include "loopscale/train/kernels/rmsnorm.hpp"
 #include "loopscale/train/kernels/rope.hpp"
 #include "loopscale/train/param_tensor.hpp"
+#include "loopscale/util/extern_templates.hpp"
 #include "loopscale/util/names.hpp"
 #include "loopscale/util/random.hpp"
 
@@ -1052,5 +1053,9 @@ class Transformer {
   const T* coda_in_ = nullptr;  // the coda's input: the final state, or its norm after the loop
   const T* coda_out_ = nullptr;
 };
+
+#ifdef LOOPSCALE_TRAIN_INSTANCE  // util/extern_templates.hpp: compiled once, in train/instances.cpp
+LOOPSCALE_TRAIN_INSTANCE class Transformer<float, HostBackend>;
+#endif
 
 }  // namespace loopscale::train

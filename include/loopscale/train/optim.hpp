@@ -24,6 +24,7 @@
 #include "loopscale/train/backend/spans.hpp"
 #include "loopscale/train/muon.hpp"
 #include "loopscale/train/param_tensor.hpp"
+#include "loopscale/util/extern_templates.hpp"
 #include "loopscale/util/names.hpp"
 
 namespace loopscale::train {
@@ -281,5 +282,9 @@ class Optimizer {
   PolarExpress<T, B> pe_;
   int64 t_ = 0;
 };
+
+#ifdef LOOPSCALE_TRAIN_INSTANCE  // util/extern_templates.hpp: compiled once, in train/instances.cpp
+LOOPSCALE_TRAIN_INSTANCE class AdamW<float, HostBackend>;
+#endif
 
 }  // namespace loopscale::train

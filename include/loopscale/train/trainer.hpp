@@ -81,6 +81,7 @@
 #include "loopscale/util/json_number.hpp"
 #include "loopscale/util/names.hpp"
 #include "loopscale/util/regular_file.hpp"
+#include "loopscale/util/extern_templates.hpp"
 
 namespace loopscale::train {
 
@@ -1129,5 +1130,9 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}, Commu
   detail::agree_on_failure(comm, failure, "the start of the run");
   return trainer->train();
 }
+
+#ifdef LOOPSCALE_TRAIN_INSTANCE  // util/extern_templates.hpp: compiled once, in train/instances.cpp
+LOOPSCALE_TRAIN_INSTANCE TrainResult train<HostBackend>(const TrainConfig&, const ProgressFn&, Communicator&);
+#endif
 
 }  // namespace loopscale::train
