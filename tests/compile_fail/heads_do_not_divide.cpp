@@ -1,4 +1,5 @@
 // expect: attention: d_model must be divisible by heads
+// within: 6 lines
 #include <loopscale/loopscale.hpp>
 using namespace loopscale;
 #ifdef LOOPSCALE_COMPILE_FAIL

@@ -93,6 +93,25 @@ constexpr Fault fault_of() {
   if constexpr (model_args<M>::in_order) return find_fault(M{}.unchecked_spec());
   else return {};
 }
+
+// Where a fault is: a stack of layers, or the model as a whole (Fault::stack, "" for the model).
+enum class Where { model, prelude, recur, coda };
+constexpr Where where_of(const Fault& f) {
+  const std::string_view s = f.stack;
+  return s == "prelude" ? Where::prelude : s == "recur" ? Where::recur : s == "coda" ? Where::coda : Where::model;
+}
+
+// A static model's fault as a type, so that the compiler's message names the layer as the run-time
+// message does ("... (prelude layer 1)", fault_text): a static_assert's message must be a literal,
+// but the line above it reads "In instantiation of 'struct ...::model_fault<...::attn_heads_divide,
+// ...::Where::prelude, 1>'". Layer -1: a fault of the stack or the model, not of one layer.
+template <SpecFault What, Where In, int64 Layer>
+struct model_fault {
+#define LOOPSCALE_X(name, msg) static_assert(What != SpecFault::name, msg);
+  LOOPSCALE_SPEC_FAULTS(LOOPSCALE_X)
+#undef LOOPSCALE_X
+  static constexpr bool none = true;
+};
 }  // namespace detail
 
 template <class M>
@@ -109,9 +128,7 @@ constexpr ModelSpec spec_of() {
   static_assert(args::recur_fourth, LOOPSCALE_MSG_MODEL_ORDER("fourth", "Recur<Block<...>, R, Inject>"));
   static_assert(args::coda_fifth, LOOPSCALE_MSG_MODEL_ORDER("fifth", "Coda<N, Layer>"));
   constexpr Fault f = detail::fault_of<M>();
-#define LOOPSCALE_X(name, msg) static_assert(f.what != SpecFault::name, msg);
-  LOOPSCALE_SPEC_FAULTS(LOOPSCALE_X)
-#undef LOOPSCALE_X
+  static_assert(detail::model_fault<f.what, detail::where_of(f), f.layer>::none);
   if constexpr (args::in_order) return M{}.unchecked_spec();
   else return {};
 }
