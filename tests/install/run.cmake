@@ -50,28 +50,31 @@ foreach(program consumer_native consumer_baseline)
   message(STATUS "${out}")
 endforeach()
 
-# The two-file program with loopscale::law_instances and loopscale::train_instances: it runs, and
-# its own files call the fitter and the engine without defining them (U in nm, not T or W): the
-# instantiations are compiled once, in the instances files the targets add.
+# The two-file program with loopscale::law_instances and loopscale::train_instances, a unity build:
+# it builds (the instances files stayed translation units of their own, or they stop with #error),
+# runs, and its own files, joined in one object, call the fitter and the engine's backward pass
+# without defining them (U in nm, not T or W): the instantiations are compiled once, in the
+# instances files the targets add.
 execute_process(COMMAND ${WORK_DIR}/build/consumer_instances RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(NOT rc EQUAL 0 OR NOT out MATCHES "consumer instances ok")
   message(FATAL_ERROR "consumer_instances failed:\n${out}")
 endif()
 message(STATUS "${out}")
-foreach(check "instances_fit|loopscale::law::fit<loopscale::law::AnyLaw>"
-              "instances_train|loopscale::train::Transformer<float, loopscale::train::HostBackend>::backward_from_logits")
-  string(REPLACE "|" ";" check "${check}")
-  list(GET check 0 file)
-  list(GET check 1 symbol)
-  file(GLOB_RECURSE object ${WORK_DIR}/build/CMakeFiles/consumer_instances.dir/${file}.cpp.o)
-  execute_process(COMMAND nm -C ${object} RESULT_VARIABLE rc OUTPUT_VARIABLE symbols ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "nm ${object} failed: ${err}")
-  endif()
+file(GLOB_RECURSE object ${WORK_DIR}/build/CMakeFiles/consumer_instances.dir/Unity/*.o)
+list(LENGTH object n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "consumer_instances: expected one unity object of its own files, found: ${object}")
+endif()
+execute_process(COMMAND nm -C ${object} RESULT_VARIABLE rc OUTPUT_VARIABLE symbols ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nm ${object} failed: ${err}")
+endif()
+foreach(symbol "loopscale::law::fit<loopscale::law::AnyLaw>"
+               "loopscale::train::Transformer<float, loopscale::train::HostBackend>::backward_from_logits")
   string(REGEX MATCH " U [^\n]*${symbol}" undefined "${symbols}")
   string(REGEX MATCH " [TWtw] [^\n]*${symbol}" defined "${symbols}")
   if(NOT undefined OR defined)
-    message(FATAL_ERROR "${file}.cpp should call ${symbol} and not define it (extern template), but nm says:\n${symbols}")
+    message(FATAL_ERROR "consumer_instances' own files should call ${symbol} and not define it (extern template), but nm says:\n${symbols}")
   endif()
 endforeach()
 
