@@ -2,8 +2,6 @@
 // (instances_train.cpp is the other): it fits the iso-depth law through the registry, as a file of
 // a user's program would, while the fitter itself is compiled once, in law/instances.cpp. run.cmake
 // checks that this file's object code calls fit<AnyLaw> and does not define it.
-#include <vector>
-
 #include <loopscale/law/laws.hpp>
 
 namespace law = loopscale::law;
@@ -13,17 +11,16 @@ namespace law = loopscale::law;
 double fitted_phi() {
   using P = law::IsoDepthPublished;
   const law::AnyLaw iso = law::law_by_name("iso-depth");
-  std::vector<double> n_once, n_rec, r, d;
+  law::Runs runs;
+  for (const char* column : {"N_once", "N_rec", "r", "D"}) runs.set(column) = Eigen::ArrayXd(48);
+  Eigen::Index i = 0;
   for (double no : {2e7, 3e8})
     for (double nr : {1e7, 4e7, 1.6e8})
       for (double rv : {1.0, 2.0, 4.0, 8.0})
-        for (double dv : {2e9, 3.2e10}) n_once.push_back(no), n_rec.push_back(nr), r.push_back(rv), d.push_back(dv);
-  law::Runs runs;
-  const auto column = [](const std::vector<double>& v) { return Eigen::Map<const Eigen::ArrayXd>(v.data(), static_cast<Eigen::Index>(v.size())); };
-  runs.set("N_once") = column(n_once);
-  runs.set("N_rec") = column(n_rec);
-  runs.set("r") = column(r);
-  runs.set("D") = column(d);
+        for (double dv : {2e9, 3.2e10}) {
+          runs.set("N_once")[i] = no, runs.set("N_rec")[i] = nr, runs.set("r")[i] = rv, runs.set("D")[i] = dv;
+          ++i;
+        }
   const Eigen::VectorXd published =
       law::theta_of(iso, {{"E", P::E}, {"A", P::A}, {"B", P::B}, {"alpha", P::alpha}, {"beta", P::beta}, {"phi", P::phi}});
   return law::fit(iso, law::with_synthetic_loss(iso, runs, published, 0.003, 7)).value("phi");
