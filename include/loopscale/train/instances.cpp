@@ -4,11 +4,12 @@
 // the same lines as extern templates and compile none of it again (docs/using.md has the figures).
 // Without CMake: compile this file once with the program's flags, and give every other file of the
 // program -DLOOPSCALE_EXTERN_TRAIN.
-// Compiled on its own: where a file before it in the same translation unit (a CMake UNITY_BUILD
-// joins sources) has included the headers as extern templates, the instantiations here would be
-// silently skipped and the program would fail to link.
+// Compiled on its own, with nothing of loopscale before it: where the same translation unit has
+// already included the headers as extern templates (CMake's UNITY_BUILD joins sources; a
+// precompiled header is included at the top), the instantiations here would be silently skipped
+// and the program would fail to link.
 #ifdef LOOPSCALE_TRAIN_INSTANCE
-#error "loopscale/train/instances.cpp must be its own translation unit; with CMake's UNITY_BUILD, set SKIP_UNITY_BUILD_INCLUSION on it (the INTERFACE_SOURCES of loopscale::train_instances)"
+#error "loopscale/train/instances.cpp must be its own translation unit with no loopscale header before it: set SKIP_UNITY_BUILD_INCLUSION and SKIP_PRECOMPILE_HEADERS on it (the INTERFACE_SOURCES of loopscale::train_instances)"
 #endif
 #define LOOPSCALE_INSTANTIATE_TRAIN
 #include "loopscale/train/trainer.hpp"
