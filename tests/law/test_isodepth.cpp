@@ -119,3 +119,23 @@ TEST_CASE("compute-optimal allocation with the published constants", "[law][isod
     CHECK(x.a + x.b < 1.15);
   }
 }
+
+// fit_prepared takes the law's own prepared type (no virtual calls, huber_fit.hpp) as well as the
+// run-time handle's: both run the same arithmetic, so the fits agree to the last bit.
+TEST_CASE("fit_prepared on the law's own prepared type equals the fit through its run-time handle", "[law][isodepth][fit]") {
+  const IsoDepth iso;
+  const AnyLaw law = iso;
+  const Runs runs = with_synthetic_loss(law, iso_depth_paper_grid().runs, published(law), 0.01, 3);
+  FitOptions o;
+  o.threads = 1;
+  const std::vector<Eigen::VectorXd> starts = random_starts(law.parameters(), 40, 5);
+  const auto handle = law.prepare(runs);
+  const auto own = iso.prepare(runs);
+  const FitResult a = fit_prepared(*handle, law.parameters(), runs["loss"], starts, {}, o);
+  const FitResult b = fit_prepared(own, law.parameters(), runs["loss"], starts, {}, o);
+  INFO("objectives " << a.objective << " and " << b.objective);
+  CHECK(a.objective == b.objective);
+  CHECK(a.best_start == b.best_start);
+  CHECK((a.theta.array() == b.theta.array()).all());
+  CHECK(std::abs(a.values[index_of(law.parameters(), "phi")] - IsoDepthPublished::phi) < 0.1);
+}
