@@ -37,29 +37,24 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIAB
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "building the consumer failed:\n${out}")
 endif()
-execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "consumer ok")
-  message(FATAL_ERROR "the consumer failed:\n${out}")
-endif()
-message(STATUS "${out}")
-foreach(program consumer_native consumer_baseline)
+# Runs one of the consumer's programs: it must exit 0 and print `expect`.
+function(run_consumer program expect)
   execute_process(COMMAND ${WORK_DIR}/build/${program} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-  if(NOT rc EQUAL 0 OR NOT out MATCHES " ok: ")
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "${expect}")
     message(FATAL_ERROR "${program} failed:\n${out}")
   endif()
   message(STATUS "${out}")
-endforeach()
+endfunction()
+run_consumer(consumer "consumer ok")
+run_consumer(consumer_native " ok: ")
+run_consumer(consumer_baseline " ok: ")
 
 # The two-file program with loopscale::law_instances and loopscale::train_instances, a unity build:
 # it builds (the instances files stayed translation units of their own, or they stop with #error),
 # runs, and its own files, joined in one object, call the fitter and the engine's backward pass
 # without defining them (U in nm, not T or W): the instantiations are compiled once, in the
 # instances files the targets add.
-execute_process(COMMAND ${WORK_DIR}/build/consumer_instances RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "consumer instances ok")
-  message(FATAL_ERROR "consumer_instances failed:\n${out}")
-endif()
-message(STATUS "${out}")
+run_consumer(consumer_instances "consumer instances ok")
 file(GLOB_RECURSE object ${WORK_DIR}/build/CMakeFiles/consumer_instances.dir/Unity/*.o)
 list(LENGTH object n)
 if(NOT n EQUAL 1)

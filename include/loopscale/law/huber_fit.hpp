@@ -266,8 +266,8 @@ inline LBFGSpp::LBFGSBParam<double> stopping_rules(double ftol, double gtol, int
 // One start: L-BFGS-B from `full` (fitted coordinates, frozen ones set) over the free coordinates.
 template <PreparedLaw P>
 StartOutcome run_start(const P& prepared, const Eigen::ArrayXd& log_loss, const std::vector<int>& free,
-                              const Eigen::VectorXd& full, const Eigen::VectorXd& lb, const Eigen::VectorXd& ub,
-                              const LBFGSpp::LBFGSBParam<double>& param, const FitOptions& opt) {
+                       const Eigen::VectorXd& full, const Eigen::VectorXd& lb, const Eigen::VectorXd& ub,
+                       const LBFGSpp::LBFGSBParam<double>& param, const FitOptions& opt) {
   const Eigen::Index nf = static_cast<Eigen::Index>(free.size());
   HuberObjective<P> f(prepared, log_loss, free, opt.huber_delta, full);
   Eigen::VectorXd x(nf);
@@ -350,8 +350,8 @@ void for_each_start(int count, int threads, const Job& job) {
 // returns), or a law's own prepared type, which spares the virtual calls.
 template <PreparedLaw P>
 FitResult fit_prepared(const P& prepared, const Parameters& ps, const Eigen::ArrayXd& loss,
-                              const std::vector<Eigen::VectorXd>& starts, const std::map<int, double>& frozen,
-                              const FitOptions& opt) {
+                       const std::vector<Eigen::VectorXd>& starts, const std::map<int, double>& frozen,
+                       const FitOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   const Eigen::Index p = static_cast<Eigen::Index>(ps.size());
   std::vector<int> free;
