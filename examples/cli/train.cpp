@@ -80,6 +80,9 @@ const bool registered_train = add_command([](CLI::App& app) {
   sub->add_option("--lr-lanes", c.lr_lanes, "paper recipe: learning-rate multiplier of hyperconnection lanes (0.5)");
   sub->add_option("--lr-width-ref", c.lr_width_ref,
                   "AdamW multipliers outside the matrices times (d_model / this)^-0.5; 0: off (adamw 0, paper 512)");
+  sub->add_option("--lr-transfer", c.lr_transfer,
+                  "none | hyperp (paper recipe): correct the rates by the step's tokens and the matrices' also by the run's "
+                  "training tokens, as the iso-depth paper's scaling runs do (none)");
   sub->add_option("--weight-decay", c.weight_decay, "adamw recipe: decoupled weight decay of the matrices (0.1; paper: none)");
   sub->add_option("--muon-momentum", c.muon_momentum, "paper recipe: MuonH's Nesterov momentum (0.95)");
   sub->add_option("--grad-clip", c.grad_clip, "global gradient-norm clip, 0: off (adamw 1, paper 0)");
@@ -158,7 +161,7 @@ const bool registered_train = add_command([](CLI::App& app) {
     const std::pair<const char*, const char*> map[] = {
         {"--recipe", "recipe"}, {"--init", "init"}, {"--batch", "batch"}, {"--seq-len", "seq_len"}, {"--tokens", "tokens"},
         {"--flops", "flops"}, {"--lr", "lr"}, {"--lr-embedding", "lr_embedding"}, {"--lr-lm-head", "lr_lm_head"},
-        {"--lr-norm", "lr_norm"}, {"--lr-lanes", "lr_lanes"}, {"--lr-width-ref", "lr_width_ref"},
+        {"--lr-norm", "lr_norm"}, {"--lr-lanes", "lr_lanes"}, {"--lr-width-ref", "lr_width_ref"}, {"--lr-transfer", "lr_transfer"},
         {"--weight-decay", "weight_decay"}, {"--muon-momentum", "muon_momentum"}, {"--grad-clip", "grad_clip"},
         {"--warmup", "warmup"}, {"--decay", "decay"}, {"--final-lr-frac", "final_lr_frac"}, {"--softcap", "softcap"},
         {"--data", "data"}, {"--out", "out"}, {"--seed", "seed"}, {"--threads", "threads"}, {"--eval-every", "eval_every"},
@@ -308,6 +311,7 @@ const bool registered_train = add_command([](CLI::App& app) {
                           {"flops", b.flops_per_token * static_cast<double>(b.tokens)}, {"params", count_params(cfg.spec).total},
                           {"memory_estimate", {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},
                                                {"activations", m.activations}, {"tokens", m.tokens}, {"indices", m.indices}, {"total", m.total}}}};
+      if (train::parse_lr_transfer(cfg.lr_transfer) != train::LrTransfer::none) j["lr_transfer"] = train::lr_scales_of(cfg);
       std::cout << j.dump(2) << "\n";
       return;
     }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/run_cli.hpp"
+#include "loopscale/sweep/engine.hpp"
 #include "loopscale/sweep/plan.hpp"
 #include "loopscale/sweep/presets.hpp"
 #include "loopscale/sweep/slurm.hpp"
@@ -41,6 +42,34 @@ TEST_CASE("paper preset: the iso-depth paper's 116-run grid, counted by the acco
   for (const ComputeBudget& b : paper::budgets()) points += b.widths.size();
   CHECK(plan.runs.size() == points * paper::rs.size());
   CHECK(plan.spec.vocab == paper::vocab);
+}
+
+TEST_CASE("paper preset: each run trains at the paper's scaling-run rates, corrected by its tokens (lr_transfer hyperp)") {
+  const Plan plan = make_plan(preset("paper"));
+  double lowest = 1, highest = 0;
+  for (const auto& run : plan.runs) {
+    const train::TrainConfig c = train_config(plan.spec, run, "/nonexistent/run", "/nonexistent/data");
+    INFO(run.id);
+    REQUIRE_NOTHROW(train::detail::check_config(c));
+    REQUIRE(c.lr_transfer == "hyperp");
+    // The base rates of the paper's scaling runs (the multipliers are of the matrices' rate).
+    CHECK(c.lr == 0.014);
+    CHECK(c.lr * c.lr_embedding == Approx(0.3));
+    CHECK(c.lr * c.lr_lm_head == Approx(0.004));
+    CHECK(c.lr * c.lr_norm == Approx(0.005));
+    CHECK(c.lr_width_ref == 640);
+    const train::LrScales s = train::lr_scales_of(c);
+    CHECK(s.batch == 1);  // 2^18 tokens a step, the paper's reference batch
+    CHECK(s.tokens == std::floor(run.tokens));
+    CHECK(s.reference_tokens == train::hyperp_reference_tokens(run.model));
+    lowest = std::min(lowest, c.lr * s.matrix());
+    highest = std::max(highest, c.lr * s.matrix());
+  }
+  // Over the grid the matrices' rate spans about a factor of four: lowest for the model that sees
+  // the most tokens against its reference's (the largest budget's narrowest, r = 2), highest for
+  // the fewest (the smallest budget's widest, r = 8).
+  CHECK(lowest == Approx(0.0062).epsilon(0.02));
+  CHECK(highest == Approx(0.0244).epsilon(0.02));
 }
 
 TEST_CASE("CPU presets: every r in {1, 2, 4, 8} gets at least 3 widths per budget, smoke has at most 8 runs") {

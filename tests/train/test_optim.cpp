@@ -1,7 +1,8 @@
 // The optimisers: MuonH's Polar Express orthogonalisation against an SVD in double precision, the
 // MuonH step against a double reference and its norm projection, the cut of tensors into linear
 // maps, the recipes' per-tensor learning rates and the (d_model / 512)^-0.5 width scaling, the
-// adamw recipe's Optimizer against the AdamW class bit for bit, and determinism.
+// adamw recipe's Optimizer against the AdamW class bit for bit, the paper's batch and token
+// corrections (lr_transfer hyperp) and their reference model, and determinism.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 #include <Eigen/Dense>
 #include <Eigen/SVD>
 
+#include "loopscale/spec/paper_grid.hpp"
+#include "loopscale/train/lr_transfer.hpp"
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/optim.hpp"
 #include "loopscale/train/trainer.hpp"
@@ -357,6 +360,124 @@ TEST_CASE("optim: the paper recipe's learning rate per tensor, with the (d_model
   REQUIRE(tensor_rules(a, hyper.tensors())[0].lr_mult == 3);
   a.lr_width_ref = 512;
   REQUIRE(tensor_rules(a, hyper.tensors())[0].lr_mult == Approx(6));
+}
+
+TEST_CASE("optim: lr_transfer hyperp, D_ref of the paper's reference model per r, counted by hand", "[train][optim][recipe]") {
+  // The paper's reference at width 640 (head dim 128: 5 heads): one layer holds attention 4 x 640^2
+  // = 1,638,400, a relu^2 MLP of 4 d 2 x 640 x 2560 = 3,276,800 and two norms of 640: 4,916,480.
+  // r = 1: twenty layers and the three outer norms, 98,331,520. r > 1: 2 + 2 layers and the outer
+  // norms once (19,667,840), 4 layers and the linear injection 2 x 640^2 r times (20,485,120 each).
+  const double layer = 4916480, once = 4 * layer + 3 * 640, rec = 4 * layer + 2 * 640.0 * 640;
+  REQUIRE(once == 19667840);
+  REQUIRE(rec == 20485120);
+  const std::map<int64, double> d_ref = {{1, 983315200}, {2, 10 * (once + 2 * rec)}, {4, 10 * (once + 4 * rec)}, {8, 10 * (once + 8 * rec)}};
+  REQUIRE(d_ref.at(2) == 606380800);
+  REQUIRE(d_ref.at(8) == 1835488000);
+  for (const int64 r : paper::rs)
+    for (const int64 s : {2, 10, 24}) {
+      INFO("r " << r << ", size " << s);
+      const ModelSpec run = family_member(paper::family(), r, paper::width(s));
+      REQUIRE(hyperp_reference_tokens(run) == d_ref.at(r));  // whatever the run's width
+      const ModelSpec ref = hyperp_reference(run);
+      REQUIRE(ref.d_model == 640);
+      REQUIRE(attn_heads(ref.recur.block[0].attn, ref.d_model) == 5);
+      REQUIRE(ref.recur.r == r);
+    }
+  // The width is 640 rounded up to whole heads of the run's head dimension: 14 heads of 48 = 672.
+  ModelSpec odd = small_spec();
+  odd.d_model = 96;
+  LayerSpec wide_heads;
+  wide_heads.attn.head_dim = 48;
+  odd.prelude = odd.recur.block = odd.coda = {1, wide_heads};
+  REQUIRE(hyperp_reference(odd).d_model == 672);
+  REQUIRE(hyperp_reference(odd).recur.block.size() == 4);
+  REQUIRE(hyperp_reference(odd).prelude.size() == 2);
+  REQUIRE(hyperp_reference(odd).recur.inject.kind == Inject::linear);
+  // Grouped keys and values in the run: the paper's reference has none.
+  ModelSpec gqa = small_spec();
+  for (StackSpec* st : {&gqa.prelude, &gqa.recur.block, &gqa.coda}) st->layers[0].attn.kv_heads = 1;
+  REQUIRE(hyperp_reference(gqa).recur.block[0].attn.kv_heads == 0);
+  REQUIRE(hyperp_reference_tokens(gqa) == d_ref.at(2));
+}
+
+TEST_CASE("optim: lr_transfer hyperp corrects the matrices by batch and tokens, embedding and lm_head by batch, norms and lanes not",
+          "[train][optim][recipe]") {
+  ModelSpec m = small_spec();
+  m.d_model = 128;
+  m.recur.inject = {Inject::hyper, 2};
+  Transformer<float> model(m, 1, 4);
+  TrainConfig c = recipe_defaults(Recipe::paper);
+  c.spec = m;
+  c.batch = 64;
+  c.seq_len = 1024;  // 2^16 tokens a step: (2^16 / 2^18)^0.558
+  const double d_ref = hyperp_reference_tokens(m);
+  c.tokens = static_cast<int64>(2 * d_ref);  // twice the reference's tokens: 2^-0.32
+  const auto plain = tensor_rules(c, model.tensors());
+  c.lr_transfer = "hyperp";
+  const LrScales s = lr_scales_of(c);
+  REQUIRE(s.batch == Approx(std::pow(0.25, 0.558)));
+  REQUIRE(s.data == Approx(std::pow(2.0, -0.32)));
+  REQUIRE(s.reference_tokens == d_ref);
+  REQUIRE(s.tokens == static_cast<double>(c.tokens));
+  const auto rules = tensor_rules(c, model.tensors());
+  int matrices = 0, corrected_by_batch = 0, kept = 0;
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    const ParamTensor& t = model.tensors()[i];
+    INFO(t.name);
+    REQUIRE(rules[i].update == plain[i].update);
+    if (rules[i].update == Update::muonh) {
+      REQUIRE(rules[i].lr_mult == Approx(plain[i].lr_mult * s.batch * s.data));
+      ++matrices;
+    } else if (t.name == "embedding" || t.name == "lm_head") {
+      REQUIRE(rules[i].lr_mult == Approx(plain[i].lr_mult * s.batch));
+      ++corrected_by_batch;
+    } else {
+      REQUIRE(rules[i].lr_mult == plain[i].lr_mult);  // norms and hyperconnection lanes
+      ++kept;
+    }
+  }
+  REQUIRE(matrices == 3 * 4);
+  REQUIRE(corrected_by_batch == 2);
+  REQUIRE(kept > 0);
+  // A FLOP budget: D is the budget over the training FLOPs per token, rounded down.
+  c.tokens = 0;
+  c.flops = 3.7e15;
+  const double f = static_cast<double>(count_flops(m, c.seq_len).train);
+  REQUIRE(lr_scales_of(c).tokens == std::floor(3.7e15 / f));
+  REQUIRE(lr_scales_of(c).data == Approx(std::pow(std::floor(3.7e15 / f) / d_ref, -0.32)));
+  // none: no correction, and nothing recorded of a reference.
+  c.lr_transfer = "none";
+  REQUIRE(lr_scales_of(c).matrix() == 1);
+  REQUIRE(lr_scales_of(c).reference_tokens == 0);
+}
+
+TEST_CASE("check_config: lr_transfer names its choices, needs the paper recipe and a dense spec", "[train][config]") {
+  TrainConfig c = recipe_defaults(Recipe::paper);
+  c.spec = small_spec();
+  c.tokens = 1000;
+  c.data = "d";
+  c.out = "o";
+  c.eval_tokens = c.seq_len;
+  c.lr_transfer = "hyperp";
+  REQUIRE_NOTHROW(train::detail::check_config(c));
+  c.lr_transfer = "HyperP";
+  REQUIRE_THROWS_WITH(train::detail::check_config(c), "config: lr_transfer must be none or hyperp, not 'HyperP'");
+  const TrainConfig adamw = recipe_defaults(Recipe::adamw);
+  TrainConfig a = c;
+  a.recipe = "adamw";
+  a.weight_decay = adamw.weight_decay;
+  a.muon_momentum = adamw.muon_momentum;
+  a.lr_lanes = adamw.lr_lanes;
+  a.lr_transfer = "hyperp";
+  REQUIRE_THROWS_WITH(train::detail::check_config(a), Catch::Contains("the adamw recipe has none (use --recipe paper)"));
+  a.lr_transfer = "none";
+  REQUIRE_NOTHROW(train::detail::check_config(a));
+  c.lr_transfer = "hyperp";
+  for (StackSpec* st : {&c.spec.prelude, &c.spec.recur.block, &c.spec.coda}) {
+    st->layers[0].ffn.experts = 4;
+    st->layers[0].ffn.top_k = 2;
+  }
+  REQUIRE_THROWS_WITH(train::detail::check_config(c), Catch::Contains("mixture-of-experts layers"));
 }
 
 TEST_CASE("optim: one paper-recipe step moves each AdamW tensor by its learning rate and keeps every matrix's norm",

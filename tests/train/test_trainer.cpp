@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -546,6 +547,52 @@ TEST_CASE("trainer: the paper recipe learns, repeats bit for bit, keeps its matr
   for (const auto& p : {a, b, part, w, data}) fs::remove_all(p);
 }
 
+TEST_CASE("trainer: lr_transfer hyperp trains at the corrected rates, records them in log and summary, and is part of the run",
+          "[train][trainer][recipe]") {
+  const fs::path data = make_corpus("hyperp");
+  const fs::path a = temp_dir("hyperp_a"), b = temp_dir("hyperp_b"), none = temp_dir("hyperp_none");
+  for (const auto& p : {a, b, none}) fs::remove_all(p);
+  TrainConfig c = tiny_config(data, a, Recipe::paper);
+  c.lr_transfer = "hyperp";
+  const LrScales s = lr_scales_of(c);
+  REQUIRE(s.batch < 0.05);  // 64 tokens a step against 2^18
+  REQUIRE(s.data > 1);      // 768 tokens against the reference's hundreds of millions
+  const TrainResult ra = train::train(c);
+  REQUIRE(ra.status == "done");
+  // Recorded where a reader of the run looks: summary.json and the first line of log.jsonl.
+  const nlohmann::json summary = nlohmann::json::parse(test::slurp(a / "summary.json"));
+  REQUIRE(summary.at("lr_transfer").at("batch").get<double>() == s.batch);
+  REQUIRE(summary.at("lr_transfer").at("data").get<double>() == s.data);
+  REQUIRE(summary.at("lr_transfer").at("reference_tokens").get<double>() == s.reference_tokens);
+  const auto log = read_log(a / "log.jsonl");
+  REQUIRE(log.front().at("lr_transfer") == summary.at("lr_transfer"));
+  REQUIRE_FALSE(log.back().contains("lr_transfer"));
+  // The same run with the corrections written into the rates by hand (the multipliers are of lr,
+  // the matrices' rate): the same losses, to float's rounding of the products.
+  TrainConfig hand = tiny_config(data, b, Recipe::paper);
+  hand.lr = c.lr * s.batch * s.data;
+  hand.lr_embedding = c.lr_embedding / s.data;
+  hand.lr_lm_head = c.lr_lm_head / s.data;
+  hand.lr_norm = c.lr_norm / (s.batch * s.data);
+  hand.lr_lanes = c.lr_lanes / (s.batch * s.data);
+  REQUIRE(train::train(hand).status == "done");
+  const auto la = losses(a / "log.jsonl"), lb = losses(b / "log.jsonl");
+  REQUIRE(la.size() == lb.size());
+  for (std::size_t i = 0; i < la.size(); ++i) {
+    REQUIRE(la[i].first == Approx(lb[i].first).epsilon(1e-5));
+    REQUIRE(la[i].second == Approx(lb[i].second).epsilon(1e-5));
+  }
+  const nlohmann::json plain = nlohmann::json::parse(test::slurp(b / "summary.json"));
+  REQUIRE_FALSE(plain.contains("lr_transfer"));  // summaries without it stay as they were
+  // Without the corrections the run is another run, and a resume cannot switch them.
+  TrainConfig off = tiny_config(data, none, Recipe::paper);
+  REQUIRE(train::train(off).val_loss != ra.val_loss);
+  c.resume = true;
+  c.lr_transfer = "none";
+  REQUIRE_THROWS_WITH(train::train(c), Catch::Contains("the run was started with a different 'lr_transfer'"));
+  for (const auto& p : {a, b, none, data}) fs::remove_all(p);
+}
+
 TEST_CASE("trainer: a version 1 checkpoint (before recipes) resumes as the adamw recipe, bit for bit", "[train][trainer][recipe]") {
   const fs::path data = make_corpus("v1");
   const fs::path full = temp_dir("v1_full"), part = temp_dir("v1_part");
@@ -618,6 +665,17 @@ TEST_CASE("loopscale train: bad input is one line and exit 2, before training", 
   bad(moe + "--muon-momentum 0.9", "settings of the paper recipe");
   bad(moe + "--init xavier", "init must be scaled-normal or paper");
   bad(moe + "--recipe paper --lr-width-ref -1", "lr_width_ref");
+  bad(moe + "--lr-transfer hyperp", "lr_transfer hyperp corrects the paper recipe's MuonH rates; the adamw recipe has none");
+  bad(moe + "--recipe paper --lr-transfer muP", "lr_transfer must be none or hyperp, not 'muP'");
+  bad(moe + "--recipe paper --lr-transfer hyperp --experts 4 --top-k 2", "mixture-of-experts layers");
+  // The dry run prints the corrections a hyperp run would train with.
+  const auto hyperp = test::run_cli(moe + "--recipe paper --lr-transfer hyperp --dry-run");
+  INFO(hyperp.out);
+  REQUIRE(hyperp.rc == 0);
+  const nlohmann::json plan = nlohmann::json::parse(hyperp.out.substr(hyperp.out.find('{')));
+  REQUIRE(plan.at("config").at("lr_transfer") == "hyperp");
+  REQUIRE(plan.at("lr_transfer").at("tokens") == 1000.0);
+  REQUIRE(plan.at("lr_transfer").at("batch").get<double>() == Approx(std::pow(32.0 / 262144, 0.558)));
   // Devices: an unknown one; CUDA where this build or this machine has none (with a usable
   // device, the dry run says it would train there); an unknown GEMM precision.
   bad(moe + "--device gpu", "--device must be auto, host or cuda, not 'gpu'");

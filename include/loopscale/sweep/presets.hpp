@@ -77,10 +77,21 @@ inline SweepSpec preset(const std::string& name) {
     s.micro_batch_tokens = 4 * 2048;  // fp32 activations of our engine; the batch by accumulation
     s.memory_limit_gib = 80;
     s.budgets = paper::budgets();
-    // Trained as the paper trains (docs/training.md, "Recipes"): MuonH + AdamW at the rates of the
-    // paper code's setup_optimizer, its initialisation and schedule. The paper's scaling runs also
-    // applied batch- and token-dependent rate corrections, which this preset does not.
-    s.train = {{"recipe", "paper"}};
+    // Trained as the paper's scaling runs train (docs/training.md, "Recipes"): MuonH + AdamW with
+    // its initialisation and schedule, at the base rates its scaling runs pass (scripts/base_train.py
+    // of its code: matrices 0.014, embedding 0.3, lm_head 0.004, norms 0.005 and lanes 0.01 as
+    // setup_optimizer has them, the AdamW rates at width reference 640), corrected per run by batch
+    // and training tokens (lr_transfer hyperp, train/lr_transfer.hpp). The multipliers are of the
+    // matrices' rate, as TrainConfig keeps them.
+    constexpr double matrix_lr = 0.014;
+    s.train = {{"recipe", "paper"},
+               {"lr", matrix_lr},
+               {"lr_embedding", 0.3 / matrix_lr},
+               {"lr_lm_head", 0.004 / matrix_lr},
+               {"lr_norm", 0.005 / matrix_lr},
+               {"lr_lanes", 0.01 / matrix_lr},
+               {"lr_width_ref", 640.0},
+               {"lr_transfer", "hyperp"}};
     s.data = "data/fineweb-edu";
     return s;
   }

@@ -14,7 +14,9 @@
 //          on the embedding (0.2), lm_head (0.004), norms (0.005) and hyperconnection lanes (0.01),
 //          those four times (d_model / 512)^-0.5; no gradient clipping, no warmup, linear decay
 //          to 0.1; InitScheme::paper
-// docs/training.md lists where the paper recipe differs from the paper's code.
+// docs/training.md lists where the paper recipe differs from the paper's code. The paper's scaling
+// runs also correct their rates by batch size and training tokens (lr_transfer hyperp,
+// lr_transfer.hpp), which the `paper` sweep preset turns on with those runs' base rates.
 #pragma once
 
 #include <algorithm>
@@ -32,6 +34,7 @@
 #include "loopscale/spec/spec_json.hpp"
 #include "loopscale/train/backend/precision.hpp"
 #include "loopscale/train/dist/communicator.hpp"
+#include "loopscale/train/lr_transfer.hpp"
 #include "loopscale/train/model.hpp"
 #include "loopscale/train/optim.hpp"
 #include "loopscale/util/json_number.hpp"
@@ -62,6 +65,10 @@ struct TrainConfig {
   double lr_embedding = 1.0, lr_lm_head = 1.0, lr_norm = 1.0;  // multipliers per group
   double lr_lanes = 1.0;      // paper recipe: multiplier of the hyperconnection lanes (adamw: they follow lr_norm)
   double lr_width_ref = 0;    // > 0: the AdamW multipliers outside the matrices times (d_model / lr_width_ref)^-0.5
+  // none | hyperp (paper recipe only): the rates of the matrices, embedding and lm_head corrected
+  // for the step's tokens, the matrices' also for the run's training tokens, as the paper's
+  // scaling runs do (lr_transfer.hpp); lr and the multipliers are the rates before correction.
+  std::string lr_transfer = "none";
   double weight_decay = 0.1;  // adamw recipe: matrices only (decoupled); the paper recipe has none
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;  // AdamW
   double muon_momentum = 0.95;  // paper recipe: MuonH's Nesterov momentum
@@ -122,8 +129,8 @@ struct TrainConfig {
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, recipe, init, spec, batch, seq_len, tokens, flops, lr,
-                                                lr_embedding, lr_lm_head, lr_norm, lr_lanes, lr_width_ref, weight_decay,
-                                                beta1, beta2, eps, muon_momentum, grad_clip, warmup, decay, final_lr_frac,
+                                                lr_embedding, lr_lm_head, lr_norm, lr_lanes, lr_width_ref, lr_transfer,
+                                                weight_decay, beta1, beta2, eps, muon_momentum, grad_clip, warmup, decay, final_lr_frac,
                                                 softcap, data, out, seed, threads, device, precision, eval_every, eval_tokens,
                                                 checkpoint_every, resume, peak_flops, moe_router, moe_renormalize,
                                                 moe_balance, moe_z_loss, moe_capacity, mix_frac, mix_data, mix_stride, accum,
@@ -212,6 +219,19 @@ inline TrainingLength training_length(const TrainConfig& c) {
   return b;
 }
 
+inline LrTransfer parse_lr_transfer(const std::string& s) {
+  if (const std::optional<LrTransfer> t = parse_name<LrTransfer>(s)) return *t;
+  throw config_error("config: lr_transfer must be " + name_choices<LrTransfer>() + ", not '" + s + "'");
+}
+
+// The rate corrections of a run (lr_transfer.hpp): D is the budget's tokens before they are rounded
+// to whole steps, as the paper's code takes int(target FLOPs / FLOPs per token).
+inline LrScales lr_scales_of(const TrainConfig& c) {
+  const double tokens = c.tokens > 0 ? static_cast<double>(c.tokens)
+                                     : std::floor(c.flops / static_cast<double>(count_flops(c.spec, c.seq_len).train));
+  return lr_scales(parse_lr_transfer(c.lr_transfer), c.spec, static_cast<double>(c.batch * c.seq_len), tokens);
+}
+
 namespace detail {
 
 inline Decay parse_decay(const std::string& s) {
@@ -270,6 +290,11 @@ inline void check_config(const TrainConfig& c) {
   check(c.lr_lanes >= 0 && std::isfinite(c.lr_lanes), "lr_lanes must not be negative");
   check(c.lr_width_ref >= 0 && std::isfinite(c.lr_width_ref), "lr_width_ref must not be negative (0: no width scaling)");
   check(c.muon_momentum >= 0 && c.muon_momentum < 1, "muon_momentum must be in [0, 1)");
+  if (parse_lr_transfer(c.lr_transfer) == LrTransfer::hyperp) {
+    check(recipe == Recipe::paper, "lr_transfer hyperp corrects the paper recipe's MuonH rates; the adamw recipe has none (use --recipe paper)");
+    if (const std::string f = hyperp_fault(c.spec); !f.empty()) throw config_error("config: " + f);
+    check(lr_scales_of(c).tokens >= 1, "lr_transfer hyperp needs a budget of at least one token (its rate correction divides by it)");
+  }
   if (recipe == Recipe::paper) {
     check(c.weight_decay == 0, "the paper recipe has no weight decay (MuonH keeps each matrix at its initial norm); weight_decay must be 0");
   } else {

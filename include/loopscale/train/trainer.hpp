@@ -105,6 +105,7 @@ struct TrainResult {
   std::string peak_source;  // what peak_flops is: "given", or "measured avx512f x16" (backend/host.hpp, peak_isa)
   int64 peak_rss_bytes = 0, memory_estimate_bytes = 0;
   nlohmann::json moe;  // with MoE layers: the last step's routing (as in log.jsonl) and the selection biases
+  nlohmann::json lr_transfer;  // with lr_transfer hyperp: the corrections (LrScales); otherwise null and not written
 
   nlohmann::json json() const {
     const auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
@@ -115,6 +116,7 @@ struct TrainResult {
             {"peak_rss_bytes", peak_rss_bytes}, {"memory_estimate_bytes", memory_estimate_bytes},
             {"params", params},     {"resumed_from", resumed_from}, {"moe", moe}};
     if (!signal.empty()) j["signal"] = signal;  // only interrupted runs: other summaries stay as they were
+    if (!lr_transfer.is_null()) j["lr_transfer"] = lr_transfer;
     return j;
   }
 };
@@ -406,7 +408,9 @@ inline AdamWConfig adamw_config(const TrainConfig& cfg) {
 //          decay for the embedding (lr x lr_embedding), lm_head (lr_lm_head), norms (lr_norm) and
 //          hyperconnection lanes, tensors inject.hyper* (lr_lanes)
 // With lr_width_ref > 0 the multipliers of the AdamW tensors outside the matrix group are scaled
-// by (d_model / lr_width_ref)^-0.5 (the paper: 512).
+// by (d_model / lr_width_ref)^-0.5 (the paper: 512). With lr_transfer hyperp (paper recipe only)
+// the MuonH tensors' multipliers are then scaled by LrScales::matrix() and the embedding's and
+// lm_head's by LrScales::batch (lr_transfer.hpp).
 inline std::vector<TensorRule> tensor_rules(const TrainConfig& cfg, const std::vector<ParamTensor>& tensors) {
   std::vector<TensorRule> rules;
   if (parse_recipe(cfg.recipe) == Recipe::adamw) {
@@ -426,6 +430,13 @@ inline std::vector<TensorRule> tensor_rules(const TrainConfig& cfg, const std::v
     const double s = std::pow(static_cast<double>(cfg.spec.d_model) / cfg.lr_width_ref, -0.5);
     for (std::size_t i = 0; i < tensors.size(); ++i)
       if (rules[i].update == Update::adamw && tensors[i].group != ParamGroup::matrix) rules[i].lr_mult *= s;
+  }
+  if (parse_lr_transfer(cfg.lr_transfer) != LrTransfer::none) {
+    const LrScales s = lr_scales_of(cfg);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (rules[i].update == Update::muonh) rules[i].lr_mult *= s.matrix();
+      else if (tensors[i].group == ParamGroup::embedding || tensors[i].group == ParamGroup::lm_head) rules[i].lr_mult *= s.batch;
+    }
   }
   return rules;
 }
@@ -549,6 +560,7 @@ class Trainer {
     if (chunks_ > 1)
       for (int64 i = 0; i < model_.moe_layers(); ++i) moe_sum_.push_back(model_.moe_stats(i));
     res_.params = model_.num_params();
+    if (parse_lr_transfer(cfg.lr_transfer) != LrTransfer::none) res_.lr_transfer = lr_scales_of(cfg);
     res_.memory_estimate_bytes = memory_.total;
     if (in.checkpoint) {
       try {
@@ -880,6 +892,7 @@ class Trainer {
       line["threads"] = B::threads();
       line["thread_split"] = lanes_ > 1 ? "batch" : "kernels";
       line["backend"] = B::name;
+      if (!res_.lr_transfer.is_null()) line["lr_transfer"] = res_.lr_transfer;
       if constexpr (DeviceBackend<B>) line["device_name"] = B::device_name();
       if constexpr (requires { B::precision(); }) line["precision"] = precision_name(B::precision());
       if (comm_.size() > 1 || cfg_.accum > 1) {
