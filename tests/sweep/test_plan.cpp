@@ -36,12 +36,16 @@ TEST_CASE("paper preset: the iso-depth paper's 116-run grid, counted by the acco
     const ModelSpec grid = family_member(paper::family(), r.r, paper::width(r.s));
     CHECK(r.acct.params.non_embedding == count_params(grid).non_embedding);
     CHECK(r.flops_per_token == static_cast<double>(count_flops(grid, paper::seq_len).train));
+    // The tokenizer's 32,001 classes in the softmax, the tables' 32,064 rows in the counts.
+    CHECK(r.model.vocab == paper::tokenizer_vocab);
+    CHECK(padded_vocab(r.model) == paper::vocab);
+    CHECK(r.acct.params.embedding == count_params(grid).embedding);
   }
   CHECK(r1 == 29);
   std::size_t points = 0;
   for (const ComputeBudget& b : paper::budgets()) points += b.widths.size();
   CHECK(plan.runs.size() == points * paper::rs.size());
-  CHECK(plan.spec.vocab == paper::vocab);
+  CHECK(plan.spec.vocab == paper::tokenizer_vocab);
 }
 
 TEST_CASE("paper preset: each run trains at the paper's scaling-run rates, corrected by its tokens (lr_transfer hyperp)") {

@@ -7,8 +7,10 @@
 // Vocabulary 32064: the paper's code pads its tokenizer's 32,001 tokens (Llama 2's 32,000 and one
 // more) to a multiple of 64 for the embedding and the head. With it the accounting reproduces the
 // published per-width tables (tests/data/isodepth_project_page.json): N exactly and log F within
-// 1e-4; with 32000 log F misses by up to 3e-4. (The paper's code cuts the logits back to 32,001
-// before the softmax; docs/training.md lists that among the recipe's differences.)
+// 1e-4; with 32000 log F misses by up to 3e-4. The paper's code cuts the logits back to 32,001
+// before the softmax; so does a model of vocab 32,001 padded to 32,064 (ModelSpec::vocab_multiple
+// 64: the loss reads the first `vocab` logits of each padded row), which the `paper` sweep preset
+// trains. Its counts are those of 32,064.
 #pragma once
 
 #include <array>
@@ -22,7 +24,8 @@ namespace loopscale::paper {
 inline constexpr int64 depth = 20;
 inline constexpr int64 prelude = 2;
 inline constexpr int64 coda = 2;
-inline constexpr int64 vocab = 32064;
+inline constexpr int64 vocab = 32064;            // the rows of the embedding and the head
+inline constexpr int64 tokenizer_vocab = 32001;  // the tokens, which the softmax spans
 inline constexpr int64 seq_len = 2048;
 inline constexpr int64 head_dim = 128;
 inline constexpr std::array<int64, 4> rs{1, 2, 4, 8};

@@ -71,7 +71,7 @@ inline SweepSpec preset(const std::string& name) {
     s.width_per_s = 64;  // paper::width: 64 s rounded up to a multiple of the head dim
     s.width_round = paper::head_dim;
     s.head_dim = paper::head_dim;
-    s.vocab = paper::vocab;
+    s.vocab = paper::tokenizer_vocab;  // padded to paper::vocab (vocab_multiple 64): the paper's counts and softmax
     s.seq_len = paper::seq_len;
     s.batch_tokens = 262144;
     s.micro_batch_tokens = 4 * 2048;  // fp32 activations of our engine; the batch by accumulation
