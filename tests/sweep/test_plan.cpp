@@ -61,6 +61,7 @@ TEST_CASE("paper preset: each run trains at the paper's scaling-run rates, corre
     CHECK(c.lr * c.lr_embedding == Approx(0.3));
     CHECK(c.lr * c.lr_lm_head == Approx(0.004));
     CHECK(c.lr * c.lr_norm == Approx(0.005));
+    CHECK(c.lr * c.lr_lanes == Approx(0.01));
     CHECK(c.lr_width_ref == 640);
     const train::LrScales s = train::lr_scales_of(c);
     CHECK(s.batch == 1);  // 2^18 tokens a step, the paper's reference batch

@@ -393,11 +393,26 @@ TEST_CASE("optim: lr_transfer hyperp, D_ref of the paper's reference model per r
   REQUIRE(hyperp_reference(odd).recur.block.size() == 4);
   REQUIRE(hyperp_reference(odd).prelude.size() == 2);
   REQUIRE(hyperp_reference(odd).recur.inject.kind == Inject::linear);
-  // Grouped keys and values in the run: the paper's reference has none.
-  ModelSpec gqa = small_spec();
-  for (StackSpec* st : {&gqa.prelude, &gqa.recur.block, &gqa.coda}) st->layers[0].attn.kv_heads = 1;
-  REQUIRE(hyperp_reference(gqa).recur.block[0].attn.kv_heads == 0);
-  REQUIRE(hyperp_reference_tokens(gqa) == d_ref.at(2));
+  // Nothing but r and the head dimension comes from the run: not grouped keys and values, not an
+  // MLP of another activation or an absolute width (the paper's reference is relu^2 of 4 d).
+  ModelSpec other = small_spec();
+  for (StackSpec* st : {&other.prelude, &other.recur.block, &other.coda}) {
+    st->layers[0].attn.kv_heads = 1;
+    st->layers[0].ffn.act = Activation::swiglu;
+    st->layers[0].ffn.hidden = 4096;
+  }
+  REQUIRE(hyperp_reference(other).recur.block[0] == hyperp_reference(small_spec()).recur.block[0]);
+  REQUIRE(hyperp_reference_tokens(other) == d_ref.at(2));
+  // A valid spec of coda layers only (r = 1, empty prelude and block): its head dimension is read
+  // from the coda.
+  ModelSpec coda_only = small_spec();
+  coda_only.prelude = {};
+  coda_only.recur.block = {};
+  coda_only.recur.r = 1;
+  coda_only.recur.inject = {};
+  REQUIRE_NOTHROW(validate(coda_only));
+  REQUIRE(hyperp_reference(coda_only).recur.block.size() == 20);
+  REQUIRE(hyperp_reference_tokens(coda_only) == d_ref.at(1));
 }
 
 TEST_CASE("optim: lr_transfer hyperp corrects the matrices by batch and tokens, embedding and lm_head by batch, norms and lanes not",
@@ -439,6 +454,19 @@ TEST_CASE("optim: lr_transfer hyperp corrects the matrices by batch and tokens, 
   REQUIRE(matrices == 3 * 4);
   REQUIRE(corrected_by_batch == 2);
   REQUIRE(kept > 0);
+  // The linear injection's matrix is MuonH's, so it takes both corrections.
+  TrainConfig lin = c;
+  lin.spec.recur.inject = {Inject::linear, 0};
+  Transformer<float> linear(lin.spec, 1, 4);
+  const auto lin_rules = tensor_rules(lin, linear.tensors());
+  bool inject_w = false;
+  for (std::size_t i = 0; i < lin_rules.size(); ++i)
+    if (linear.tensors()[i].name == "inject.W") {
+      inject_w = true;
+      REQUIRE(lin_rules[i].update == Update::muonh);
+      REQUIRE(c.lr * lin_rules[i].lr_mult == Approx(0.02 * s.batch * s.data));
+    }
+  REQUIRE(inject_w);
   // A FLOP budget: D is the budget over the training FLOPs per token, rounded down.
   c.tokens = 0;
   c.flops = 3.7e15;

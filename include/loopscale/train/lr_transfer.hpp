@@ -17,11 +17,11 @@
 // (ParamCounts::unrolled, account/params.hpp). So D_ref depends on r: at head dimension 128 it is
 // 9.83e8 tokens at r = 1, 6.06e8 at r = 2, 1.02e9 at r = 4 and 1.84e9 at r = 8.
 //
-// The reference's layers are copies of the run's first layer (the paper's family is uniform), with
-// as many attention heads of the run's head dimension as fill the reference width, and no grouped
-// keys and values (the paper's reference has none). The rule is the paper's for dense models: a
-// spec with mixture-of-experts layers is refused, since the paper does not say what its reference
-// would be.
+// The reference's layers are the paper's: attention heads of the run's head dimension (that of its
+// first layer) filling the reference width, no grouped keys and values, a relu^2 MLP of 4 d. They
+// take nothing else from the run, so D_ref depends on the run's r and head dimension only, not on
+// its width or MLP. The rule is the paper's for dense models: a spec with mixture-of-experts layers
+// is refused, since the paper does not say what its reference would be.
 //
 // Where the paper's runs trained at 2^18 tokens a step (the `paper` sweep preset does), the batch
 // correction is 1; the data correction is what moves the matrices' rate from run to run (by a
@@ -76,11 +76,10 @@ inline std::string hyperp_fault(const ModelSpec& run) {
 
 // The paper's reference model for a run (above). The spec must be dense (hyperp_fault).
 inline ModelSpec hyperp_reference(const ModelSpec& run) {
-  const LayerSpec& first = !run.prelude.empty() ? run.prelude[0] : run.recur.block[0];
-  const int64 head_dim = attn_head_dim(first.attn, run.d_model);
-  LayerSpec layer = first;
-  layer.attn.heads = 0;
-  layer.attn.kv_heads = 0;
+  // The run's first layer, wherever it is (a valid spec may leave one or two of the stacks empty).
+  const StackSpec& stack = !run.prelude.empty() ? run.prelude : !run.recur.block.empty() ? run.recur.block : run.coda;
+  const int64 head_dim = attn_head_dim(stack[0].attn, run.d_model);
+  LayerSpec layer;  // the paper's: relu^2 MLP of 4 d, RoPE, QK-norm
   layer.attn.head_dim = head_dim;
   ModelSpec ref;
   ref.d_model = ceil_div(HyperP::reference_width, head_dim) * head_dim;
