@@ -224,6 +224,37 @@ TEST_CASE("the family builder: members, block size, BPTT, MoE placement", "[spec
   CHECK_THROWS_WITH(family_member(moe, 2, 512), Catch::Contains("every >= 1"));
 }
 
+TEST_CASE("the family builder: a flat r = 1 member is the paper's 0 + 20 + 0, counted as the split one, the looped members unchanged",
+          "[spec][family]") {
+  const FamilySpec split = paper::family();
+  FamilySpec flat = split;
+  flat.r1_layout = R1Layout::flat;
+  const ModelSpec one = family_member(flat, 1, 768), two = family_member(split, 1, 768);
+  CHECK(one.prelude.empty());
+  CHECK(one.coda.empty());
+  CHECK(one.recur.block.size() == 20);
+  CHECK(one.recur.r == 1);
+  CHECK(one.recur.inject.kind == Inject::none);
+  CHECK(effective_depth(one) == 20);
+  CHECK(two.recur.block.size() == 16);
+  // The same parameters and FLOPs in all (what an r = 1 law point reads: N_once + N_rec), split
+  // differently between once and rec.
+  const ParamCounts p1 = count_params(one), p2 = count_params(two);
+  CHECK(p1.non_embedding == p2.non_embedding);
+  CHECK(p1.total == p2.total);
+  CHECK(p1.once == outer_norms * 768);
+  CHECK(count_flops(one, 2048).train == count_flops(two, 2048).train);
+  for (const int64 r : {2, 4, 8}) CHECK(family_member(flat, r, 768) == family_member(split, r, 768));
+  CHECK(name_choices<R1Layout>() == "split or flat");
+  // Where the prelude and coda mean something else, flat is refused.
+  FamilySpec moe = flat;
+  moe.moe = {Activation::relu2, 4, 1, 0, 8, 2, false};
+  CHECK_THROWS_WITH(family_member(moe, 1, 768), Catch::Contains("r1_layout flat is for dense families"));
+  FamilySpec fixed = flat;
+  fixed.block_layers = 4;
+  CHECK_THROWS_WITH(family_member(fixed, 2, 768), Catch::Contains("r1_layout flat needs the block derived from the depth"));
+}
+
 TEST_CASE("expansions as fractions", "[spec][family]") {
   CHECK(expansion_fraction(4) == std::pair<int64, int64>{4, 1});
   CHECK(expansion_fraction(0.5) == std::pair<int64, int64>{1, 2});

@@ -163,6 +163,8 @@ TEST_CASE("dense specs are untouched by the MoE fields (same JSON keys, same ids
       CHECK(keys.count("moe_every") == (s.moe_every != 1));  // written only when not every layer
       CHECK(keys.count("moe_first_dense") == (s.moe_first_dense != 0));
     } else {
+      CHECK(keys.count("r1_layout") == (s.r1_layout != "split"));  // written only when not the default
+      keys.erase("r1_layout");
       CHECK(keys == dense_keys);
       for (const auto& r : make_plan(s).runs) {
         CHECK(r.id == fmt::format("C{}-r{}-s{}", budget_label(r.budget), r.r, r.s));

@@ -36,6 +36,15 @@ TEST_CASE("paper preset: the iso-depth paper's 116-run grid, counted by the acco
     const ModelSpec grid = family_member(paper::family(), r.r, paper::width(r.s));
     CHECK(r.acct.params.non_embedding == count_params(grid).non_embedding);
     CHECK(r.flops_per_token == static_cast<double>(count_flops(grid, paper::seq_len).train));
+    // r = 1 as the paper's code builds it, 0 + 20 + 0; the looped members as the grid's.
+    if (r.r == 1) {
+      CHECK(r.model.prelude.empty());
+      CHECK(r.model.recur.block.size() == 20);
+      CHECK(r.model.coda.empty());
+    } else {
+      CHECK(r.model.prelude == grid.prelude);
+      CHECK(r.model.recur == grid.recur);
+    }
     // The tokenizer's 32,001 classes in the softmax, the tables' 32,064 rows in the counts.
     CHECK(r.model.vocab == paper::tokenizer_vocab);
     CHECK(padded_vocab(r.model) == paper::vocab);
@@ -120,6 +129,21 @@ TEST_CASE("spec JSON: round trip, strict keys, checks that name the problem") {
   SweepSpec other = s;
   other.seed = 2;
   CHECK(fingerprint(other) != fingerprint(s));
+  // The r = 1 layout: written and read back when flat, another fingerprint, a bad name refused.
+  SweepSpec flat = s;
+  flat.r1_layout = "flat";
+  const nlohmann::json fj = flat;
+  CHECK(fj.at("r1_layout") == "flat");
+  CHECK(fj.get<SweepSpec>().r1_layout == "flat");
+  CHECK(fingerprint(fj.get<SweepSpec>()) == fingerprint(flat));
+  CHECK(fingerprint(flat) != fingerprint(s));
+  for (const auto& run : make_plan(flat).runs)
+    if (run.r == 1) CHECK(run.model.recur.block.size() == s.depth);
+  flat.r1_layout = "flatter";
+  CHECK_THROWS_WITH(make_plan(flat), Catch::Contains("r1_layout must be split or flat, not 'flatter'"));
+  flat = preset("mixed-moe");
+  flat.r1_layout = "flat";
+  CHECK_THROWS_WITH(make_plan(flat), Catch::Contains("r1_layout flat is for dense sweeps"));
 }
 
 TEST_CASE("runs that cannot be trained as planned are reported, not dropped") {

@@ -38,6 +38,17 @@ struct MoePlacement {
 
 enum class FamilyStack : std::uint8_t { prelude, block, coda };
 
+// How a family builds its r = 1 member, the baseline every phi is measured against. split: the
+// family's prelude + k + coda like every other member (k = depth - prelude - coda), the recurrence
+// norm after the block. flat: depth layers in one block and no prelude or coda, as the iso-depth
+// paper's code trains its baseline (0 + 20 + 0, build_model_meta / build_reference_model in its
+// scripts/base_train.py), the recurrence norm after the last layer, just before the final norm.
+// Both count the same parameters and FLOPs (the sum of once and rec, which is all an r = 1 model's
+// law point reads), but they are different functions: split puts a normalisation with a learned
+// scale inside the residual stream, before the coda.
+enum class R1Layout : std::uint8_t { split, flat };
+constexpr auto names_of(R1Layout) { return make_names<R1Layout>({{R1Layout::split, "split"}, {R1Layout::flat, "flat"}}); }
+
 struct FamilySpec {
   int64 depth = 20;  // effective depth prelude + k r + coda
   int64 prelude = 2;
@@ -54,6 +65,7 @@ struct FamilySpec {
   // Where the recurrence's norm goes, in every member (for r = 1 both placements are one model). Last,
   // so positional initialisers written before it still fill the fields they did.
   StateNorm state_norm = StateNorm::per_recurrence;
+  R1Layout r1_layout = R1Layout::split;  // the r = 1 member (above); flat only for dense families with a derived block
   friend constexpr bool operator==(const FamilySpec&, const FamilySpec&) = default;
 };
 
@@ -102,6 +114,17 @@ constexpr ModelSpec family_member(const FamilySpec& f, int64 r, int64 d_model) {
   static_assert(SpecLimits::width == 65536 && SpecLimits::depth == 4096, "family_member's messages state the limits");
   if (f.moe.moe() && (f.placement.every < 1 || f.placement.first_dense < 0))
     throw spec_error("iso-depth family: the MoE placement needs every >= 1 and first_dense >= 0");
+  if (f.r1_layout == R1Layout::flat) {
+    if (f.moe.moe()) throw spec_error("iso-depth family: r1_layout flat is for dense families (an MoE placement counts the prelude and coda)");
+    if (f.block_layers != FamilySpec::derived)
+      throw spec_error("iso-depth family: r1_layout flat needs the block derived from the depth (block_layers fixed makes depth follow r)");
+    if (r == 1) {
+      FamilySpec one = f;  // the same family with the whole depth in the block
+      one.prelude = one.coda = 0;
+      one.r1_layout = R1Layout::split;
+      return family_member(one, 1, d_model);
+    }
+  }
   const int64 k = family_block_layers(f, r);
   ModelSpec m;
   m.d_model = d_model;

@@ -52,6 +52,7 @@ struct SweepSpec {
   std::vector<int64> r = {1, 2, 4, 8};
   std::string inject = "linear";    // for r > 1 (r = 1 has none): linear | additive | passthrough | hyper:L (lanes)
   std::string bptt = "full";        // full | half | a count of recurrences
+  std::string r1_layout = "split";  // the r = 1 member: split (prelude + k + coda) | flat (depth layers in one block, the paper's code); spec/family.hpp
   // Width rule d = ceil(width_per_s * s / width_round) * width_round; the paper: 64 s up to 128.
   int64 width_per_s = 64;
   int64 width_round = 128;
@@ -106,6 +107,8 @@ inline void to_json(nlohmann::json& j, const SweepSpec& s) {
        {"seed", s.seed},
        {"data", s.data}};
   for (const ComputeBudget& b : s.budgets) budget_to_json(j["budgets"].emplace_back(), b);
+  // Only where it is not the default, so the specs (and fingerprints) written before it existed keep theirs.
+  if (s.r1_layout != SweepSpec{}.r1_layout) j["r1_layout"] = s.r1_layout;
   // Only MoE specs carry these, so a dense spec's JSON (and fingerprint) is what it always was; the
   // placement only when it is not every layer, so MoE specs written before it existed keep theirs.
   if (s.moe()) {
@@ -139,7 +142,7 @@ void read_field(const nlohmann::json& j, const char* key, T& out) {
 // Strict: an unknown key is an error, so a typo ("budget" for "budgets") cannot pass unnoticed.
 inline void from_json(const nlohmann::json& j, SweepSpec& s) {
   if (!j.is_object()) throw sweep_error("sweep spec: expected a JSON object");
-  static const std::set<std::string> known = {"name", "depth", "prelude", "coda", "r", "inject", "bptt", "width_per_s",
+  static const std::set<std::string> known = {"name", "depth", "prelude", "coda", "r", "inject", "bptt", "r1_layout", "width_per_s",
                                               "width_round", "head_dim", "vocab", "vocab_multiple", "seq_len",
                                               "batch_tokens", "micro_batch_tokens", "memory_limit_gib", "budgets",
                                               "train", "seed", "data", "experts", "top_k", "expert_ff",
@@ -155,6 +158,7 @@ inline void from_json(const nlohmann::json& j, SweepSpec& s) {
   read_field(j, "inject", s.inject);
   if (j.contains("bptt") && j.at("bptt").is_number_integer()) s.bptt = std::to_string(j.at("bptt").get<int64>());
   else read_field(j, "bptt", s.bptt);
+  read_field(j, "r1_layout", s.r1_layout);
   read_field(j, "width_per_s", s.width_per_s);
   read_field(j, "width_round", s.width_round);
   read_field(j, "head_dim", s.head_dim);
@@ -255,6 +259,8 @@ inline void validate(const SweepSpec& s) {
          fmt::format("r = {} does not divide depth - prelude - coda = {}; allowed r are the divisors of {}", r, middle, middle));
   need(std::set<int64>(s.r.begin(), s.r.end()).size() == s.r.size(), "r values must be distinct");
   inject_of(s);
+  need(parse_name<R1Layout>(s.r1_layout).has_value(), "r1_layout must be " + name_choices<R1Layout>() + ", not '" + s.r1_layout + "'");
+  need(s.r1_layout != "flat" || !s.moe(), "r1_layout flat is for dense sweeps (an MoE placement counts the prelude and coda)");
   const int64 bptt = bptt_of(s);
   for (int64 r : s.r)
     need(bptt <= r || r == 1, fmt::format("bptt {} exceeds r = {}", bptt, r));
@@ -324,6 +330,7 @@ inline FamilySpec family_of(const SweepSpec& s, int64 experts = 0) {
   f.bptt = bptt_of(s);
   f.vocab = s.vocab;
   f.vocab_multiple = s.vocab_multiple;
+  f.r1_layout = parse_name<R1Layout>(s.r1_layout).value_or(R1Layout::split);  // validate() names a bad one
   f.layer.attn.head_dim = s.head_dim;
   if (experts > 0) {
     const auto [num, den] = expansion_fraction(s.expert_ff, "sweep spec: expert_ff");

@@ -68,6 +68,7 @@ inline SweepSpec preset(const std::string& name) {
     s.prelude = paper::prelude;
     s.coda = paper::coda;
     s.r.assign(paper::rs.begin(), paper::rs.end());
+    s.r1_layout = "flat";  // its baseline as the paper's code builds it: 0 + 20 + 0 (spec/family.hpp, R1Layout)
     s.width_per_s = 64;  // paper::width: 64 s rounded up to a multiple of the head dim
     s.width_round = paper::head_dim;
     s.head_dim = paper::head_dim;
