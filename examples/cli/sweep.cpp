@@ -111,8 +111,9 @@ void print_moe_plan(const Plan& plan) {
 void print_plan(const Plan& plan) {
   if (plan.spec.moe()) return print_moe_plan(plan);
   const SweepSpec& s = plan.spec;
-  fmt::print("sweep {} ({})  depth {} = {} + k r + {}  seq {}  batch {} tokens  vocab {}  memory model {}\n", s.name,
-             plan.fingerprint, s.depth, s.prelude, s.coda, s.seq_len, s.batch_tokens, s.vocab, memory_model);
+  fmt::print("sweep {} ({})  depth {} = {} + k r + {}{}  seq {}  batch {} tokens  vocab {}  memory model {}\n", s.name,
+             plan.fingerprint, s.depth, s.prelude, s.coda, s.r1_layout == "flat" ? fmt::format(" (r = 1: 0 + {} + 0)", s.depth) : "",
+             s.seq_len, s.batch_tokens, s.vocab, memory_model);
   fmt::print("{:<22} {:>2} {:>3} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8}\n", "id", "r", "s", "d", "N_once", "N_rec",
              "N", "N_unroll", "F/token", "D", "steps", "mem GiB");
   double total = 0;

@@ -112,7 +112,7 @@ TEST_CASE("training: a sharded SentencePiece corpus trains like the same corpus 
   fs::remove_all(dir);
 }
 
-TEST_CASE("training: the model's vocabulary must be the corpus's (padded to the multiple)", "[corpus][training]") {
+TEST_CASE("training: the model's vocabulary must be the corpus's (padded to the multiple) and hold its every id", "[corpus][training]") {
   const fs::path dir = temp_dir("train_vocab");
   std::vector<std::int32_t> t(5000);
   for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::int32_t>(i % 300);
@@ -123,6 +123,9 @@ TEST_CASE("training: the model's vocabulary must be the corpus's (padded to the 
   REQUIRE_THROWS_WITH(train::train(tiny(dir, dir / "bad", 256)),
                       Catch::Contains("the model's vocab 256 does not match the corpus") && Catch::Contains("train.bin") &&
                           Catch::Contains("give the model vocab 300"));
+  // 290 pads to 320 too, but the corpus's ids 290 to 299 would be targets outside its softmax.
+  REQUIRE_THROWS_WITH(train::train(tiny(dir, dir / "short", 290)),
+                      Catch::Contains("the model's vocab 290 does not match the corpus") && Catch::Contains("give the model vocab 300"));
   fs::remove_all(dir);
 }
 

@@ -128,6 +128,7 @@ int main() {
     // test_model.cpp: "model gradients: r = 1 (no recurrence)", "r = 2 and r = 4, every injection
     // mode", "truncated BPTT".
     grad_check("r = 1, no recurrence", small_spec(1, Inject::none));
+    grad_check("r = 1 flat (no prelude or coda, the paper's baseline)", flat_spec());
     grad_check("r = 2, linear injection", small_spec(2, Inject::linear));
     grad_check("r = 4, linear injection", small_spec(4, Inject::linear));
     grad_check("r = 4, linear injection, norm after the loop", with_norm(small_spec(4, Inject::linear), StateNorm::after_loop));

@@ -2,6 +2,7 @@
 // family members with its MoE placement.
 #include <catch2/catch.hpp>
 
+#include <loopscale/account/injection_convention.hpp>
 #include <loopscale/loopscale.hpp>
 #include <loopscale/spec/spec_json.hpp>
 #include <loopscale/util/json_parse.hpp>
@@ -253,6 +254,15 @@ TEST_CASE("the family builder: a flat r = 1 member is the paper's 0 + 20 + 0, co
   FamilySpec fixed = flat;
   fixed.block_layers = 4;
   CHECK_THROWS_WITH(family_member(fixed, 2, 768), Catch::Contains("r1_layout flat needs the block derived from the depth"));
+  // The family's own checks hold for a flat r = 1 member as for the others.
+  FamilySpec negative = flat;
+  negative.prelude = -2;
+  CHECK_THROWS_WITH(family_member(negative, 1, 768), Catch::Contains("prelude and coda must not be negative"));
+  FamilySpec shallow = flat;
+  shallow.depth = 4;
+  CHECK_THROWS_WITH(family_member(shallow, 1, 768), Catch::Contains("depth must exceed prelude + coda"));
+  // The once/block regression is a line over one prelude and coda.
+  CHECK_THROWS_WITH(regress_once_block(flat, 768, paper::rs), Catch::Contains("split"));
 }
 
 TEST_CASE("expansions as fractions", "[spec][family]") {

@@ -44,6 +44,7 @@ TEST_CASE("paper preset: the iso-depth paper's 116-run grid, counted by the acco
     } else {
       CHECK(r.model.prelude == grid.prelude);
       CHECK(r.model.recur == grid.recur);
+      CHECK(r.model.coda == grid.coda);
     }
     // The tokenizer's 32,001 classes in the softmax, the tables' 32,064 rows in the counts.
     CHECK(r.model.vocab == paper::tokenizer_vocab);

@@ -32,6 +32,16 @@ inline ModelSpec small_spec(std::int64_t r, Inject inj, std::int64_t lanes = 0, 
   return m;
 }
 
+// The small spec's r = 1 model laid out flat (R1Layout::flat, the paper's baseline): its three
+// layers in one block, no prelude or coda.
+inline ModelSpec flat_spec() {
+  ModelSpec m = small_spec(1, Inject::none);
+  m.recur.block = {3, m.recur.block[0]};
+  m.prelude = {};
+  m.coda = {};
+  return m;
+}
+
 inline ModelSpec with_norm(ModelSpec m, StateNorm n) {
   m.recur.state_norm = n;
   return m;

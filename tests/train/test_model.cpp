@@ -345,6 +345,8 @@ TEST_CASE("model gradients: r = 1 under either placement of the recurrence's nor
   ModelSpec empty = small_spec(1, Inject::none);  // no shared block: the norm acts on the prelude's output
   empty.recur.block = {};
   for (StateNorm n : placements) grad_check(with_norm(empty, n));
+  // Flat (the paper's 0 + k + 0 baseline): no prelude or coda, the norm after the last layer.
+  for (StateNorm n : placements) grad_check(with_norm(flat_spec(), n));
 }
 
 TEST_CASE("model gradients: r = 2 and r = 4, every injection mode, both norm placements", "[train][model][gradcheck]") {

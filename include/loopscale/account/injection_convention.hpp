@@ -95,6 +95,9 @@ struct OnceBlockLine {
 };
 
 inline OnceBlockLine regress_once_block(const FamilySpec& f, int64 d_model, std::span<const int64> rs) {
+  // The line is over the block sizes k = (depth - prelude - coda) / r of one prelude and coda; a
+  // flat r = 1 member has neither, and would bend it.
+  if (f.r1_layout == R1Layout::flat) throw spec_error("regress_once_block: needs a family whose r = 1 member is split (prelude + k + coda)");
   std::vector<double> xs, ys;
   for (const int64 r : rs) {
     const ModelSpec m = family_member(f, r, d_model);

@@ -173,11 +173,14 @@ inline Corpus open_corpus(const std::filesystem::path& dir, Split split, Verify 
 }
 
 // Checks that the model's vocabulary is the corpus's: equal after both are padded to the spec's
-// vocab_multiple (the embedding's padding, spec.hpp's padded_vocab).
+// vocab_multiple (the embedding's padding, spec.hpp's padded_vocab), and holding every token id of
+// the corpus. The loss spans the model's first `vocab` classes (kernels/loss.hpp): a model of vocab
+// 32,001 on a corpus of 32,000 is the paper's, but a corpus id at or past the model's vocab would
+// be a target outside the softmax, scored against a padding logit and given no gradient.
 inline void check_vocab(const Corpus& c, const ModelSpec& spec, const std::string& where) {
   ModelSpec as_corpus = spec;
   as_corpus.vocab = c.vocab();
-  if (padded_vocab(as_corpus) != padded_vocab(spec))
+  if (padded_vocab(as_corpus) != padded_vocab(spec) || c.vocab() > spec.vocab)
     throw corpus_error("data: the model's vocab " + std::to_string(spec.vocab) + " does not match the corpus " + where + ", whose vocab is " +
                        std::to_string(c.vocab()) + " (padded to multiples of " + std::to_string(spec.vocab_multiple) + ": " +
                        std::to_string(padded_vocab(spec)) + " vs " + std::to_string(padded_vocab(as_corpus)) + "); give the model vocab " +

@@ -1,5 +1,6 @@
 // Iso-depth families and the one builder of their members. A family fixes what a comparison across
-// r holds equal: the effective depth (prelude + k r + coda), the prelude and coda, the injection,
+// r holds equal: the effective depth (prelude + k r + coda), the prelude and coda (of every looped
+// member; the r = 1 member may put the whole depth in one block, R1Layout), the injection,
 // BPTT and state norm placement of the looped members, the vocabulary, the dense layer and, for mixture-of-experts
 // families, which layers carry the MoE FFN. Its member at (r, d_model) is one ModelSpec.
 //
@@ -41,11 +42,12 @@ enum class FamilyStack : std::uint8_t { prelude, block, coda };
 // How a family builds its r = 1 member, the baseline every phi is measured against. split: the
 // family's prelude + k + coda like every other member (k = depth - prelude - coda), the recurrence
 // norm after the block. flat: depth layers in one block and no prelude or coda, as the iso-depth
-// paper's code trains its baseline (0 + 20 + 0, build_model_meta / build_reference_model in its
-// scripts/base_train.py), the recurrence norm after the last layer, just before the final norm.
-// Both count the same parameters and FLOPs (the sum of once and rec, which is all an r = 1 model's
-// law point reads), but they are different functions: split puts a normalisation with a learned
-// scale inside the residual stream, before the coda.
+// paper's code trains its baseline (0 + 20 + 0: ARCH=noloop in its shells/scaling_laws/
+// scaling_laws.sh), the recurrence norm after the last layer, just before the final norm. Both
+// count the same parameters and FLOPs in all; they split them differently between N_once and
+// N_rec (flat: N_once is the outer norms alone), of which the laws read only the sum at r = 1. They
+// are different functions: split puts a normalisation with a learned scale inside the residual
+// stream, before the coda.
 enum class R1Layout : std::uint8_t { split, flat };
 constexpr auto names_of(R1Layout) { return make_names<R1Layout>({{R1Layout::split, "split"}, {R1Layout::flat, "flat"}}); }
 
@@ -114,6 +116,7 @@ constexpr ModelSpec family_member(const FamilySpec& f, int64 r, int64 d_model) {
   static_assert(SpecLimits::width == 65536 && SpecLimits::depth == 4096, "family_member's messages state the limits");
   if (f.moe.moe() && (f.placement.every < 1 || f.placement.first_dense < 0))
     throw spec_error("iso-depth family: the MoE placement needs every >= 1 and first_dense >= 0");
+  const int64 k = family_block_layers(f, r);  // checks prelude, coda, depth and r, flat or not
   if (f.r1_layout == R1Layout::flat) {
     if (f.moe.moe()) throw spec_error("iso-depth family: r1_layout flat is for dense families (an MoE placement counts the prelude and coda)");
     if (f.block_layers != FamilySpec::derived)
@@ -125,7 +128,6 @@ constexpr ModelSpec family_member(const FamilySpec& f, int64 r, int64 d_model) {
       return family_member(one, 1, d_model);
     }
   }
-  const int64 k = family_block_layers(f, r);
   ModelSpec m;
   m.d_model = d_model;
   m.vocab = f.vocab;
