@@ -57,6 +57,20 @@ TEST_CASE("static and dynamic sizes give the same spec", "[arch][dynamic]") {
   CHECK_THROWS_AS(Fam::specs(500), spec_error);  // 500 is not a multiple of head dim 128
 }
 
+TEST_CASE("a flat family: its r = 1 member is 0 + 20 + 0 from the same builder, iso-depth and matched with the looped ones",
+          "[arch][family]") {
+  using Flat = IsoDepthFamily<20, 2, 2, Rs<1, 2, 4, 8>, Width<384>, Vocab<32064>, Linear, Layer<>, full_bptt, NoMoE, R1Layout::flat>;
+  STATIC_REQUIRE(spec_of<Flat::member<1>>().prelude.empty());
+  STATIC_REQUIRE(spec_of<Flat::member<1>>().recur.block.size() == 20);
+  STATIC_REQUIRE(spec_of<Flat::member<1>>().coda.empty());
+  STATIC_REQUIRE(require_iso_depth<Flat::member<1>, Flat::member<8>>());
+  STATIC_REQUIRE(account_of<Flat::member<1>>(2048).params.non_embedding == account_of<Paper::member<1>>(2048).params.non_embedding);
+  STATIC_REQUIRE(account_of<Flat::member<1>>(2048).flops_per_token.train == account_of<Paper::member<1>>(2048).flops_per_token.train);
+  CHECK(spec_of<Flat::member<1>>() == family_member(Flat::spec, 1, 384));
+  CHECK(spec_of<Flat::member<4>>() == spec_of<Paper::member<4>>());  // the looped members are the split family's
+  CHECK(Flat::specs(384)[0] == spec_of<Flat::member<1>>());
+}
+
 TEST_CASE("a dynamic size left unset or out of range is the static sentence, thrown", "[arch][dynamic]") {
   using D = Model<Width<dynamic>, Vocab<256>, Prelude<1>, Recur<Block<Repeat<dynamic, Layer<Attention<>, MoE<dynamic, 2>>>>, 2>, Coda<1>>;
   CHECK_THROWS_WITH(spec_of(D{}), Catch::StartsWith(LOOPSCALE_MSG_SIZE_NOT_GIVEN));

@@ -74,13 +74,15 @@ struct kind_of<detail::FamilyLayers<F, S, N, K>> {
 // All models of effective depth Depth with PreludeN unshared layers, a shared block of
 // k = (Depth - PreludeN - CodaN) / r layers run r times, and CodaN unshared layers. The r = 1
 // member has no injection; the others use InjectT and Bptt. L is every dense layer; Moe places
-// MoE FFNs (NoMoE: none).
+// MoE FFNs (NoMoE: none). R1: the r = 1 member split like the others (the default) or flat, Depth
+// layers in one block, as the iso-depth paper's code builds its baseline (R1Layout, spec/family.hpp).
 template <int64 Depth, int64 PreludeN, int64 CodaN, class RList, class W = Width<dynamic>, class V = Vocab<dynamic>,
-          class InjectT = Linear, class L = Layer<>, int64 Bptt = full_bptt, class Moe = NoMoE>
+          class InjectT = Linear, class L = Layer<>, int64 Bptt = full_bptt, class Moe = NoMoE, R1Layout R1 = R1Layout::split>
 struct IsoDepthFamily;
 
-template <int64 Depth, int64 PreludeN, int64 CodaN, int64... R, class W, class V, class InjectT, class L, int64 Bptt, class Moe>
-struct IsoDepthFamily<Depth, PreludeN, CodaN, Rs<R...>, W, V, InjectT, L, Bptt, Moe> {
+template <int64 Depth, int64 PreludeN, int64 CodaN, int64... R, class W, class V, class InjectT, class L, int64 Bptt, class Moe,
+          R1Layout R1>
+struct IsoDepthFamily<Depth, PreludeN, CodaN, Rs<R...>, W, V, InjectT, L, Bptt, Moe, R1> {
   static_assert(sizeof...(R) >= 1, "IsoDepthFamily: give at least one r, e.g. Rs<1, 2, 4, 8>");
   static_assert(PreludeN >= 0 && CodaN >= 0, "IsoDepthFamily: prelude and coda must not be negative");
   static_assert(Depth > PreludeN + CodaN, "IsoDepthFamily: depth must exceed prelude + coda (the shared block needs a layer)");
@@ -91,20 +93,30 @@ struct IsoDepthFamily<Depth, PreludeN, CodaN, Rs<R...>, W, V, InjectT, L, Bptt, 
                 "MoeEvery<MoE<E, K>, Every, FirstDense>: the first argument must be a MoE<E, K>, not an Mlp");
   static_assert(Moe::placement.every >= 1 && Moe::placement.first_dense >= 0,
                 "MoeEvery<MoE<E, K>, Every, FirstDense>: Every must be at least 1 and FirstDense not negative");
+  static_assert(R1 == R1Layout::split || std::is_same_v<Moe, NoMoE>,
+                "IsoDepthFamily: R1Layout::flat is for dense families (an MoE placement counts the prelude and coda)");
   static constexpr int64 depth = Depth;
   static constexpr int64 recurrent_depth = Depth - PreludeN - CodaN;
   static constexpr std::array<int64, sizeof...(R)> rs{R...};
   static constexpr std::size_t size = sizeof...(R);
   static constexpr FamilySpec spec{Depth,        PreludeN, CodaN, InjectT{}.spec(), Bptt, V::is_static ? V{}.get() : 0,
-                                   V::multiple, L{}.spec(), detail::placed_ffn<Moe>(), Moe::placement, FamilySpec::derived};
+                                   V::multiple, L{}.spec(), detail::placed_ffn<Moe>(), Moe::placement, FamilySpec::derived,
+                                   StateNorm::per_recurrence, R1};
 
+ private:
+  // The member's stacks: a flat r = 1 member puts the whole depth in its block.
+  template <int64 Rv>
+  static constexpr bool flat_member = R1 == R1Layout::flat && Rv == 1;
+  template <int64 Rv>
+  static constexpr int64 block_of = flat_member<Rv> ? Depth : detail::r_must_divide_recurrent_depth<recurrent_depth, Rv>::k;
+
+ public:
   template <int64 Rv>
   using member_of = Model<
-      W, V, Prelude<1, detail::FamilyLayers<IsoDepthFamily, FamilyStack::prelude, PreludeN, detail::r_must_divide_recurrent_depth<recurrent_depth, Rv>::k>>,
-      Recur<Block<detail::FamilyLayers<IsoDepthFamily, FamilyStack::block, detail::r_must_divide_recurrent_depth<recurrent_depth, Rv>::k,
-                                       detail::r_must_divide_recurrent_depth<recurrent_depth, Rv>::k>>,
-            Rv, std::conditional_t<Rv == 1, NoInject, InjectT>, (Rv == 1 ? full_bptt : (Bptt > 0 && Bptt > Rv ? Rv : Bptt))>,
-      Coda<1, detail::FamilyLayers<IsoDepthFamily, FamilyStack::coda, CodaN, detail::r_must_divide_recurrent_depth<recurrent_depth, Rv>::k>>>;
+      W, V, Prelude<1, detail::FamilyLayers<IsoDepthFamily, FamilyStack::prelude, flat_member<Rv> ? 0 : PreludeN, block_of<Rv>>>,
+      Recur<Block<detail::FamilyLayers<IsoDepthFamily, FamilyStack::block, block_of<Rv>, block_of<Rv>>>, Rv,
+            std::conditional_t<Rv == 1, NoInject, InjectT>, (Rv == 1 ? full_bptt : (Bptt > 0 && Bptt > Rv ? Rv : Bptt))>,
+      Coda<1, detail::FamilyLayers<IsoDepthFamily, FamilyStack::coda, flat_member<Rv> ? 0 : CodaN, block_of<Rv>>>>;
   template <int64 Rv>
   using member = member_of<Rv>;
   template <std::size_t I>
