@@ -114,15 +114,24 @@ void print_plan(const Plan& plan) {
   fmt::print("sweep {} ({})  depth {} = {} + k r + {}{}  seq {}  batch {} tokens  vocab {}  memory model {}\n", s.name,
              plan.fingerprint, s.depth, s.prelude, s.coda, s.r1_layout == "flat" ? fmt::format(" (r = 1: 0 + {} + 0)", s.depth) : "",
              s.seq_len, s.batch_tokens, s.vocab, memory_model);
-  fmt::print("{:<22} {:>2} {:>3} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8}\n", "id", "r", "s", "d", "N_once", "N_rec",
-             "N", "N_unroll", "F/token", "D", "steps", "mem GiB");
+  // With lr_transfer, each run's matrices train at a peak rate of their own (train/lr_transfer.hpp),
+  // shown in a last column; every run shares the spec's train object, so the first says whether.
+  const auto lr_column = [&](const PlannedRun& r) -> std::string {
+    const train::TrainConfig c = train_config(s, r, s.name, s.data);
+    if (train::parse_lr_transfer(c.lr_transfer) == train::LrTransfer::none) return "";
+    const train::LrScales k = train::lr_scales_of(c);
+    return k.tokens >= 1 ? fmt::format(" {:>8.4g}", c.lr * k.matrix()) : fmt::format(" {:>8}", "-");
+  };
+  const bool lr_shown = !plan.runs.empty() && !lr_column(plan.runs.front()).empty();
+  fmt::print("{:<22} {:>2} {:>3} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8}{}\n", "id", "r", "s", "d", "N_once", "N_rec",
+             "N", "N_unroll", "F/token", "D", "steps", "mem GiB", lr_shown ? fmt::format(" {:>8}", "lr") : "");
   double total = 0;
   for (const PlannedRun& r : plan.runs) {
     const ParamCounts& p = r.acct.params;
-    fmt::print("{:<22} {:>2} {:>3} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8.2f}{}\n", r.id, r.r, r.s, r.model.d_model,
+    fmt::print("{:<22} {:>2} {:>3} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8.2f}{}{}\n", r.id, r.r, r.s, r.model.d_model,
                si(static_cast<double>(p.once)), si(static_cast<double>(p.rec)), si(static_cast<double>(p.non_embedding)),
                si(static_cast<double>(p.unrolled)), si(r.flops_per_token), si(r.tokens), r.steps, r.memory_bytes / (1 << 30),
-               r.runnable() ? "" : "  NOT RUN: " + r.problem);
+               lr_shown ? lr_column(r) : "", r.runnable() ? "" : "  NOT RUN: " + r.problem);
     if (r.runnable()) total += r.flops_per_token * static_cast<double>(r.steps) * static_cast<double>(s.batch_tokens);
   }
   fmt::print("{} runs, {} runnable, {} reported above as not runnable; {} training FLOPs in all\n", plan.runs.size(),

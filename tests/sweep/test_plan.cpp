@@ -484,6 +484,15 @@ TEST_CASE("cli: sweep plan --json lists every run, bad input is one line and exi
   CHECK(j["runs"].size() == make_plan(preset("smoke")).runs.size());
   for (const auto& r : j["runs"])
     for (const char* k : {"id", "r", "d_model", "N_once", "N_rec", "N", "F", "D", "steps"}) CHECK(r.contains(k));
+  // The table: the paper preset's runs each with the matrices' rate lr_transfer gives them, and
+  // its flat baseline in the header; no lr column where the rates are not corrected.
+  const auto paper = run_cli("sweep plan --preset paper");
+  REQUIRE(paper.rc == 0);
+  CHECK_THAT(paper.out, Catch::Contains("(r = 1: 0 + 20 + 0)") && Catch::Contains("mem GiB       lr\n") &&
+                            Catch::Contains(" 0.006164\n") && Catch::Contains(" 0.02438\n"));
+  const auto smoke = run_cli("sweep plan --preset smoke");
+  REQUIRE(smoke.rc == 0);
+  CHECK_THAT(smoke.out, Catch::Contains("mem GiB\n") && !Catch::Contains("(r = 1: 0 +"));
   const auto bad = run_cli("sweep plan --preset nope");
   CHECK(bad.rc == 2);
   CHECK(loopscale::test::count_lines(bad.out) == 1);
