@@ -1,5 +1,6 @@
 // `loopscale sweep plan|run|merge|slurm|report|compare`: thin over include/loopscale/sweep/.
 // `sweep run` exits 75 when a signal stopped it (resumable), 2 when its shard is in use.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -65,7 +66,11 @@ struct SpecSource {
       for (const auto& r : p.runs) {
         // Every check a run would make before training (a negative lr once failed the first run of
         // `sweep run`, after `plan` had accepted it).
-        const train::TrainConfig c = train_config(p.spec, r, "x", "x");
+        const train::TrainConfig c = train_config(p.spec, r, "x", "x");  // the train object's keys, for every run
+        // A run the plan marks NOT RUN (D below one batch, memory) is skipped by `sweep run`; its
+        // budget may be one lr_transfer cannot correct for (under one token), which is no reason
+        // to refuse the others.
+        if (!r.runnable()) continue;
         try {
           train::detail::check_config(c);
         } catch (const train::config_error& e) {
@@ -111,8 +116,9 @@ void print_moe_plan(const Plan& plan) {
 void print_plan(const Plan& plan) {
   if (plan.spec.moe()) return print_moe_plan(plan);
   const SweepSpec& s = plan.spec;
+  const bool flat_r1 = s.r1_layout == "flat" && std::find(s.r.begin(), s.r.end(), 1) != s.r.end();
   fmt::print("sweep {} ({})  depth {} = {} + k r + {}{}  seq {}  batch {} tokens  vocab {}  memory model {}\n", s.name,
-             plan.fingerprint, s.depth, s.prelude, s.coda, s.r1_layout == "flat" ? fmt::format(" (r = 1: 0 + {} + 0)", s.depth) : "",
+             plan.fingerprint, s.depth, s.prelude, s.coda, flat_r1 ? fmt::format(" (r = 1: 0 + {} + 0)", s.depth) : "",
              s.seq_len, s.batch_tokens, s.vocab, memory_model);
   // With lr_transfer, each run's matrices train at a peak rate of their own (train/lr_transfer.hpp),
   // shown in a last column; every run shares the spec's train object, so the first says whether.
@@ -120,11 +126,11 @@ void print_plan(const Plan& plan) {
     const train::TrainConfig c = train_config(s, r, s.name, s.data);
     if (train::parse_lr_transfer(c.lr_transfer) == train::LrTransfer::none) return "";
     const train::LrScales k = train::lr_scales_of(c);
-    return k.tokens >= 1 ? fmt::format(" {:>8.4g}", c.lr * k.matrix()) : fmt::format(" {:>8}", "-");
+    return k.tokens >= 1 ? fmt::format(" {:>9.4g}", c.lr * k.matrix()) : fmt::format(" {:>9}", "-");
   };
   const bool lr_shown = !plan.runs.empty() && !lr_column(plan.runs.front()).empty();
   fmt::print("{:<22} {:>2} {:>3} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>8}{}\n", "id", "r", "s", "d", "N_once", "N_rec",
-             "N", "N_unroll", "F/token", "D", "steps", "mem GiB", lr_shown ? fmt::format(" {:>8}", "lr") : "");
+             "N", "N_unroll", "F/token", "D", "steps", "mem GiB", lr_shown ? fmt::format(" {:>9}", "lr") : "");
   double total = 0;
   for (const PlannedRun& r : plan.runs) {
     const ParamCounts& p = r.acct.params;

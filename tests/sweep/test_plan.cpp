@@ -488,11 +488,25 @@ TEST_CASE("cli: sweep plan --json lists every run, bad input is one line and exi
   // its flat baseline in the header; no lr column where the rates are not corrected.
   const auto paper = run_cli("sweep plan --preset paper");
   REQUIRE(paper.rc == 0);
-  CHECK_THAT(paper.out, Catch::Contains("(r = 1: 0 + 20 + 0)") && Catch::Contains("mem GiB       lr\n") &&
+  CHECK_THAT(paper.out, Catch::Contains("(r = 1: 0 + 20 + 0)") && Catch::Contains("mem GiB        lr\n") &&
                             Catch::Contains(" 0.006164\n") && Catch::Contains(" 0.02438\n"));
   const auto smoke = run_cli("sweep plan --preset smoke");
   REQUIRE(smoke.rc == 0);
   CHECK_THAT(smoke.out, Catch::Contains("mem GiB\n") && !Catch::Contains("(r = 1: 0 +"));
+  // With hyperp, a run the plan will not train (a budget under one batch, here under one token) is
+  // listed as NOT RUN with the others planned, not a refusal of the whole spec.
+  nlohmann::json tiny = preset("smoke");
+  tiny["train"]["recipe"] = "paper";
+  tiny["train"]["lr_transfer"] = "hyperp";
+  tiny["train"].erase("lr");
+  tiny["train"].erase("warmup");
+  tiny["budgets"].push_back({{"C", 1e4}, {"s", {1}}});
+  const std::string tiny_file = (std::filesystem::temp_directory_path() / "loopscale_plan_hyperp_tiny.json").string();
+  std::ofstream(tiny_file) << tiny.dump();
+  const auto listed = run_cli("sweep plan " + tiny_file);
+  CHECK(listed.rc == 0);
+  CHECK_THAT(listed.out, Catch::Contains("NOT RUN") && Catch::Contains(" lr\n"));
+  std::filesystem::remove(tiny_file);
   const auto bad = run_cli("sweep plan --preset nope");
   CHECK(bad.rc == 2);
   CHECK(loopscale::test::count_lines(bad.out) == 1);

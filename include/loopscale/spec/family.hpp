@@ -64,10 +64,11 @@ struct FamilySpec {
   MoePlacement placement{};
   int64 block_layers = derived;  // >= 0: k fixed (the depth then follows r); derived: k = (depth - prelude - coda) / r
   static constexpr int64 derived = -1;
-  // Where the recurrence's norm goes, in every member (for r = 1 both placements are one model). Last,
-  // so positional initialisers written before it still fill the fields they did.
+  // Where the recurrence's norm goes, in every member (for r = 1 both placements are one model). After
+  // the fields above (and before r1_layout, added later), so positional initialisers written before
+  // it still fill the fields they did.
   StateNorm state_norm = StateNorm::per_recurrence;
-  R1Layout r1_layout = R1Layout::split;  // the r = 1 member (above); flat only for dense families with a derived block
+  R1Layout r1_layout = R1Layout::split;  // the r = 1 member (above); flat only for dense families with a derived block. Last, as state_norm was
   friend constexpr bool operator==(const FamilySpec&, const FamilySpec&) = default;
 };
 
