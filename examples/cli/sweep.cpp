@@ -1,6 +1,5 @@
 // `loopscale sweep plan|run|merge|slurm|report|compare`: thin over include/loopscale/sweep/.
 // `sweep run` exits 75 when a signal stopped it (resumable), 2 when its shard is in use.
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -116,9 +115,8 @@ void print_moe_plan(const Plan& plan) {
 void print_plan(const Plan& plan) {
   if (plan.spec.moe()) return print_moe_plan(plan);
   const SweepSpec& s = plan.spec;
-  const bool flat_r1 = s.r1_layout == "flat" && std::find(s.r.begin(), s.r.end(), 1) != s.r.end();
   fmt::print("sweep {} ({})  depth {} = {} + k r + {}{}  seq {}  batch {} tokens  vocab {}  memory model {}\n", s.name,
-             plan.fingerprint, s.depth, s.prelude, s.coda, flat_r1 ? fmt::format(" (r = 1: 0 + {} + 0)", s.depth) : "",
+             plan.fingerprint, s.depth, s.prelude, s.coda, flat_baseline(s) ? fmt::format(" (r = 1: 0 + {} + 0)", s.depth) : "",
              s.seq_len, s.batch_tokens, s.vocab, memory_model);
   // With lr_transfer, each run's matrices train at a peak rate of their own (train/lr_transfer.hpp),
   // shown in a last column; every run shares the spec's train object, so the first says whether.

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <cstdint>
 #include <set>
@@ -224,6 +225,18 @@ inline int64 bptt_of(const SweepSpec& s) {
   return *b;
 }
 
+// The spec's r = 1 layout (spec/family.hpp), and whether its r = 1 runs are built flat (what its
+// plan and report say).
+inline R1Layout r1_layout_of(const SweepSpec& s) {
+  const std::optional<R1Layout> l = parse_name<R1Layout>(s.r1_layout);
+  if (!l) throw sweep_error("sweep spec: r1_layout must be " + name_choices<R1Layout>() + ", not '" + s.r1_layout + "'");
+  return *l;
+}
+
+inline bool flat_baseline(const SweepSpec& s) {
+  return r1_layout_of(s) == R1Layout::flat && std::find(s.r.begin(), s.r.end(), 1) != s.r.end();
+}
+
 inline int64 width_of(const SweepSpec& s, int64 mult) {
   return ceil_div(s.width_per_s * mult, s.width_round) * s.width_round;
 }
@@ -259,8 +272,7 @@ inline void validate(const SweepSpec& s) {
          fmt::format("r = {} does not divide depth - prelude - coda = {}; allowed r are the divisors of {}", r, middle, middle));
   need(std::set<int64>(s.r.begin(), s.r.end()).size() == s.r.size(), "r values must be distinct");
   inject_of(s);
-  need(parse_name<R1Layout>(s.r1_layout).has_value(), "r1_layout must be " + name_choices<R1Layout>() + ", not '" + s.r1_layout + "'");
-  need(s.r1_layout != "flat" || !s.moe(), "r1_layout flat is for dense sweeps (an MoE placement counts the prelude and coda)");
+  need(r1_layout_of(s) != R1Layout::flat || !s.moe(), "r1_layout flat is for dense sweeps (an MoE placement counts the prelude and coda)");
   const int64 bptt = bptt_of(s);
   for (int64 r : s.r)
     need(bptt <= r || r == 1, fmt::format("bptt {} exceeds r = {}", bptt, r));
@@ -330,7 +342,7 @@ inline FamilySpec family_of(const SweepSpec& s, int64 experts = 0) {
   f.bptt = bptt_of(s);
   f.vocab = s.vocab;
   f.vocab_multiple = s.vocab_multiple;
-  f.r1_layout = parse_name<R1Layout>(s.r1_layout).value_or(R1Layout::split);  // validate() names a bad one
+  f.r1_layout = r1_layout_of(s);
   f.layer.attn.head_dim = s.head_dim;
   if (experts > 0) {
     const auto [num, den] = expansion_fraction(s.expert_ff, "sweep spec: expert_ff");

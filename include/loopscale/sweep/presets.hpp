@@ -16,6 +16,7 @@
 #include "loopscale/spec/paper_grid.hpp"
 #include "loopscale/sweep/moe_presets.hpp"
 #include "loopscale/sweep/plan.hpp"
+#include "loopscale/train/lr_transfer.hpp"
 
 namespace loopscale::sweep {
 
@@ -91,7 +92,7 @@ inline SweepSpec preset(const std::string& name) {
                {"lr_lm_head", 0.004 / matrix_lr},
                {"lr_norm", 0.005 / matrix_lr},
                {"lr_lanes", 0.01 / matrix_lr},
-               {"lr_width_ref", 640.0},
+               {"lr_width_ref", static_cast<double>(train::HyperP::reference_width)},  // 640, the reference model's width
                {"lr_transfer", "hyperp"}};
     s.data = "data/fineweb-edu";
     return s;

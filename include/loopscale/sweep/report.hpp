@@ -296,8 +296,7 @@ inline std::string report_markdown(const SweepSpec& spec, const Plan& plan, cons
   m += fmt::format("Iso-depth family: effective depth {} = {} + k r + {}, r in {{", spec.depth, spec.prelude, spec.coda);
   for (std::size_t i = 0; i < spec.r.size(); ++i) m += (i ? ", " : "") + std::to_string(spec.r[i]);
   m += "}";
-  if (spec.r1_layout == "flat" && std::find(spec.r.begin(), spec.r.end(), 1) != spec.r.end())
-    m += fmt::format(" (r = 1 as {} layers in one block, no prelude or coda)", spec.depth);
+  if (flat_baseline(spec)) m += fmt::format(" (r = 1 as {} layers in one block, no prelude or coda)", spec.depth);
   m += fmt::format(", {} injection, {} BPTT; vocab {}, context {}, {} tokens per step. Spec fingerprint `{}`.\n\n", spec.inject,
                    spec.bptt, spec.vocab, spec.seq_len, spec.batch_tokens, plan.fingerprint);
   m += fmt::format("**{} of {} planned runs finished** ({} runnable).", finished ? finished : a.runs.size(), plan.runs.size(),

@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loopscale/account/params.hpp"
+#include "loopscale/spec/family.hpp"
 #include "loopscale/spec/spec.hpp"
 #include "loopscale/util/names.hpp"
 
@@ -79,19 +80,15 @@ inline ModelSpec hyperp_reference(const ModelSpec& run) {
   // The run's first layer, wherever it is (a valid spec may leave one or two of the stacks empty).
   const StackSpec& stack = !run.prelude.empty() ? run.prelude : !run.recur.block.empty() ? run.recur.block : run.coda;
   const int64 head_dim = attn_head_dim(stack[0].attn, run.d_model);
-  LayerSpec layer;  // the paper's: relu^2 MLP of 4 d, RoPE, QK-norm
-  layer.attn.head_dim = head_dim;
-  ModelSpec ref;
-  ref.d_model = ceil_div(HyperP::reference_width, head_dim) * head_dim;
-  ref.vocab = run.vocab;  // not counted: embeddings are excluded
-  ref.vocab_multiple = run.vocab_multiple;
-  const bool looped = run.recur.r > 1;
-  ref.prelude = StackSpec(looped ? 2 : 0, layer);
-  ref.recur.block = StackSpec(looped ? 4 : 20, layer);
-  ref.recur.r = run.recur.r;
-  ref.recur.inject = {looped ? Inject::linear : Inject::none, 0};
-  ref.coda = StackSpec(looped ? 2 : 0, layer);
-  return ref;
+  // A member of the family builder's default family (2 + k + 2 of the paper's layers, linear
+  // injection): k fixed at 4 for a looped run, and for r = 1 its flat member, 0 + 20 + 0.
+  FamilySpec f;
+  f.vocab = run.vocab;  // not counted: embeddings are excluded
+  f.vocab_multiple = run.vocab_multiple;
+  f.layer.attn.head_dim = head_dim;
+  if (run.recur.r > 1) f.block_layers = 4;
+  else f.r1_layout = R1Layout::flat;
+  return family_member(f, run.recur.r, ceil_div(HyperP::reference_width, head_dim) * head_dim);
 }
 
 // D_ref: ten times the reference's effective (unrolled, non-embedding) parameters.
