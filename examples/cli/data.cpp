@@ -70,6 +70,7 @@ void add_tokenizer(CLI::App& data) {
   sub->add_option("--vocab", o->vocab, "vocabulary size, the 256 byte pieces included")->required();
   sub->add_option("--model", o->model, "bpe or unigram")->capture_default_str();
   sub->add_option("--sample-lines", o->sample_lines, "lines sampled for training (0: all)")->capture_default_str()->check(non_negative());
+  sub->add_flag("--bos", o->bos, "give the model a BOS piece (id 1), which `data prepare --pack` puts before every document");
   sub->add_option("--out", *out, "the model file to write (e.g. data/tok4k.model)")->required()->check(output_file());
   sub->callback([in, o, out] {
     o->input = in->options();
@@ -96,9 +97,18 @@ void add_prepare(CLI::App& data) {
   sub->add_option("--out", *out, "the corpus folder")->required()->check(output_folder());
   sub->add_option("--shard-tokens", o->shard_tokens, "tokens per shard (0: one file per split, train.bin and val.bin)")->capture_default_str()->check(non_negative());
   sub->add_flag("--force", o->force, "replace a corpus already in --out");
+  auto pack_seq = std::make_shared<std::uint64_t>(0);
+  sub->add_option("--pack", *pack_seq,
+                  "write rows of T + 1 tokens of whole documents, each after the tokenizer's BOS, best-fit packed as the paper's code "
+                  "does; train with --seq-len T (0: documents joined by a newline)")
+      ->capture_default_str()->check(non_negative());
+  sub->add_option("--pack-buffer", o->pack.buffer, "documents the best fit chooses among")->capture_default_str()->check(non_negative());
+  sub->add_option("--pack-shuffle-rows", o->pack.shuffle_rows, "rows shuffled together")->capture_default_str()->check(non_negative());
+  sub->add_option("--pack-seed", o->pack.seed, "seed of the row shuffle")->capture_default_str()->check(non_negative());
   auto quiet_flag = std::make_shared<bool>(false);
   sub->add_flag("--quiet", *quiet_flag, "no progress lines");
-  sub->callback([in, o, out, quiet_flag] {
+  sub->callback([in, o, out, quiet_flag, pack_seq] {
+    o->pack.row_tokens = *pack_seq > 0 ? *pack_seq + 1 : 0;
     o->input = in->options();
     o->split = {in->val_fraction, in->split_seed};
     o->threads = in->thread_count();
@@ -114,8 +124,14 @@ void add_prepare(CLI::App& data) {
     const data::Manifest& m = r.manifest;
     fmt::print("corpus: {} ({} tokenizer, vocab {}, {} bytes per token)\n", *out, m.tokenizer.kind, m.vocab, m.token_bytes);
     for (const auto& [name, s] : {std::pair{"train", &m.train}, std::pair{"val", &m.val}})
-      fmt::print("  {:5}  {} documents, {} tokens, {} text bytes ({:.3f} bytes per token), {} shard(s)\n", name, s->documents, s->tokens,
-                 s->text_bytes, s->tokens ? static_cast<double>(s->text_bytes) / static_cast<double>(s->tokens) : 0.0, s->shards.size());
+      fmt::print("  {:5}  {} documents, {} tokens, {} text bytes ({:.3f} bytes per token), {} shard(s){}\n", name, s->documents, s->tokens,
+                 s->text_bytes, s->tokens ? static_cast<double>(s->text_bytes) / static_cast<double>(s->tokens) : 0.0, s->shards.size(),
+                 m.packing.row_tokens > 0 ? fmt::format(", {} rows of {}", s->tokens / m.packing.row_tokens, m.packing.row_tokens) : "");
+    if (m.packing.row_tokens > 0) {  // the rows hold each document's BOS and what of it fits; the cut tails are dropped
+      const std::uint64_t kept = m.train.tokens + m.val.tokens - m.train.documents - m.val.documents;
+      fmt::print("packed: {} of the documents' {} tokens in rows ({:.1f}%; the rest were cut tails and the last documents)\n", kept,
+                 r.stats.tokens, r.stats.tokens ? 100.0 * static_cast<double>(kept) / static_cast<double>(r.stats.tokens) : 0.0);
+    }
     const double mb = static_cast<double>(r.stats.input_bytes) / 1e6;
     fmt::print("read and encoded {:.1f} MB in {:.1f} s ({:.1f} MB/s; encoding alone {:.1f} s, {:.1f} MB/s on {} threads)\n", mb, r.stats.seconds,
                mb / r.stats.seconds, r.stats.encode_seconds, mb / r.stats.encode_seconds, r.threads);

@@ -121,6 +121,7 @@ void run_eval(EvalArgs a) {
   opt.max_per_task = a.max_per_task;
   opt.seed = a.seed;
   opt.batch = 4 * a.batch;
+  opt.prefix = model.document_start();  // a packed corpus's BOS, as the run saw it before every document
   model.text_tokenizer().encode(a.prefix, opt.prefix);
   // Every row the evaluation will score is prepared once now (a rendering and an encoding each, no
   // forward), so a row too long for the context or a num_fewshot that cannot fit is one line before
@@ -157,6 +158,7 @@ void run_eval(EvalArgs a) {
                         {"checkpoint", model.checkpoint.string()}, {"tasks", !tasks ? std::string("none") : a.tasks == "builtin" ? std::string("builtin") : a.tasks},  // what was asked; the bundle's own name is under "bundle"
                         {"threads", train::HostBackend::threads()}, {"results", nlohmann::json::array()}};
   for (const eval::LeftOut& l : left_out) out["left_out"][l.label] = l.reason;
+  if (!opt.prefix.empty()) out["prefix_tokens"] = opt.prefix;  // what went before every prompt
   for (const int64 r : rs) {
     scorer.set_recurrences(r);
     nlohmann::json row = {{"r_eval", r}};
@@ -206,8 +208,9 @@ void run_sample(const SampleArgs& a, bool max_new_given) {
   const eval::RunModel model = eval::load_run(a.run);
   if (!model.warning.empty()) std::fprintf(stderr, "loopscale: warning: %s\n", model.warning.c_str());
   const data::Tokenizer& tok = model.text_tokenizer();
-  const std::vector<std::int32_t> prompt = tok.encode(a.prompt);
-  if (prompt.empty()) throw usage_error("--prompt is empty");
+  if (a.prompt.empty()) throw usage_error("--prompt is empty");
+  std::vector<std::int32_t> prompt = model.document_start();  // a packed corpus's BOS: the run's documents began with it
+  tok.encode(a.prompt, prompt);
   const int64 room = model.context() - static_cast<int64>(prompt.size());
   // The default asks for at most what the context leaves; a --max-new given must fit.
   const int64 max_new = max_new_given ? a.max_new : std::min(a.max_new, room);
@@ -249,7 +252,8 @@ const bool registered_eval = add_command([](CLI::App& app) {
   sub->add_option("--corpus", a->corpus, "corpus folder for the validation windows and the cloze probes (default: the run's)");
   sub->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the trainer's windows; 0: none)");
   sub->add_option("--prefix", a->prefix,
-                  "text put before every prompt, as CORE puts its BOS (e.g. $'\\n', the separator of a byte-level corpus's documents; default: none)");
+                  "text put before every prompt (after the BOS of a run trained on a packed corpus, which is always there), as CORE puts its BOS "
+                  "(e.g. $'\\n', the separator of a byte-level corpus's documents; default: none)");
   sub->add_option("--batch", a->batch, "sequences per forward")->capture_default_str();
   sub->add_option("--threads", a->threads, "threads (0: every core)")->capture_default_str()->check(thread_count());
   sub->add_option("--write-builtin", a->write_builtin, "write the built-in probe bundle to DIR and stop")->check(output_folder());

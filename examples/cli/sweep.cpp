@@ -230,7 +230,10 @@ const bool registered_sweep = add_command([](CLI::App& app) {
       opt.data = data->empty() ? plan.spec.data : *data;
       // Before any run, in either layout (train.bin and val.bin, or a manifest's shards from `data
       // prepare`), headers only: each run reads every byte against its checksum.
-      for (const data::Split s : {data::Split::train, data::Split::val}) data::open_corpus(opt.data, s, data::Verify::headers);
+      // A packed corpus (data prepare --pack) is read in rows of its own length: a sweep of another
+      // seq_len is refused here, not by each of its runs.
+      for (const data::Split s : {data::Split::train, data::Split::val})
+        if (const data::Corpus c = data::open_corpus(opt.data, s, data::Verify::headers); c.row_tokens() > 0) data::check_fits(c, plan.spec.seq_len);
       EngineOptions eo;
       eo.threads = *threads;
       eo.eval_items = *no_eval ? 0 : *eval_items;

@@ -312,6 +312,9 @@ const bool registered_train = add_command([](CLI::App& app) {
                           {"memory_estimate", {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},
                                                {"activations", m.activations}, {"tokens", m.tokens}, {"indices", m.indices}, {"total", m.total}}}};
       if (train::parse_lr_transfer(cfg.lr_transfer) != train::LrTransfer::none) j["lr_transfer"] = train::lr_scales_of(cfg);
+      if (train_split.row_tokens() > 0)  // read row by row: how often the run goes through them
+        j["packed_rows"] = {{"rows", train_split.rows()}, {"row_tokens", train_split.row_tokens()},
+                            {"epochs", static_cast<double>(b.steps * cfg.batch) / static_cast<double>(train_split.rows())}};
       std::cout << j.dump(2) << "\n";
       return;
     }

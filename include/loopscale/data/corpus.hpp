@@ -68,6 +68,16 @@ class Corpus {
   std::uint64_t text_bytes() const { return text_known_ ? text_bytes_ : 0; }
   std::uint32_t vocab() const { return shards_.empty() ? 0 : shards_.front().vocab; }
 
+  // A packed split (packing.hpp): its stream is rows of row_tokens() tokens, each beginning at a
+  // document; 0: a stream of documents joined by a newline, read anywhere.
+  std::uint64_t row_tokens() const { return row_tokens_; }
+  std::uint64_t rows() const { return row_tokens_ > 0 ? tokens_ / row_tokens_ : 0; }
+  void set_row_tokens(std::uint64_t r) {
+    if (r > 0 && tokens_ % r != 0)
+      throw corpus_error("data: " + name_ + " holds " + std::to_string(tokens_) + " tokens, not whole rows of " + std::to_string(r));
+    row_tokens_ = r;
+  }
+
   // Nats per token to bits per byte of the text; NaN when a shard's text bytes are unknown.
   double bits_per_byte(double nats_per_token) const {
     if (!text_known_ || text_bytes_ == 0) return std::numeric_limits<double>::quiet_NaN();
@@ -110,7 +120,7 @@ class Corpus {
 
   std::vector<TokenFile> shards_;
   std::vector<std::uint64_t> starts_;
-  std::uint64_t tokens_ = 0, text_bytes_ = 0;
+  std::uint64_t tokens_ = 0, text_bytes_ = 0, row_tokens_ = 0;
   bool text_known_ = true;
   std::string name_;
 };
@@ -169,7 +179,9 @@ inline Corpus open_corpus(const std::filesystem::path& dir, Split split, Verify 
                        (split == Split::val ? " (prepare it with --val-fraction or --val-input)" : ""));
   std::vector<TokenFile> shards;
   for (const ShardInfo& x : s.shards) shards.push_back(open_shard(dir, m, x, verify));
-  return Corpus(std::move(shards), (dir / manifest_name).string() + " (" + split_name(split) + ")");
+  Corpus c(std::move(shards), (dir / manifest_name).string() + " (" + split_name(split) + ")");
+  c.set_row_tokens(m.packing.row_tokens);
+  return c;
 }
 
 // Checks that the model's vocabulary is the corpus's: equal after both are padded to the spec's
@@ -187,8 +199,17 @@ inline void check_vocab(const Corpus& c, const ModelSpec& spec, const std::strin
                        std::to_string(c.vocab()));
 }
 
-// Checks that a split holds at least seq_len + 2 tokens (one more than a (seq_len + 1)-token window).
+// Checks that a split holds at least seq_len + 2 tokens (one more than a (seq_len + 1)-token
+// window), or, packed, that its rows are windows of seq_len + 1 (a row is read whole, never cut).
 inline void check_fits(const Corpus& c, std::int64_t seq_len) {
+  if (c.row_tokens() > 0) {
+    if (c.row_tokens() != static_cast<std::uint64_t>(seq_len) + 1)
+      throw corpus_error("data: " + c.name() + " is packed in rows of " + std::to_string(c.row_tokens()) + " tokens (data prepare --pack " +
+                         std::to_string(c.row_tokens() - 1) + "): train and evaluate it with --seq-len " + std::to_string(c.row_tokens() - 1) +
+                         ", not " + std::to_string(seq_len));
+    if (c.rows() == 0) throw corpus_error("data: " + c.name() + " holds no row");
+    return;
+  }
   if (c.tokens() < static_cast<std::uint64_t>(seq_len) + 2)
     throw corpus_error("data: " + c.name() + " holds " + std::to_string(c.tokens()) + " tokens, fewer than one window of " +
                        std::to_string(seq_len + 1));
@@ -216,6 +237,9 @@ inline nlohmann::json tokenizer_record(const std::filesystem::path& dir, const C
     j["checksum"] = m.tokenizer.checksum;
   }
   if (!m.tokenizer.source.empty()) j["source"] = m.tokenizer.source;
+  // A packed corpus (packing.hpp): the token every document began with, which evaluation and
+  // sampling put before a prompt as the run saw it before every document (eval/run_model.hpp).
+  if (m.packing.row_tokens > 0) j["bos"] = m.packing.bos;
   return j;
 }
 

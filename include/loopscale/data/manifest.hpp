@@ -8,10 +8,12 @@
 //    "vocab": V, "token_bytes": 1 | 2 | 4,
 //    "train": {"documents": n, "tokens": n, "text_bytes": n, "shards": [SHARD, ...]},
 //    "val":   {... the same ...},
-//    "split": {...how documents were divided...}, "inputs": [...], "created_by": "..."}
+//    "split": {...how documents were divided...}, "inputs": [...], "created_by": "...",
+//    "packing": {"row_tokens": T + 1, "bos": id, "buffer": n, "shuffle_rows": n, "seed": n}   (packed only)}
 //   SHARD = {"file": "train_00000.bin", "tokens": n, "text_bytes": n, "checksum": "xxh3-64:..."}
 // A split's token stream is its shards' tokens in the listed order; documents within it are
-// separated by the tokens of one newline. File names are relative to the folder. The checksum of a
+// separated by the tokens of one newline, or, in a packed corpus (packing.hpp), the stream is rows
+// of row_tokens tokens, each beginning with a document's BOS. File names are relative to the folder. The checksum of a
 // shard is the XXH3-64 of the whole file (header and tokens: `xxhsum -H3 FILE` prints the same
 // digits). text_bytes 0: unknown (imported tokens without their text).
 #pragma once
@@ -52,8 +54,15 @@ struct TokenizerInfo {
   std::string source;          // external: where the tokens came from
 };
 
+// How a packed corpus was packed (packing.hpp); row_tokens 0: not packed.
+struct PackingInfo {
+  std::uint64_t row_tokens = 0, buffer = 0, shuffle_rows = 0, seed = 0;
+  std::int32_t bos = -1;
+};
+
 struct Manifest {
   TokenizerInfo tokenizer;
+  PackingInfo packing;
   std::uint32_t vocab = 256, token_bytes = 1;
   SplitInfo train, val;
   nlohmann::json split = nlohmann::json::object(), inputs = nlohmann::json::array();
@@ -73,9 +82,13 @@ inline nlohmann::json to_json_value(const Manifest& m) {
   if (!m.tokenizer.file.empty()) tok["file"] = m.tokenizer.file;
   if (!m.tokenizer.checksum.empty()) tok["checksum"] = m.tokenizer.checksum;
   if (!m.tokenizer.source.empty()) tok["source"] = m.tokenizer.source;
-  return {{"format", "loopscale-corpus"}, {"version", 1}, {"tokenizer", tok},       {"vocab", m.vocab},
-          {"token_bytes", m.token_bytes}, {"train", split(m.train)}, {"val", split(m.val)}, {"split", m.split},
-          {"inputs", m.inputs},           {"created_by", m.created_by}};
+  nlohmann::json j = {{"format", "loopscale-corpus"}, {"version", 1}, {"tokenizer", tok},       {"vocab", m.vocab},
+                      {"token_bytes", m.token_bytes}, {"train", split(m.train)}, {"val", split(m.val)}, {"split", m.split},
+                      {"inputs", m.inputs},           {"created_by", m.created_by}};
+  if (m.packing.row_tokens > 0)
+    j["packing"] = {{"row_tokens", m.packing.row_tokens}, {"bos", m.packing.bos}, {"buffer", m.packing.buffer},
+                    {"shuffle_rows", m.packing.shuffle_rows}, {"seed", m.packing.seed}};
+  return j;
 }
 
 // Reads DIR/manifest.json; every problem is one corpus_error naming the file.
@@ -116,6 +129,16 @@ inline Manifest read_manifest(const std::filesystem::path& dir) {
     m.split = j.value("split", nlohmann::json::object());
     m.inputs = j.value("inputs", nlohmann::json::array());
     m.created_by = j.value("created_by", "");
+    if (j.contains("packing")) {
+      const auto& p = j.at("packing");
+      m.packing = {p.at("row_tokens").get<std::uint64_t>(), p.value("buffer", std::uint64_t{0}), p.value("shuffle_rows", std::uint64_t{0}),
+                   p.value("seed", std::uint64_t{0}), p.at("bos").get<std::int32_t>()};
+      if (m.packing.row_tokens < 2) throw corpus_error("data: " + path.string() + ": packing.row_tokens must be at least 2");
+      for (const SplitInfo* s : {&m.train, &m.val})
+        if (s->tokens % m.packing.row_tokens != 0)
+          throw corpus_error("data: " + path.string() + ": a split of " + std::to_string(s->tokens) + " tokens is not whole rows of " +
+                             std::to_string(m.packing.row_tokens));
+    }
     std::set<std::string> listed;
     for (const SplitInfo* s : {&m.train, &m.val})
       for (const ShardInfo& x : s->shards) {

@@ -5,7 +5,9 @@
 // encoded by `threads` threads, each a contiguous part of the batch, and then written in input
 // order, so the corpus is the same whatever the thread count. Each split is written as shards
 // (shard_writer.hpp), the SentencePiece model is copied into the folder as tokenizer.model, and
-// the manifest (manifest.hpp) is written last.
+// the manifest (manifest.hpp) is written last. With `pack` (packing.hpp) each split is written as
+// rows of whole documents, each beginning with the tokenizer's BOS, instead of documents joined by
+// a newline.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +24,7 @@
 #include "loopscale/data/checksum.hpp"
 #include "loopscale/data/documents.hpp"
 #include "loopscale/data/manifest.hpp"
+#include "loopscale/data/packing.hpp"
 #include "loopscale/data/shard_writer.hpp"
 #include "loopscale/data/split.hpp"
 #include "loopscale/data/tokenizer.hpp"
@@ -37,6 +41,7 @@ struct PrepareOptions {
   std::uint64_t shard_tokens = 100'000'000;  // 0: one file per split (train.bin, val.bin)
   int threads = 0;                      // 0: every core
   bool force = false;                   // replace a corpus already in `out`
+  PackOptions pack;                     // row_tokens 0: not packed
 };
 
 struct PrepareProgress {
@@ -124,7 +129,12 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
   const auto t0 = clock::now();
   if (!(o.split.val_fraction >= 0 && o.split.val_fraction < 1)) throw corpus_error("data: --val-fraction must be in [0, 1)");  // NaN too
   detail::check_inputs_disjoint(o.input.paths, o.val_inputs);
+  check_pack_options(o.pack);
   const Tokenizer tok = Tokenizer::load(o.tokenizer);
+  if (o.pack.packed() && tok.bos_id() < 0)
+    throw corpus_error("data: --pack begins every document with the tokenizer's BOS, and " +
+                       (tok.kind() == Tokenizer::Kind::byte ? std::string("the byte tokenizer has none")
+                                                            : o.tokenizer + " has none (train one with `data tokenizer train --bos`)"));
   // Readers first: a missing or empty input fails before the folder is touched.
   DocumentReader main(o.input);
   std::unique_ptr<DocumentReader> val;
@@ -151,7 +161,13 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
     m.tokenizer.checksum = checksum_text(xxh3(model));
   }
   ShardWriter train(o.out, "train", o.shard_tokens, m.vocab, &tok), valw(o.out, "val", o.shard_tokens, m.vocab, &tok);
+  std::unique_ptr<PackedSplitWriter> train_rows, val_rows;  // packed: documents go through these
+  if (o.pack.packed()) {
+    train_rows = std::make_unique<PackedSplitWriter>(train, o.pack, tok.bos_id(), 0);
+    val_rows = std::make_unique<PackedSplitWriter>(valw, o.pack, tok.bos_id(), 0x5641'4C00ull);  // another shuffle for val
+  }
   PrepareProgress& st = res.stats;
+  std::uint64_t val_documents = 0;
   for (DocumentReader* r : {&main, val.get()}) {
     if (!r) continue;
     const bool all_val = r == val.get();
@@ -160,7 +176,9 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
       std::vector<detail::Encoded> enc = detail::encode_batch(*r, batch, tok, o.split, all_val, res.threads);
       st.encode_seconds += std::chrono::duration<double>(clock::now() - e0).count();
       for (const detail::Encoded& d : enc) {
-        (d.validation ? valw : train).add_document(d.tokens);
+        val_documents += d.validation;
+        if (train_rows) (d.validation ? *val_rows : *train_rows).add_document(d.tokens);
+        else (d.validation ? valw : train).add_document(d.tokens);
         ++st.documents;
         st.input_bytes += d.bytes;
         st.tokens += d.tokens.size();
@@ -169,15 +187,22 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
       if (progress) progress(st);
     }
   }
-  m.train = train.finish();
-  m.val = valw.finish();
+  m.train = train_rows ? train_rows->finish() : train.finish();
+  m.val = val_rows ? val_rows->finish() : valw.finish();
+  if (o.pack.packed()) {
+    for (const auto& [name, s] : {std::pair{"train", &m.train}, std::pair{"val", &m.val}})
+      if (s->tokens == 0 && (s == &m.train ? st.documents > val_documents : val_documents > 0))
+        throw corpus_error(std::string("data: the ") + name + " split's documents do not fill one row of " + std::to_string(o.pack.row_tokens) +
+                           " tokens (--pack " + std::to_string(o.pack.row_tokens - 1) + "): give more text or a smaller --pack");
+    m.packing = {o.pack.row_tokens, o.pack.buffer, o.pack.shuffle_rows, o.pack.seed, tok.bos_id()};
+  }
   if (m.train.documents == 0)
     throw corpus_error("data: no document went to training (every one is in validation); lower --val-fraction");
   m.split = {{"rule", "xxh3-64 of the document text with the seed, below val_fraction of the range: validation"},
              {"val_fraction", o.split.val_fraction},
              {"seed", o.split.seed},
              {"val_inputs", o.val_inputs},
-             {"separator", "one newline between documents"}};
+             {"separator", o.pack.packed() ? "none: rows of whole documents, each document begins with BOS" : "one newline between documents"}};
   m.inputs = o.input.paths;
   m.created_by = "loopscale data prepare";
   write_manifest(o.out, m);

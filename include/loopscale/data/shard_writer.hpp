@@ -84,6 +84,8 @@ class ShardWriter {
   }
 
   std::uint64_t tokens() const { return info_.tokens + (w_ ? w_->header().count : 0); }
+  // The split's document count, for a writer that appends documents itself (packing.hpp).
+  void set_documents(std::uint64_t n) { info_.documents = n; }
 
  private:
   void open() {

@@ -150,6 +150,9 @@ class Tokenizer {
   }
   // The id of the byte piece of byte b.
   std::int32_t byte_id(unsigned char b) const { return byte_id_[b]; }
+  // The id of the model's beginning-of-document token, -1 when it has none (the byte tokenizer;
+  // a SentencePiece model trained without one, as `data tokenizer train` does unless --bos).
+  std::int32_t bos_id() const { return sp_ ? static_cast<std::int32_t>(sp_->bos_id()) : -1; }
 
   static std::string read_all(const std::filesystem::path& path) {
     std::FILE* f = std::fopen(path.c_str(), "rb");

@@ -35,6 +35,7 @@ struct TokenizerTrainOptions {
   std::size_t max_line_bytes = 4096;
   int threads = 2;
   std::uint64_t seed = 0;          // of SentencePiece's sampling
+  bool bos = false;                // a BOS piece (id 1, after <unk>), which `data prepare --pack` needs
 };
 
 struct TokenizerTrainResult {
@@ -124,7 +125,7 @@ inline TokenizerTrainResult train_tokenizer(const TokenizerTrainOptions& o) {
       {"shuffle_input_sentence", "true"},
       {"num_threads", std::to_string(o.threads > 0 ? o.threads : 1)},
       {"unk_id", "0"},
-      {"bos_id", "-1"},
+      {"bos_id", o.bos ? "1" : "-1"},
       {"eos_id", "-1"},
       {"pad_id", "-1"},
       // Errors only (read by SentencePiece's argument parser). Its warnings would come before our one

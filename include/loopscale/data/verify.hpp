@@ -3,8 +3,9 @@
 // token below the vocabulary, each split's totals, and the tokenizer file's checksum and
 // vocabulary, and each version 2 token file against the checksum in its own header. A folder
 // without a manifest (train.bin, val.bin) gets the checks its headers allow: its version 1 files
-// record no checksum, and the report lists them (`unchecked`). The first problem is a corpus_error
-// naming the file.
+// record no checksum, and the report lists them (`unchecked`). A packed folder (packing.hpp) also
+// has its BOS checked: the tokenizer's own, and the first token of every row. The first problem is
+// a corpus_error naming the file.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,9 @@ inline VerifyReport verify_corpus(const std::filesystem::path& dir) {
     const Tokenizer t = Tokenizer::load(tp.string());
     if (t.vocab() != m.vocab)
       throw corpus_error("data: vocab mismatch: " + tp.string() + " has " + std::to_string(t.vocab()) + " pieces, " + mpath + " says " + std::to_string(m.vocab));
+    if (m.packing.row_tokens > 0 && t.bos_id() != m.packing.bos)
+      throw corpus_error("data: " + mpath + " says its rows begin with BOS " + std::to_string(m.packing.bos) + ", but " + tp.string() +
+                         (t.bos_id() < 0 ? std::string(" has no BOS") : "'s BOS is " + std::to_string(t.bos_id())));
   }
   for (const SplitInfo* s : {&m.train, &m.val}) {
     std::uint64_t tokens = 0, text = 0;
@@ -72,6 +76,18 @@ inline VerifyReport verify_corpus(const std::filesystem::path& dir) {
                          " text bytes) are not the sum of its shards (" + std::to_string(tokens) + ", " + std::to_string(text) + ")");
     r.tokens += tokens;
   }
+  if (m.packing.row_tokens > 0)
+    for (const Split s : {Split::train, Split::val}) {
+      if (m.of(s == Split::val).shards.empty()) continue;
+      const Corpus c = open_corpus(dir, s, Verify::headers);
+      std::int32_t first = 0;
+      for (std::uint64_t row = 0; row < c.rows(); ++row) {
+        c.read(row * c.row_tokens(), 1, &first);
+        if (first != m.packing.bos)
+          throw corpus_error("data: " + c.name() + ": row " + std::to_string(row) + " begins with token " + std::to_string(first) +
+                             ", not the BOS " + std::to_string(m.packing.bos) + " its manifest packs every row after");
+      }
+    }
   return r;
 }
 

@@ -84,6 +84,15 @@ struct RunModel {
     return r;
   }
 
+  // What began every document the run trained on: its BOS where the corpus was packed (data
+  // prepare --pack, the record's "bos"), else nothing (documents joined by a newline). Evaluation
+  // and sampling put it before each prompt, as the paper's evaluation puts its BOS.
+  std::vector<std::int32_t> document_start() const {
+    const auto b = tokenizer_record.find("bos");
+    if (b == tokenizer_record.end() || !b->is_number_integer() || b->get<std::int64_t>() < 0) return {};
+    return {static_cast<std::int32_t>(b->get<std::int64_t>())};
+  }
+
   // The tokenizer, or a corpus_error when the run's corpus had none loopscale can read.
   const data::Tokenizer& text_tokenizer() const {
     if (!tokenizer)

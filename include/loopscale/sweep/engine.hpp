@@ -98,6 +98,7 @@ inline nlohmann::json evaluate_run(const eval::RunModel& model, const eval::Bund
   if (!model.tokenizer) return {{"skipped", "the run's corpus has no tokenizer loopscale can read, so task text cannot be encoded"}};
   eval::EvalOptions opt;
   opt.seed = seed;
+  opt.prefix = model.document_start();  // a packed corpus's BOS, before every prompt
   const auto t0 = std::chrono::steady_clock::now();
   const auto scorer = [&]() -> std::unique_ptr<eval::Scorer> { return std::make_unique<eval::ModelScorer<>>(model, model.spec.recur.r); };
   nlohmann::json j = eval::to_json(eval::evaluate_parallel(probes, scorer, *model.tokenizer, opt, threads));

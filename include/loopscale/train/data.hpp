@@ -15,6 +15,12 @@
 //     a single-file corpus gives the windows it always gave.
 // After copying a window the sampler releases its pages of the mapping (data/mapped_file.hpp), so
 // the trainer's resident memory stays flat however large the corpus.
+//
+// A packed training split (data/packing.hpp: rows of seq_len + 1 tokens, each beginning at a
+// document's BOS) is read row by row instead, as the paper's loader reads its rows: sequence b of
+// step s is row (s x batch + b) modulo the rows, so each epoch reads every row once, in the
+// folder's (shuffled) order, and a resumed run again reads what the uninterrupted one would. The
+// validation sample of a packed split is its first rows.
 #pragma once
 
 #include <algorithm>
@@ -54,12 +60,18 @@ inline void check_fits(const TokenFile& f, int64 vocab, int64 seq_len) {
 // third draw of the same key: the windows that stay in the corpus are exactly those a run without
 // the mix reads at the same (step, b), and a resumed run draws the same sources. With mix_stride
 // S > 0 a window from the mix starts only at a multiple of S (TrainConfig::mix_stride).
+// `batch` (the sequences of a step) places a packed split's rows; an unpacked one does not need it.
 class TrainSampler {
  public:
   TrainSampler(Corpus train, std::uint64_t seed, int64 seq_len, std::optional<Corpus> mix = std::nullopt, double mix_frac = 0,
-               int64 mix_stride = 0)
+               int64 mix_stride = 0, int64 batch = 0)
       : c_(std::move(train)), mix_(std::move(mix)), mix_frac_(mix_ ? mix_frac : 0), mix_stride_(mix_ ? mix_stride : 0), seed_(seed),
-        T_(seq_len), window_(static_cast<std::size_t>(seq_len + 1)) {}
+        T_(seq_len), batch_(batch), window_(static_cast<std::size_t>(seq_len + 1)) {
+    if (c_.row_tokens() > 0) {
+      data::check_fits(c_, seq_len);
+      if (batch_ < 1) throw corpus_error("data: " + c_.name() + " is packed in rows: its sampler needs the batch size");
+    }
+  }
   TrainSampler(const TokenFile& train, std::uint64_t seed, int64 seq_len) : TrainSampler(Corpus(train), seed, seq_len) {}
 
   // Whether the window of sequence b at step `step` comes from the mix corpus.
@@ -74,6 +86,11 @@ class TrainSampler {
   // The first position of the window of sequence b at step `step`, in the corpus it comes from.
   std::uint64_t start(int64 step, int64 b) const {
     const bool mixed = from_mix(step, b);
+    if (!mixed && c_.row_tokens() > 0) {
+      __extension__ using u128 = unsigned __int128;  // step x batch may pass 64 bits only in a fuzzer's hands
+      const u128 row = (static_cast<u128>(step) * static_cast<u128>(batch_) + static_cast<u128>(b)) % c_.rows();
+      return static_cast<std::uint64_t>(row) * c_.row_tokens();
+    }
     const Corpus& c = mixed ? *mix_ : c_;
     const std::uint64_t span = c.tokens() - static_cast<std::uint64_t>(T_);  // starts in [0, tokens - T - 1]
     SplitMix64 r = key(step, b);
@@ -113,7 +130,7 @@ class TrainSampler {
   double mix_frac_ = 0;
   int64 mix_stride_ = 0;
   std::uint64_t seed_;
-  int64 T_;
+  int64 T_, batch_;
   mutable std::vector<std::int32_t> window_;  // one (T+1)-token window, allocated once
 };
 
@@ -124,6 +141,8 @@ class ValidationSet {
   ValidationSet(Corpus val, int64 seq_len, int64 windows)
       : c_(std::move(val)), T_(seq_len), window_(static_cast<std::size_t>(seq_len + 1)) {
     // Evenly spaced starts (start()); they overlap only when the split is shorter than the sample.
+    // A packed split: its first rows (start()), repeated when it has fewer.
+    if (c_.row_tokens() > 0) data::check_fits(c_, seq_len);
     span_ = c_.tokens() - static_cast<std::uint64_t>(seq_len);
     n_ = std::max<int64>(1, windows);
   }
@@ -136,6 +155,7 @@ class ValidationSet {
   // fewer tokens than the count says. `loopscale eval` prints it then.
   std::uint64_t covered_tokens() const {
     const std::uint64_t w = window_.size();
+    if (c_.row_tokens() > 0) return std::min<std::uint64_t>(static_cast<std::uint64_t>(n_), c_.rows()) * w;
     if (span_ / static_cast<std::uint64_t>(n_) >= w) return static_cast<std::uint64_t>(n_) * w;  // every gap at least a window
     std::uint64_t covered = 0;
     for (int64 i = 0; i + 1 < n_; ++i) covered += std::min(w, start(i + 1) - start(i));
@@ -156,6 +176,7 @@ class ValidationSet {
   // Window i starts at span i / n (in 128 bits: span x i overflows 64 for a long split and a large
   // sample; below that the value is the one 64-bit arithmetic gave).
   std::uint64_t start(int64 i) const {
+    if (c_.row_tokens() > 0) return static_cast<std::uint64_t>(i) % c_.rows() * c_.row_tokens();
     __extension__ using u128 = unsigned __int128;
     return static_cast<std::uint64_t>(static_cast<u128>(span_) * static_cast<u128>(i) / static_cast<u128>(n_));
   }

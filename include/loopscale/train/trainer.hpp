@@ -548,7 +548,7 @@ class Trainer {
         model_(make_model(cfg, micro_, lanes_)),
         opt_(optimizer_of<float, B>(cfg, model_.tensors(), model_.num_params())),
         sched_(schedule_of(cfg, length_)),
-        sampler_(in.train, cfg.seed, cfg.seq_len, in.mix, cfg.mix_frac, cfg.mix_stride),
+        sampler_(in.train, cfg.seed, cfg.seq_len, in.mix, cfg.mix_frac, cfg.mix_stride, cfg.batch),
         valset_(in.val, cfg.seq_len, eval_batches_ * cfg.batch),
         inputs_(static_cast<std::size_t>(micro_ * cfg.seq_len)),
         targets_(inputs_.size()),
