@@ -172,6 +172,12 @@ void add_import_export(CLI::App& data) {
     eo->data = *edata;
     eo->out = *eout;
     for (const auto& p : data::export_corpus(*eo)) fmt::print("{}\n", p.string());
+    // The foreign formats have no rows: imported again, the tokens would be read as one stream.
+    if (data::has_manifest(eo->data))
+      if (const data::Manifest m = data::read_manifest(eo->data); m.packing.row_tokens > 0)
+        std::fprintf(stderr, "loopscale: note: %s is packed in rows of %llu tokens, each after BOS %d; the exported files keep the tokens, not "
+                             "that layout (data import reads them as one stream)\n",
+                     eo->data.string().c_str(), static_cast<unsigned long long>(m.packing.row_tokens), m.packing.bos);
   });
 }
 

@@ -208,9 +208,9 @@ void run_sample(const SampleArgs& a, bool max_new_given) {
   const eval::RunModel model = eval::load_run(a.run);
   if (!model.warning.empty()) std::fprintf(stderr, "loopscale: warning: %s\n", model.warning.c_str());
   const data::Tokenizer& tok = model.text_tokenizer();
-  if (a.prompt.empty()) throw usage_error("--prompt is empty");
   std::vector<std::int32_t> prompt = model.document_start();  // a packed corpus's BOS: the run's documents began with it
   tok.encode(a.prompt, prompt);
+  if (prompt.empty()) throw usage_error("--prompt is empty");  // after a BOS an empty prompt is a document's start
   const int64 room = model.context() - static_cast<int64>(prompt.size());
   // The default asks for at most what the context leaves; a --max-new given must fit.
   const int64 max_new = max_new_given ? a.max_new : std::min(a.max_new, room);

@@ -114,6 +114,19 @@ TEST_CASE("packing: the longest waiting document that fits, else the shortest cu
   const std::vector<Doc> docs = pack_docs({3, 5, 4, 2, 9, 1});
   const std::vector<Doc> rows = pack_with(docs, 8, 3);
   REQUIRE(rows == std::vector<Doc>{{100, 101, 102, 103, 104, 0, 1, 2}, {200, 201, 202, 203, 300, 301, 400, 401}});
+  // The documents counted are those of the rows written: b and a, c, d and e's head; not f.
+  {
+    RowPacker p(8, 3);
+    const auto none = [](std::span<const std::int32_t>) {};
+    for (const Doc& d : docs) p.add(d, none);
+    p.finish(none);
+    REQUIRE(p.documents_started() == 5);
+    // 9 2 3 fill the buffer: one row of 3, 2 and 9 cut; then 2 and 3 cannot fill a row, and are not counted.
+    RowPacker q(8, 3);
+    for (const Doc& d : pack_docs({9, 2, 3, 2, 3})) q.add(d, none);
+    q.finish(none);
+    REQUIRE(q.documents_started() == 3);
+  }
   // Equal lengths: the one that came first goes first.
   REQUIRE(pack_with(pack_docs({2, 2, 2}), 4, 3) == std::vector<Doc>{{0, 1, 100, 101}});
   // A buffer of one: a document longer than the row is cut; one shorter leaves the row unfilled
@@ -244,6 +257,15 @@ TEST_CASE("packing: training reads a packed split row by row, in order, epoch af
       REQUIRE(std::equal(r + 1, r + 33, targets.begin() + b * 32));
     }
   }
+  // A part of a step's batch (a data-parallel rank's, a gradient-accumulation chunk's) reads the
+  // rows of its sequences in the whole batch; a batch other than the constructor's is refused.
+  std::vector<std::int32_t> part(2 * 32), part_t(part.size());
+  s.batch(5, 2, 2, part.data(), part_t.data());
+  for (std::int64_t i = 0; i < 2; ++i) {
+    const auto r = all.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>((5 * B + 2 + i) % rows) * 33);
+    REQUIRE(std::equal(r, r + 32, part.begin() + i * 32));
+  }
+  REQUIRE_THROWS_WITH(s.batch(5, 2, part.data(), part_t.data()), Catch::Contains("batches of 4, not 2"));
   // The validation sample: the split's first rows, repeated when it has fewer.
   const train::ValidationSet v(va, 32, static_cast<std::int64_t>(va.rows()) + 2);
   REQUIRE(v.covered_tokens() == va.tokens());
@@ -301,10 +323,18 @@ TEST_CASE("packing: training reads a packed split row by row, in order, epoch af
   REQUIRE(e.rc == 0);
   REQUIRE(nlohmann::json::parse(e.out.substr(e.out.find('{'))).at("prefix_tokens") == std::vector<int>{1});
   REQUIRE(run_cli("sample " + (dir / "run").string() + " --prompt '<doc 3>' --max-new 4 --temperature 0").rc == 0);
+  REQUIRE(run_cli("sample " + (dir / "run").string() + " --prompt '' --max-new 4 --temperature 0").rc == 0);  // a document's start
   PrepareOptions plain = pack_options(in, dir / "plain", model, 32);
   plain.pack = {};
   prepare_corpus(plain);
   REQUIRE_FALSE(tokenizer_record(dir / "plain", open_corpus(dir / "plain", Split::train)).contains("bos"));
+  // Resuming on the same documents joined by a newline instead of in rows is refused.
+  train::TrainConfig more = c;
+  more.seq_len = 32;
+  more.out = (dir / "run").string();
+  more.data = (dir / "plain").string();
+  more.resume = true;
+  REQUIRE_THROWS_WITH(train::train(more), Catch::Contains("cannot resume") && Catch::Contains("\"bos\":1"));
   c.seq_len = 16;
   c.out = (dir / "run16").string();
   REQUIRE_THROWS_WITH(train::train(c), Catch::Contains("--seq-len 32, not 16"));
@@ -322,6 +352,17 @@ TEST_CASE("packing: data tokenizer train --bos and data prepare --pack through t
   REQUIRE(r.out.find("rows of 65") != std::string::npos);
   REQUIRE(r.out.find("packed: ") != std::string::npos);
   REQUIRE(run_cli("data verify " + d + "/c").rc == 0);
+  r = run_cli("data export --format llmc --data " + d + "/c --out " + d + "/x --shard-tokens 0");
+  REQUIRE(r.rc == 0);
+  REQUIRE(r.out.find("note: " + d + "/c is packed in rows of 65 tokens, each after BOS 1") != std::string::npos);
+  // A sweep of another seq_len (smoke's 64) is refused once, before any run.
+  REQUIRE(run_cli("data prepare --quiet --input " + in + " --tokenizer " + d + "/t.model --val-fraction 0.1 --pack 48 --out " + d + "/c48").rc == 0);
+  r = run_cli("sweep run --preset smoke --data " + d + "/c48 --out " + d + "/sweep");
+  INFO(r.out);
+  REQUIRE(r.rc == 2);
+  REQUIRE(count_lines(r.out) == 1);
+  REQUIRE(r.out.find("rows of 49 tokens (data prepare --pack 48): train and evaluate it with --seq-len 48, not 64") != std::string::npos);
+  REQUIRE_FALSE(fs::exists(dir / "sweep" / "results.jsonl"));
   r = run_cli("data prepare --quiet --input " + in + " --pack 64 --out " + d + "/b");
   REQUIRE(r.rc == 2);
   REQUIRE(count_lines(r.out) == 1);

@@ -248,8 +248,11 @@ inline nlohmann::json tokenizer_record(const std::filesystem::path& dir, const C
 // tokenizer (no record) are accepted.
 inline void check_same_tokenizer(const nlohmann::json& recorded, const nlohmann::json& now, const std::string& checkpoint) {
   if (!recorded.is_object()) return;
+  // The BOS of a packed corpus too: a run trained on rows after a BOS must not go on with documents
+  // joined by a newline, or the reverse (records without one compare as -1).
   const auto key = [](const nlohmann::json& j) {
-    return j.value("kind", "") + "|" + std::to_string(j.value("vocab", 0u)) + "|" + j.value("checksum", "");
+    return j.value("kind", "") + "|" + std::to_string(j.value("vocab", 0u)) + "|" + j.value("checksum", "") + "|" +
+           std::to_string(j.value("bos", -1));
   };
   if (key(recorded) != key(now))
     throw corpus_error("data: cannot resume " + checkpoint + ": it was trained with the tokenizer " + recorded.dump() + ", the corpus now has " +

@@ -73,13 +73,14 @@ class RowPacker {
     waiting_.clear();
     docs_.clear();
   }
-  std::uint64_t documents_started() const { return started_; }  // documents with at least their BOS in a row
+  std::uint64_t documents_started() const { return started_; }  // documents with at least their BOS in a row written
 
  private:
   using Key = std::pair<std::size_t, std::uint64_t>;  // (length, arrival)
   template <class Emit>
   bool pack_one(Emit& emit) {
     row_buf_.clear();
+    taken_ = 0;
     while (row_buf_.size() < row_ && !waiting_.empty()) {
       const std::size_t room = row_ - row_buf_.size();
       auto it = waiting_.upper_bound({room, std::numeric_limits<std::uint64_t>::max()});  // past the longest that fits
@@ -90,19 +91,20 @@ class RowPacker {
         take(waiting_.begin(), room);  // none fits: the shortest, cut
       }
     }
-    if (row_buf_.size() < row_) return false;
+    if (row_buf_.size() < row_) return false;  // its documents are dropped with it, uncounted
+    started_ += taken_;
     emit(std::span<const std::int32_t>(row_buf_));
     return true;
   }
   void take(std::set<Key>::iterator it, std::size_t n) {
     const auto d = docs_.find(it->second);
     row_buf_.insert(row_buf_.end(), d->second.begin(), d->second.begin() + static_cast<std::ptrdiff_t>(n));
-    if (n > 0) ++started_;
+    ++taken_;
     docs_.erase(d);
     waiting_.erase(it);
   }
 
-  std::uint64_t row_, buffer_, next_ = 0, started_ = 0;
+  std::uint64_t row_, buffer_, next_ = 0, started_ = 0, taken_ = 0;
   std::set<Key> waiting_;
   std::map<std::uint64_t, std::vector<std::int32_t>> docs_;
   std::vector<std::int32_t> row_buf_;

@@ -83,6 +83,7 @@ inline VerifyReport verify_corpus(const std::filesystem::path& dir) {
       std::int32_t first = 0;
       for (std::uint64_t row = 0; row < c.rows(); ++row) {
         c.read(row * c.row_tokens(), 1, &first);
+        c.release(row * c.row_tokens(), 1);  // the resident memory stays flat, as training's reads keep it
         if (first != m.packing.bos)
           throw corpus_error("data: " + c.name() + ": row " + std::to_string(row) + " begins with token " + std::to_string(first) +
                              ", not the BOS " + std::to_string(m.packing.bos) + " its manifest packs every row after");

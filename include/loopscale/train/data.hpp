@@ -20,7 +20,8 @@
 // document's BOS) is read row by row instead, as the paper's loader reads its rows: sequence b of
 // step s is row (s x batch + b) modulo the rows, so each epoch reads every row once, in the
 // folder's (shuffled) order, and a resumed run again reads what the uninterrupted one would. The
-// validation sample of a packed split is its first rows.
+// seed does not change that order (the paper's loader has none either), and a window drawn from a
+// mix corpus leaves its row unread. The validation sample of a packed split is its first rows.
 #pragma once
 
 #include <algorithm>
@@ -103,7 +104,11 @@ class TrainSampler {
   }
 
   // Fills batch x T inputs and targets for optimiser step `step`.
-  void batch(int64 step, int64 batch, std::int32_t* inputs, std::int32_t* targets) const { this->batch(step, 0, batch, inputs, targets); }
+  void batch(int64 step, int64 batch, std::int32_t* inputs, std::int32_t* targets) const {
+    if (c_.row_tokens() > 0 && batch != batch_)  // rows are placed by the constructor's batch: another would skip or repeat rows
+      throw corpus_error("data: " + c_.name() + " is read in rows placed by batches of " + std::to_string(batch_) + ", not " + std::to_string(batch));
+    this->batch(step, 0, batch, inputs, targets);
+  }
   // Sequences [first, first + count) of step `step`'s batch: a data-parallel rank's share, the
   // same windows whatever the split (trainer.hpp).
   void batch(int64 step, int64 first, int64 count, std::int32_t* inputs, std::int32_t* targets) const {
