@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "corpus/tiny_run.hpp"
 #include "loopscale/train/trainer.hpp"
 
 namespace {
@@ -33,22 +34,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   using namespace loopscale;
-  train::TrainConfig c;
-  c.spec.d_model = 16;
-  c.spec.vocab = std::atoll(argv[4]);
-  LayerSpec l;
-  l.attn.heads = 2;
-  c.spec.prelude = {1, l};
-  c.spec.coda = {1, l};
-  c.spec.recur.block = {1, l};
-  c.spec.recur.r = 2;
-  c.spec.recur.inject = {Inject::linear, 0};
-  c.batch = 32;
-  c.seq_len = 64;
-  c.tokens = std::atoll(argv[3]) * c.batch * c.seq_len;
-  c.data = argv[1];
-  c.out = argv[2];
+  train::TrainConfig c = test::tiny_run(argv[1], argv[2], std::atoll(argv[4]), 16, 32, 64, std::atoll(argv[3]));
   c.threads = 1;
+  c.eval_every = 0;  // validation at the end only
   c.eval_tokens = 4 * 64;
   c.peak_flops = 1e10;
   try {

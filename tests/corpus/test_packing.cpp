@@ -7,6 +7,7 @@
 
 #include "cli/run_cli.hpp"
 #include "corpus/helpers.hpp"
+#include "corpus/tiny_run.hpp"
 #include "loopscale/data/packing.hpp"
 #include "loopscale/data/prepare.hpp"
 #include "loopscale/data/tokenizer_train.hpp"
@@ -277,25 +278,7 @@ TEST_CASE("packing: training reads a packed split row by row, in order, epoch af
   REQUIRE_THROWS_WITH(train::TrainSampler(tr, 7, 32), Catch::Contains("needs the batch size"));
 
   // A whole run: it trains, and a --seq-len other than the rows' is one error before the run folder.
-  train::TrainConfig c;
-  c.spec.d_model = 32;
-  c.spec.vocab = 450;
-  LayerSpec l;
-  l.attn.heads = 2;
-  c.spec.prelude = {1, l};
-  c.spec.coda = {1, l};
-  c.spec.recur.block = {1, l};
-  c.spec.recur.r = 2;
-  c.spec.recur.inject = {Inject::linear, 0};
-  c.batch = 4;
-  c.seq_len = 32;
-  c.tokens = 4 * 32 * 8;
-  c.data = (dir / "c").string();
-  c.out = (dir / "run").string();
-  c.threads = 2;
-  c.eval_every = 4;
-  c.eval_tokens = 256;
-  c.peak_flops = 1e11;
+  train::TrainConfig c = tiny_run(dir / "c", dir / "run", 450, 32, 4, 32, 8);
   // The dry run says how often the run reads the rows: 8 steps of 4 rows.
   CliResult dry = run_cli("train --d-model 32 --heads 2 --prelude 1 --coda 1 --recur-layers 1 --r 2 --vocab 450 --batch 4 --seq-len 32 --tokens 1024 --data " +
                           (dir / "c").string() + " --out " + (dir / "dry").string() + " --dry-run");

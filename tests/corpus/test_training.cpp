@@ -7,6 +7,7 @@
 
 #include "cli/run_cli.hpp"
 #include "corpus/helpers.hpp"
+#include "corpus/tiny_run.hpp"
 #include "loopscale/data/prepare.hpp"
 #include "loopscale/data/tokenizer_train.hpp"
 #include "loopscale/train/trainer.hpp"
@@ -17,28 +18,7 @@ using namespace loopscale::test;
 
 namespace {
 
-train::TrainConfig tiny(const fs::path& data, const fs::path& out, std::int64_t vocab) {
-  train::TrainConfig c;
-  c.spec.d_model = 32;
-  c.spec.vocab = vocab;
-  LayerSpec l;
-  l.attn.heads = 2;
-  c.spec.prelude = {1, l};
-  c.spec.coda = {1, l};
-  c.spec.recur.block = {1, l};
-  c.spec.recur.r = 2;
-  c.spec.recur.inject = {Inject::linear, 0};
-  c.batch = 4;
-  c.seq_len = 32;
-  c.tokens = 4 * 32 * 12;
-  c.data = data.string();
-  c.out = out.string();
-  c.threads = 2;
-  c.eval_every = 6;
-  c.eval_tokens = 256;
-  c.peak_flops = 1e11;
-  return c;
-}
+train::TrainConfig tiny(const fs::path& data, const fs::path& out, std::int64_t vocab) { return tiny_run(data, out, vocab); }
 
 std::vector<std::string> log_lines(const fs::path& p) {
   std::vector<std::string> v;
