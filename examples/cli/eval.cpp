@@ -116,13 +116,17 @@ void run_eval(EvalArgs a) {
   } else if (a.tasks != "none") {
     bundle = eval::read_bundle(a.tasks);
   }
-  const bool tasks = !bundle.tasks.empty();
   eval::EvalOptions opt;
   opt.max_per_task = a.max_per_task;
   opt.seed = a.seed;
   opt.batch = 4 * a.batch;
   opt.prefix = model.document_start();  // a packed corpus's BOS, as the run saw it before every document
-  model.text_tokenizer().encode(a.prefix, opt.prefix);
+  if (!bundle.tasks.empty()) model.text_tokenizer().encode(a.prefix, opt.prefix);
+  // The built-in probes are written for byte-level models: those the run's tokenizer cannot score
+  // are left out, and said so (a bundle of the user's is checked whole below: a bad row is an error).
+  if (a.tasks == "builtin")
+    for (eval::LeftOut& l : eval::leave_out_unscorable(bundle, model.text_tokenizer(), model.context(), opt)) left_out.push_back(std::move(l));
+  const bool tasks = !bundle.tasks.empty();
   // Every row the evaluation will score is prepared once now (a rendering and an encoding each, no
   // forward), so a row too long for the context or a num_fewshot that cannot fit is one line before
   // the validation windows and the first r_eval's tasks are scored, not after them.

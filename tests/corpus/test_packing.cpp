@@ -12,6 +12,7 @@
 #include "loopscale/data/prepare.hpp"
 #include "loopscale/data/tokenizer_train.hpp"
 #include "loopscale/data/verify.hpp"
+#include "loopscale/eval/probes.hpp"
 #include "loopscale/eval/run_model.hpp"
 #include "loopscale/train/trainer.hpp"
 
@@ -350,4 +351,61 @@ TEST_CASE("packing: data tokenizer train --bos and data prepare --pack through t
   REQUIRE(r.rc == 2);
   REQUIRE(count_lines(r.out) == 1);
   REQUIRE(r.out.find("byte tokenizer has none") != std::string::npos);
+}
+
+TEST_CASE("packing: a sweep on a packed SentencePiece corpus trains, scores the probes its tokenizer can score and leaves out the rest",
+          "[corpus][packing][cli]") {
+  const fs::path dir = temp_dir("pack_sweep");
+  const std::string in = pack_inputs(dir, 300).string(), d = dir.string();
+  // The tokenizer also learns pieces of two letters, so that it merges some of repeat's answers
+  // with the letters before them: that task cannot be scored with it (and once stopped the sweep).
+  {
+    std::ofstream pairs(dir / "pairs.jsonl");
+    std::string text;
+    for (char a = 'a'; a <= 'z'; ++a)
+      for (char b = 'a'; b <= 'z'; ++b)
+        for (int k = 0; k < 20; ++k) text += std::string{a, b, ' '};
+    pairs << nlohmann::json{{"text", text}}.dump() << "\n";
+  }
+  REQUIRE(run_cli("data tokenizer train --input " + in + " --input " + d + "/pairs.jsonl --vocab 400 --bos --out " + d + "/t.model").rc == 0);
+  REQUIRE(run_cli("data prepare --quiet --input " + in + " --tokenizer " + d + "/t.model --val-fraction 0.1 --pack 64 --out " + d + "/c").rc == 0);
+  write_text(dir / "spec.json", nlohmann::json{{"name", "packed"}, {"depth", 4}, {"prelude", 1}, {"coda", 1}, {"r", {1, 2}}, {"inject", "linear"},
+                                               {"width_per_s", 16}, {"width_round", 16}, {"head_dim", 16}, {"vocab", 400}, {"vocab_multiple", 64},
+                                               {"seq_len", 64}, {"batch_tokens", 256}, {"micro_batch_tokens", 256}, {"memory_limit_gib", 4.0},
+                                               {"budgets", {{{"C", 1e9}, {"s", {1}}}}}, {"train", {{"eval_tokens", 256}, {"threads", 1}}},
+                                               {"seed", 1}, {"data", d + "/c"}}
+                                    .dump());
+  const CliResult r = run_cli("sweep run " + d + "/spec.json --out " + d + "/sw --eval-items 40 --curve-windows 2");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  std::ifstream results(dir / "sw" / "results.jsonl");
+  int runs = 0;
+  for (std::string line; std::getline(results, line); ++runs) {
+    const nlohmann::json e = nlohmann::json::parse(line).at("summary").at("eval");
+    INFO(e.dump());
+    // repeat is left out with its reason; the others are scored.
+    REQUIRE(e.at("left_out").at("repeat").get<std::string>().find("not a prefix") != std::string::npos);
+    REQUIRE(e.at("tasks").size() >= 5);
+    for (const auto& t : e.at("tasks")) REQUIRE_FALSE(e.at("left_out").contains(t.at("label").get<std::string>()));
+  }
+  REQUIRE(runs == 2);
+
+  // The same in the library: the cloze tasks left out with a corpus of another tokenizer, and the
+  // tasks kept by leave_out_unscorable all pass check_scorable; the byte tokenizer scores them all.
+  const eval::Probes p = eval::builtin_probes({1, 40, 64, dir / "c"});  // the sweep's probes
+  for (const std::string cloze : {"cloze_train", "cloze_val"})
+    REQUIRE(std::any_of(p.left_out.begin(), p.left_out.end(),
+                        [&](const eval::LeftOut& l) { return l.label == cloze && l.reason.find("byte-level corpus") != std::string::npos; }));
+  const Tokenizer tok = Tokenizer::load(d + "/t.model");
+  eval::EvalOptions opt;
+  opt.prefix = {1};
+  eval::Bundle b = p.bundle;
+  const std::vector<eval::LeftOut> out = eval::leave_out_unscorable(b, tok, 65, opt);
+  REQUIRE(b.tasks.size() + out.size() == p.bundle.tasks.size());
+  REQUIRE(std::any_of(out.begin(), out.end(), [](const eval::LeftOut& l) { return l.label == "repeat"; }));
+  REQUIRE_FALSE(b.tasks.empty());
+  REQUIRE_NOTHROW(eval::check_scorable(b, tok, 65, opt));
+  for (const eval::LeftOut& l : out) REQUIRE_THROWS(eval::check_scorable(eval::Bundle{"one", {*std::find_if(p.bundle.tasks.begin(), p.bundle.tasks.end(), [&](const eval::Task& t) { return t.label == l.label; })}}, tok, 65, opt));
+  eval::Bundle bytes = p.bundle;
+  REQUIRE(eval::leave_out_unscorable(bytes, Tokenizer(), 65, eval::EvalOptions{}).empty());
 }

@@ -328,6 +328,15 @@ inline std::shared_ptr<const Lines> read_lines(const data::Corpus& c) {
   return l;
 }
 
+// Why the cloze tasks cannot read `dir`, or "" when they can: their lines are a byte-level corpus's
+// text (another tokenizer's tokens would first have to be decoded, and a packed corpus's rows are
+// cut documents).
+inline std::string not_byte_level(const std::filesystem::path& dir) {
+  const nlohmann::json tok = data::tokenizer_record(dir, data::open_corpus(dir, data::Split::train, data::Verify::headers));
+  if (tok.value("kind", "") == "byte") return "";
+  return concat("the cloze lines come from a byte-level corpus (scripts/corpus.sh); ", dir.string(), " has the tokenizer ", tok.dump());
+}
+
 // The train and val lines of a byte-level corpus folder.
 inline std::pair<std::shared_ptr<const Lines>, std::shared_ptr<const Lines>> read_corpus(const std::filesystem::path& dir) {
   const data::Corpus train = data::open_corpus(dir, data::Split::train);
@@ -660,6 +669,8 @@ inline Probes builtin_probes(const ProbeOptions& o) {
   if (o.corpus.empty()) {
     for (const std::string_view label : d::cloze_labels)
       p.left_out.push_back({std::string(label), "no corpus given (ProbeOptions::corpus; scripts/corpus.sh builds data/corpus)"});
+  } else if (const std::string why = d::not_byte_level(o.corpus); !why.empty()) {
+    for (const std::string_view label : d::cloze_labels) p.left_out.push_back({std::string(label), why});
   } else {
     std::tie(train, val) = d::read_corpus(o.corpus);
   }
@@ -683,6 +694,30 @@ inline Probes builtin_probes(const ProbeOptions& o) {
     }
   }
   return p;
+}
+
+// Leaves out of `b` each task that `tok` cannot score at `context` under `opt`: the first of its
+// rows that prepare_item refuses (eval/score.hpp) is its reason. The built-in probes are written
+// for byte-level models; with another tokenizer some cannot be scored (repeat's answer continues
+// its prompt's letters, and a SentencePiece model merges them across the boundary, which CORE
+// refuses too), and a run, a sweep's among them, scores the others. A bundle of the user's is not
+// filtered: a bad row there is an error.
+inline std::vector<LeftOut> leave_out_unscorable(Bundle& b, const data::Tokenizer& tok, std::int64_t context, const EvalOptions& opt) {
+  std::vector<LeftOut> out;
+  std::vector<Task> kept;
+  for (Task& t : b.tasks) {
+    try {
+      check_scoring(t, context, opt);
+      for (const std::int64_t row : select_rows(static_cast<std::int64_t>(t.items.size()), opt.max_per_task, opt.seed))
+        (void)prepare_item(t, row, tok, context, opt);
+    } catch (const bundle_error& e) {
+      out.push_back({t.label, e.what()});
+      continue;
+    }
+    kept.push_back(std::move(t));
+  }
+  b.tasks = std::move(kept);
+  return out;
 }
 
 // The probes' training documents for the options (the corpus is not read), in order, until `more`

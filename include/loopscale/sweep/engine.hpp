@@ -85,10 +85,10 @@ struct EngineOptions {
 
 // The built-in probes a sweep's runs are scored on: drawn once per sweep from its seed, each
 // prompt within the sweep's context, the cloze lines from its corpus when that is byte-level
-// (the probes' text is bytes; another tokenizer scores the other tasks the same way).
+// (eval::builtin_probes leaves them out otherwise). The probes' text is bytes: another tokenizer
+// scores the other tasks the same way, but for those it cannot score (evaluate_run leaves them out).
 inline eval::Bundle sweep_probes(const SweepSpec& spec, const fs::path& data, int64 items) {
-  const bool bytes = data::open_corpus(data, data::Split::train, data::Verify::headers).vocab() == 256;
-  return eval::builtin_probes({spec.seed, items, std::min<int64>(256, spec.seq_len), bytes ? data : fs::path()}).bundle;
+  return eval::builtin_probes({spec.seed, items, std::min<int64>(256, spec.seq_len), data}).bundle;
 }
 
 // Scores a trained run (eval::load_run of its folder) on `probes` at its trained r: per task and
@@ -100,8 +100,12 @@ inline nlohmann::json evaluate_run(const eval::RunModel& model, const eval::Bund
   opt.seed = seed;
   opt.prefix = model.document_start();  // a packed corpus's BOS, before every prompt
   const auto t0 = std::chrono::steady_clock::now();
+  eval::Bundle scorable = probes;  // without the tasks this run's tokenizer cannot score (repeat, under SentencePiece)
+  const std::vector<eval::LeftOut> left_out = eval::leave_out_unscorable(scorable, *model.tokenizer, model.context(), opt);
+  if (scorable.tasks.empty()) return {{"skipped", "no built-in task can be scored with the run's tokenizer at its context"}};
   const auto scorer = [&]() -> std::unique_ptr<eval::Scorer> { return std::make_unique<eval::ModelScorer<>>(model, model.spec.recur.r); };
-  nlohmann::json j = eval::to_json(eval::evaluate_parallel(probes, scorer, *model.tokenizer, opt, threads));
+  nlohmann::json j = eval::to_json(eval::evaluate_parallel(scorable, scorer, *model.tokenizer, opt, threads));
+  for (const eval::LeftOut& l : left_out) j["left_out"][l.label] = l.reason;
   j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   j["r_eval"] = model.spec.recur.r;
   return j;
