@@ -609,7 +609,7 @@ TEST_CASE("probes: the training text is the items rendered as few-shot examples,
   REQUIRE(symbolic > 4000);
 }
 
-TEST_CASE("probes: a corpus that is not byte-level is an error, and one with too few lines leaves the cloze tasks out, saying why", "[eval]") {
+TEST_CASE("probes: a corpus with too few lines, or not byte-level, leaves the cloze tasks out, saying why", "[eval]") {
   const fs::path dir = fs::temp_directory_path() / ("loopscale_probes_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -631,7 +631,12 @@ TEST_CASE("probes: a corpus that is not byte-level is an error, and one with too
   const std::vector<std::int32_t> subword = {1, 299, 7, 10};
   data::write_token_file((dir / "train.bin").string(), subword, 300, 2);
   data::write_token_file((dir / "val.bin").string(), subword, 300, 2);
-  REQUIRE_THROWS_WITH(builtin_probes(o), Catch::Contains("byte-level corpus") && Catch::Contains(dir.string()));
+  // Another tokenizer's tokens: the cloze tasks are left out and the rest is scored (`loopscale
+  // eval` on such a run failed when this was an error); the reason names the corpus.
+  const Probes q = builtin_probes(o);
+  REQUIRE(q.left_out.size() == 2);
+  for (const LeftOut& l : q.left_out) REQUIRE_THAT(l.reason, Catch::Contains("byte-level corpus") && Catch::Contains(dir.string()));
+  REQUIRE(q.bundle.tasks.size() == 16);
   fs::remove_all(dir);
 }
 

@@ -179,3 +179,21 @@ TEST_CASE("report: a joint fit that ends on an edge of the law's box says its va
   inside.frozen[k] = true;  // a frozen parameter is the user's value, not the fit's
   CHECK(inside.box_edge(k).empty());
 }
+
+TEST_CASE("report: a sweep too small to fit has no frontier to draw, and that is no plot problem") {
+  // Two runs: no cell has the three widths around a minimum, and the joint law needs more runs.
+  const fs::path dir = fs::path(LOOPSCALE_TEST_TMP) / "report_small";
+  fs::remove_all(dir);
+  const Plan plan = make_plan(preset("smoke"));
+  claim_folder(dir, plan);
+  for (std::size_t i = 0; i < 2; ++i)
+    append_result(dir / "results.jsonl", result_line(plan, plan.runs[i], {{"val_loss", 3.0 - 0.1 * static_cast<double>(i)}, {"tokens", 1000.0}}));
+  const ReportFiles f = write_report(dir, ReportOptions{});
+  CHECK_FALSE(f.analysis.joint);
+  CHECK_FALSE(fs::exists(dir / "plots" / "frontier.gp"));
+  if (std::system("gnuplot --version > /dev/null 2>&1") == 0) {
+    CHECK(f.plot_problem.empty());
+    REQUIRE(f.plots.size() == 1);
+    CHECK(f.plots[0].filename() == "isoflop.png");
+  }
+}

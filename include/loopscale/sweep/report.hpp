@@ -111,12 +111,6 @@ inline std::vector<fs::path> write_plots(const fs::path& dir, const PlotData& p,
   }
 
   {  // 2. loss-compute frontier per r: cell minima (points) and the joint law's minimum over N (lines).
-    std::ofstream gp(pd / "frontier.gp");
-    gp << term << "\nset output '" << (pd / "frontier.png").string() << "'\n";
-    gp << fmt::format("set title 'compute frontier of sweep {}: iso-FLOP minima (points){}'\n", p.sweep,
-                      p.law ? ", joint law minimised over width (lines)" : "");
-    gp << "set logscale x\nset grid\nset xlabel 'training compute C (FLOPs)'\nset ylabel 'validation loss at the optimal width (nats/token)'\n"
-          "set key top right\nset format x '10^{%L}'\n";
     std::string plot = "plot ";
     for (std::size_t i = 0; i < p.frontier.size(); ++i) {
       const FrontierCurve& f = p.frontier[i];
@@ -129,8 +123,18 @@ inline std::vector<fs::path> write_plots(const fs::path& dir, const PlotData& p,
       if (!f.law.empty())
         plot += fmt::format("'{}' with lines lw 2 lc rgb '{}' title 'r = {} joint law', ", (pd / law).string(), detail::color(i), f.r);
     }
-    gp << plot << "1/0 notitle\n";
-    scripts.push_back(pd / "frontier.gp");
+    // Nothing to draw (no cell with three widths around a minimum, no joint law: a sweep too small
+    // to fit) is no plot, not a gnuplot error that reads like a missing gnuplot.
+    if (plot != "plot ") {
+      std::ofstream gp(pd / "frontier.gp");
+      gp << term << "\nset output '" << (pd / "frontier.png").string() << "'\n";
+      gp << fmt::format("set title 'compute frontier of sweep {}: iso-FLOP minima (points){}'\n", p.sweep,
+                        p.law ? ", joint law minimised over width (lines)" : "");
+      gp << "set logscale x\nset grid\nset xlabel 'training compute C (FLOPs)'\nset ylabel 'validation loss at the optimal width (nats/token)'\n"
+            "set key top right\nset format x '10^{%L}'\n";
+      gp << plot << "1/0 notitle\n";
+      scripts.push_back(pd / "frontier.gp");
+    }
   }
 
   if (p.phi) {  // 3. bootstrap distribution of phi
