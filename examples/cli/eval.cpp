@@ -124,8 +124,13 @@ void run_eval(EvalArgs a) {
   if (!bundle.tasks.empty()) model.text_tokenizer().encode(a.prefix, opt.prefix);
   // The built-in probes are written for byte-level models: those the run's tokenizer cannot score
   // are left out, and said so (a bundle of the user's is checked whole below: a bad row is an error).
-  if (a.tasks == "builtin")
-    for (eval::LeftOut& l : eval::leave_out_unscorable(bundle, model.text_tokenizer(), model.context(), opt)) left_out.push_back(std::move(l));
+  if (a.tasks == "builtin" && !bundle.tasks.empty()) {
+    std::vector<eval::LeftOut> unscorable = eval::leave_out_unscorable(bundle, model.text_tokenizer(), model.context(), opt);
+    if (bundle.tasks.empty() && a.val_tokens == 0)
+      throw usage_error(fmt::format("nothing to evaluate: no built-in task can be scored with the run's tokenizer ({}: {}) and --val-tokens is 0",
+                                    unscorable.front().label, unscorable.front().reason));
+    for (eval::LeftOut& l : unscorable) left_out.push_back(std::move(l));
+  }
   const bool tasks = !bundle.tasks.empty();
   // Every row the evaluation will score is prepared once now (a rendering and an encoding each, no
   // forward), so a row too long for the context or a num_fewshot that cannot fit is one line before

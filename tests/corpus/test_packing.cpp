@@ -408,4 +408,10 @@ TEST_CASE("packing: a sweep on a packed SentencePiece corpus trains, scores the 
   for (const eval::LeftOut& l : out) REQUIRE_THROWS(eval::check_scorable(eval::Bundle{"one", {*std::find_if(p.bundle.tasks.begin(), p.bundle.tasks.end(), [&](const eval::Task& t) { return t.label == l.label; })}}, tok, 65, opt));
   eval::Bundle bytes = p.bundle;
   REQUIRE(eval::leave_out_unscorable(bytes, Tokenizer(), 65, eval::EvalOptions{}).empty());
+  // Under the byte tokenizer a row refused is a fault of the suite: an error, not a task left out.
+  const auto mc = std::find_if(bytes.tasks.begin(), bytes.tasks.end(), [](const eval::Task& t) { return t.type == eval::TaskType::multiple_choice; });
+  REQUIRE(mc != bytes.tasks.end());
+  std::vector<std::string>& choices = mc->items[0].choices;  // each begins with choice 0, which has nothing of its own: refused
+  for (std::size_t j = 1; j < choices.size(); ++j) choices[j] = choices[0] + std::to_string(j);
+  REQUIRE_THROWS_AS(eval::leave_out_unscorable(bytes, Tokenizer(), 65, eval::EvalOptions{}), eval::bundle_error);
 }

@@ -700,8 +700,9 @@ inline Probes builtin_probes(const ProbeOptions& o) {
 // rows that prepare_item refuses (eval/score.hpp) is its reason. The built-in probes are written
 // for byte-level models; with another tokenizer some cannot be scored (repeat's answer continues
 // its prompt's letters, and a SentencePiece model merges them across the boundary, which CORE
-// refuses too), and a run, a sweep's among them, scores the others. A bundle of the user's is not
-// filtered: a bad row there is an error.
+// refuses too), and a run, a sweep's among them, scores the others. With the byte tokenizer
+// nothing is left out: a refusal there is a fault of the suite, and stays an error. A bundle of the
+// user's is not filtered: a bad row there is an error.
 inline std::vector<LeftOut> leave_out_unscorable(Bundle& b, const data::Tokenizer& tok, std::int64_t context, const EvalOptions& opt) {
   std::vector<LeftOut> out;
   std::vector<Task> kept;
@@ -711,6 +712,7 @@ inline std::vector<LeftOut> leave_out_unscorable(Bundle& b, const data::Tokenize
       for (const std::int64_t row : select_rows(static_cast<std::int64_t>(t.items.size()), opt.max_per_task, opt.seed))
         (void)prepare_item(t, row, tok, context, opt);
     } catch (const bundle_error& e) {
+      if (tok.kind() == data::Tokenizer::Kind::byte) throw;
       out.push_back({t.label, e.what()});
       continue;
     }

@@ -102,7 +102,11 @@ inline nlohmann::json evaluate_run(const eval::RunModel& model, const eval::Bund
   const auto t0 = std::chrono::steady_clock::now();
   eval::Bundle scorable = probes;  // without the tasks this run's tokenizer cannot score (repeat, under SentencePiece)
   const std::vector<eval::LeftOut> left_out = eval::leave_out_unscorable(scorable, *model.tokenizer, model.context(), opt);
-  if (scorable.tasks.empty()) return {{"skipped", "no built-in task can be scored with the run's tokenizer at its context"}};
+  if (scorable.tasks.empty()) {
+    nlohmann::json j = {{"skipped", "no built-in task can be scored with the run's tokenizer at its context"}};
+    for (const eval::LeftOut& l : left_out) j["left_out"][l.label] = l.reason;
+    return j;
+  }
   const auto scorer = [&]() -> std::unique_ptr<eval::Scorer> { return std::make_unique<eval::ModelScorer<>>(model, model.spec.recur.r); };
   nlohmann::json j = eval::to_json(eval::evaluate_parallel(scorable, scorer, *model.tokenizer, opt, threads));
   for (const eval::LeftOut& l : left_out) j["left_out"][l.label] = l.reason;
