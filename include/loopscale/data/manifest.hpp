@@ -54,15 +54,20 @@ struct TokenizerInfo {
   std::string source;          // external: where the tokens came from
 };
 
-// How a packed corpus was packed (packing.hpp); row_tokens 0: not packed.
-struct PackingInfo {
-  std::uint64_t row_tokens = 0, buffer = 0, shuffle_rows = 0, seed = 0;
-  std::int32_t bos = -1;
+// How a corpus is packed into rows (packing.hpp): the options of `data prepare --pack` and what its
+// manifest records of them. row_tokens 0: not packed.
+struct Packing {
+  std::uint64_t row_tokens = 0;        // T + 1
+  std::uint64_t buffer = 1000;         // documents the best fit chooses among (the paper's default)
+  std::uint64_t shuffle_rows = 15000;  // rows shuffled together (the paper's rows per shard)
+  std::uint64_t seed = 0;              // of the shuffle
+  std::int32_t bos = -1;               // the tokenizer's BOS, which begins every document (prepare fills it in)
+  bool packed() const { return row_tokens > 0; }
 };
 
 struct Manifest {
   TokenizerInfo tokenizer;
-  PackingInfo packing;
+  Packing packing;
   std::uint32_t vocab = 256, token_bytes = 1;
   SplitInfo train, val;
   nlohmann::json split = nlohmann::json::object(), inputs = nlohmann::json::array();

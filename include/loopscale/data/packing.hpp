@@ -22,7 +22,6 @@
 #include <iterator>
 #include <limits>
 #include <map>
-#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -34,15 +33,7 @@
 
 namespace loopscale::data {
 
-struct PackOptions {
-  std::uint64_t row_tokens = 0;       // T + 1; 0: not packed (documents joined by a newline)
-  std::uint64_t buffer = 1000;        // documents the best fit chooses among (the paper's default)
-  std::uint64_t shuffle_rows = 15000; // rows shuffled together (the paper's rows per shard)
-  std::uint64_t seed = 0;             // of the shuffle
-  bool packed() const { return row_tokens > 0; }
-};
-
-inline void check_pack_options(const PackOptions& o) {
+inline void check_pack_options(const Packing& o) {
   if (!o.packed()) return;
   if (o.row_tokens < 3) throw corpus_error("data: --pack must be at least 2 (rows of T + 1 tokens for sequences of T)");
   if (o.buffer < 1) throw corpus_error("data: --pack-buffer must be at least 1 document");
@@ -57,8 +48,8 @@ class RowPacker {
   // Adds a document; `emit(row)` receives each row made, as a span valid during the call.
   template <class Emit>
   void add(std::vector<std::int32_t> doc, Emit&& emit) {
-    waiting_.insert({doc.size(), next_});
-    docs_.emplace(next_++, std::move(doc));
+    const Key k{doc.size(), next_++};
+    waiting_.emplace(k, std::move(doc));
     // The paper's code ends its packing at the first row its full buffer cannot fill, dropping the
     // rest of the input unread; that is an error here.
     if (waiting_.size() >= buffer_ && !pack_one(emit))
@@ -71,42 +62,33 @@ class RowPacker {
     while (!waiting_.empty() && pack_one(emit)) {
     }
     waiting_.clear();
-    docs_.clear();
   }
   std::uint64_t documents_started() const { return started_; }  // documents with at least their BOS in a row written
 
  private:
-  using Key = std::pair<std::size_t, std::uint64_t>;  // (length, arrival)
+  using Key = std::pair<std::size_t, std::uint64_t>;  // (length, arrival): the waiting documents in best-fit order
   template <class Emit>
   bool pack_one(Emit& emit) {
     row_buf_.clear();
-    taken_ = 0;
+    std::uint64_t taken = 0;
     while (row_buf_.size() < row_ && !waiting_.empty()) {
       const std::size_t room = row_ - row_buf_.size();
       auto it = waiting_.upper_bound({room, std::numeric_limits<std::uint64_t>::max()});  // past the longest that fits
-      if (it != waiting_.begin()) {
-        it = waiting_.lower_bound({std::prev(it)->first, 0});  // the first to arrive of that length
-        take(it, it->first);
-      } else {
-        take(waiting_.begin(), room);  // none fits: the shortest, cut
-      }
+      if (it != waiting_.begin()) it = waiting_.lower_bound({std::prev(it)->first.first, 0});  // the first to arrive of that length
+      else it = waiting_.begin();                                                              // none fits: the shortest, cut below
+      const std::vector<std::int32_t>& doc = it->second;
+      row_buf_.insert(row_buf_.end(), doc.begin(), doc.begin() + static_cast<std::ptrdiff_t>(std::min(doc.size(), room)));
+      waiting_.erase(it);
+      ++taken;
     }
     if (row_buf_.size() < row_) return false;  // its documents are dropped with it, uncounted
-    started_ += taken_;
+    started_ += taken;
     emit(std::span<const std::int32_t>(row_buf_));
     return true;
   }
-  void take(std::set<Key>::iterator it, std::size_t n) {
-    const auto d = docs_.find(it->second);
-    row_buf_.insert(row_buf_.end(), d->second.begin(), d->second.begin() + static_cast<std::ptrdiff_t>(n));
-    ++taken_;
-    docs_.erase(d);
-    waiting_.erase(it);
-  }
 
-  std::uint64_t row_, buffer_, next_ = 0, started_ = 0, taken_ = 0;
-  std::set<Key> waiting_;
-  std::map<std::uint64_t, std::vector<std::int32_t>> docs_;
+  std::uint64_t row_, buffer_, next_ = 0, started_ = 0;
+  std::map<Key, std::vector<std::int32_t>> waiting_;
   std::vector<std::int32_t> row_buf_;
 };
 
@@ -115,13 +97,14 @@ class RowPacker {
 // in a row.
 class PackedSplitWriter {
  public:
-  PackedSplitWriter(ShardWriter& out, const PackOptions& o, std::int32_t bos, std::uint64_t split_salt)
-      : out_(out), o_(o), bos_(bos), packer_(o.row_tokens, o.buffer), rng_{o.seed ^ split_salt} {}
+  // `o.bos` begins every document; `split_salt` gives each split a shuffle of its own.
+  PackedSplitWriter(ShardWriter& out, const Packing& o, std::uint64_t split_salt)
+      : out_(out), o_(o), packer_(o.row_tokens, o.buffer), rng_{o.seed ^ split_salt} {}
 
   void add_document(std::span<const std::int32_t> tokens) {
     std::vector<std::int32_t> doc;
     doc.reserve(tokens.size() + 1);
-    doc.push_back(bos_);
+    doc.push_back(o_.bos);
     doc.insert(doc.end(), tokens.begin(), tokens.end());
     packer_.add(std::move(doc), [this](std::span<const std::int32_t> row) { keep(row); });
   }
@@ -148,8 +131,7 @@ class PackedSplitWriter {
   }
 
   ShardWriter& out_;
-  PackOptions o_;
-  std::int32_t bos_;
+  Packing o_;
   RowPacker packer_;
   SplitMix64 rng_;
   std::vector<std::int32_t> group_;

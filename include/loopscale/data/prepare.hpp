@@ -41,7 +41,7 @@ struct PrepareOptions {
   std::uint64_t shard_tokens = 100'000'000;  // 0: one file per split (train.bin, val.bin)
   int threads = 0;                      // 0: every core
   bool force = false;                   // replace a corpus already in `out`
-  PackOptions pack;                     // row_tokens 0: not packed
+  Packing pack;                         // row_tokens 0: not packed (manifest.hpp)
 };
 
 struct PrepareProgress {
@@ -161,10 +161,14 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
     m.tokenizer.checksum = checksum_text(xxh3(model));
   }
   ShardWriter train(o.out, "train", o.shard_tokens, m.vocab, &tok), valw(o.out, "val", o.shard_tokens, m.vocab, &tok);
-  std::unique_ptr<PackedSplitWriter> train_rows, val_rows;  // packed: documents go through these
   if (o.pack.packed()) {
-    train_rows = std::make_unique<PackedSplitWriter>(train, o.pack, tok.bos_id(), 0);
-    val_rows = std::make_unique<PackedSplitWriter>(valw, o.pack, tok.bos_id(), 0x5641'4C00ull);  // another shuffle for val
+    m.packing = o.pack;
+    m.packing.bos = tok.bos_id();
+  }
+  std::unique_ptr<PackedSplitWriter> train_rows, val_rows;  // packed: documents go through these
+  if (m.packing.packed()) {
+    train_rows = std::make_unique<PackedSplitWriter>(train, m.packing, 0);
+    val_rows = std::make_unique<PackedSplitWriter>(valw, m.packing, 0x5641'4C00ull);  // another shuffle for val
   }
   PrepareProgress& st = res.stats;
   std::uint64_t val_documents = 0;
@@ -194,7 +198,6 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
       if (s->tokens == 0 && (s == &m.train ? st.documents > val_documents : val_documents > 0))
         throw corpus_error(std::string("data: the ") + name + " split's documents do not fill one row of " + std::to_string(o.pack.row_tokens) +
                            " tokens (--pack " + std::to_string(o.pack.row_tokens - 1) + "): give more text or a smaller --pack");
-    m.packing = {o.pack.row_tokens, o.pack.buffer, o.pack.shuffle_rows, o.pack.seed, tok.bos_id()};
   }
   if (m.train.documents == 0)
     throw corpus_error("data: no document went to training (every one is in validation); lower --val-fraction");

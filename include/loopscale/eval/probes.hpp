@@ -337,14 +337,9 @@ inline std::string not_byte_level(const std::filesystem::path& dir) {
   return concat("the cloze lines come from a byte-level corpus (scripts/corpus.sh); ", dir.string(), " has the tokenizer ", tok.dump());
 }
 
-// The train and val lines of a byte-level corpus folder.
+// The train and val lines of a byte-level corpus folder (not_byte_level says whether it is one).
 inline std::pair<std::shared_ptr<const Lines>, std::shared_ptr<const Lines>> read_corpus(const std::filesystem::path& dir) {
-  const data::Corpus train = data::open_corpus(dir, data::Split::train);
-  const nlohmann::json tok = data::tokenizer_record(dir, train);
-  if (tok.value("kind", "") != "byte")
-    throw data::corpus_error(concat("eval: the built-in probes read their cloze lines from a byte-level corpus (scripts/corpus.sh); ", dir.string(),
-                                    " has the tokenizer ", tok.dump()));
-  return {read_lines(train), read_lines(data::open_corpus(dir, data::Split::val))};
+  return {read_lines(data::open_corpus(dir, data::Split::train)), read_lines(data::open_corpus(dir, data::Split::val))};
 }
 
 // A cloze item on a line of `split`; `unseen_in`, when given, must begin no line with the item's

@@ -17,9 +17,9 @@
 #pragma once
 
 #include <algorithm>
-#include <optional>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
