@@ -154,7 +154,7 @@ void run_eval(EvalArgs a) {
   if (a.val_tokens != 0 && !corpus.empty()) {
     val = data::open_corpus(corpus, data::Split::val);
     windows = a.val_tokens > 0 ? std::max<int64>(1, a.val_tokens / seq)
-                               : eval::trainer_validation_windows(cfg.value("eval_tokens", train::TrainConfig{}.eval_tokens), cfg.value("batch", train::TrainConfig{}.batch), seq);
+                               : eval::trainer_validation_windows(cfg.value("eval_tokens", train::TrainConfig{}.eval_tokens), cfg.value("batch", train::TrainConfig{}.batch), seq, *val);
   } else if (a.val_tokens > 0) {
     throw usage_error("--val-tokens: the run's corpus was not found; give --corpus DIR");
   }

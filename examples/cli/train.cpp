@@ -287,7 +287,7 @@ const bool registered_train = add_command([](CLI::App& app) {
       // What the run checks before it trains, but the checksums: the corpus, its vocabulary and
       // context (the probe tasks above), and (on the host) the memory below.
       const data::Corpus train_split = train::detail::open_run_corpus(cfg, data::Split::train, data::Verify::headers);
-      (void)train::detail::open_run_corpus(cfg, data::Split::val, data::Verify::headers);
+      const data::Corpus val_split = train::detail::open_run_corpus(cfg, data::Split::val, data::Verify::headers);
       // The run folder as the run finds it: a process training there, a run there without
       // --resume, a resume whose recipe, settings or tokenizer differ, a folder where a file goes.
       const train::detail::RunFiles files(cfg.out);
@@ -312,6 +312,10 @@ const bool registered_train = add_command([](CLI::App& app) {
                           {"memory_estimate", {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},
                                                {"activations", m.activations}, {"tokens", m.tokens}, {"indices", m.indices}, {"total", m.total}}}};
       if (train::parse_lr_transfer(cfg.lr_transfer) != train::LrTransfer::none) j["lr_transfer"] = train::lr_scales_of(cfg);
+      {  // the validation sample every evaluation scores (train::validation_batches)
+        const int64 windows = train::validation_batches(cfg.eval_tokens, cfg.batch, cfg.seq_len, val_split) * cfg.batch;
+        j["validation"] = {{"windows", windows}, {"tokens", windows * cfg.seq_len}};
+      }
       if (train_split.row_tokens() > 0)  // read row by row: how often the run goes through them
         j["packed_rows"] = {{"rows", train_split.rows()}, {"row_tokens", train_split.row_tokens()},
                             {"epochs", static_cast<double>(b.steps * cfg.batch) / static_cast<double>(train_split.rows())}};

@@ -14,6 +14,7 @@
 #include "loopscale/data/verify.hpp"
 #include "loopscale/eval/probes.hpp"
 #include "loopscale/eval/run_model.hpp"
+#include "loopscale/eval/validation.hpp"
 #include "loopscale/train/trainer.hpp"
 
 using namespace loopscale;
@@ -274,6 +275,17 @@ TEST_CASE("packing: training reads a packed split row by row, in order, epoch af
   const std::vector<std::int32_t> vall = all_tokens(va);
   v.batch(static_cast<std::int64_t>(va.rows()), 1, inputs.data(), targets.data());
   REQUIRE(std::equal(vall.begin(), vall.begin() + 32, inputs.begin()));
+  // The trainer's sample reads each row at most once: more windows than rows stop at whole batches
+  // of rows (dropping fewer than a batch), fewer are as asked; only a split of fewer rows than one
+  // batch repeats its rows (the sample above).
+  const std::int64_t vr = static_cast<std::int64_t>(va.rows());
+  REQUIRE(vr >= 5);
+  REQUIRE(train::validation_batches(std::int64_t{1} << 30, 2, 32, va) == vr / 2);
+  REQUIRE(train::validation_batches(std::int64_t{1} << 30, 4, 32, va) == vr / 4);
+  REQUIRE(train::validation_batches(2 * 32, 2, 32, va) == 1);
+  REQUIRE(train::validation_batches(0, 2, 32, va) == 1);
+  REQUIRE(train::validation_batches(std::int64_t{1} << 20, vr + 1, 32, va) == (std::int64_t{1} << 20) / ((vr + 1) * 32));
+  REQUIRE(eval::trainer_validation_windows(std::int64_t{1} << 30, 4, 32, va) == vr / 4 * 4);
   // A packed split is read in rows of its own length only.
   REQUIRE_THROWS_WITH(train::TrainSampler(tr, 7, 16, std::nullopt, 0, 0, B), Catch::Contains("rows of 33") && Catch::Contains("--seq-len 32"));
   REQUIRE_THROWS_WITH(train::TrainSampler(tr, 7, 32), Catch::Contains("needs the batch size"));
@@ -288,6 +300,8 @@ TEST_CASE("packing: training reads a packed split row by row, in order, epoch af
   const nlohmann::json dj = nlohmann::json::parse(dry.out.substr(dry.out.find('{')));
   REQUIRE(dj.at("packed_rows").at("rows") == tr.rows());
   REQUIRE(dj.at("packed_rows").at("epochs").get<double>() == Approx(32.0 / static_cast<double>(tr.rows())));
+  REQUIRE(dj.at("validation").at("windows") == vr / 4 * 4);  // the default eval_tokens ask for 1,024 batches of 4
+  REQUIRE(dj.at("validation").at("tokens") == vr / 4 * 4 * 32);
   const train::TrainResult r = train::train(c);
   REQUIRE(r.status == "done");
   REQUIRE(std::isfinite(r.val_bpb));

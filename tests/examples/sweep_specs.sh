@@ -14,7 +14,7 @@ done
 [ "$n" -ge 4 ] || { echo "expected at least 4 example specs, found $n"; exit 1; }
 # The copies of presets are the presets, but for their names (docs/using.md says so; they had
 # drifted: their files fixed one training thread where the presets let sweep run choose).
-for pair in iso-depth-cpu:cpu-mini looped-moe-cpu:looped-moe mixed-moe-cpu:mixed-moe paper-gpu:paper; do
+for pair in iso-depth-cpu:cpu-mini looped-moe-cpu:looped-moe mixed-moe-cpu:mixed-moe paper-gpu:paper paper-truncated-gpu:paper-truncated; do
   "$loopscale" sweep plan "$specs/${pair%%:*}.json" --json > "$work/file.json"
   "$loopscale" sweep plan --preset "${pair##*:}" --json > "$work/preset.json"
   python3 - "$work/file.json" "$work/preset.json" "$pair" <<'PY'

@@ -6,6 +6,7 @@
 
 #include "loopscale/sweep/downstream.hpp"
 #include "loopscale/sweep/engine.hpp"
+#include "loopscale/sweep/presets.hpp"
 #include "loopscale/sweep/report.hpp"
 #include "loopscale/train/backend/guard.hpp"
 #include "loopscale/train/data.hpp"
@@ -187,6 +188,52 @@ TEST_CASE("engine: settings the sweep owns are refused in the spec's train objec
   CHECK(train::training_length(c).steps == plan.runs[1].steps);  // the engine trains the planned steps
 }
 
+TEST_CASE("engine: a batch above micro_batch_tokens is trained by accumulation, in the passes the memory plan counts") {
+  // The fewest whole chunks per rank whose pass holds at most micro_batch_tokens.
+  SweepSpec s = tiny_plan().spec;
+  CHECK(accum_for(s, 1) == 1);
+  s.batch_tokens = 12 * 32;
+  s.micro_batch_tokens = 4 * 32;
+  CHECK(accum_for(s, 1) == 3);
+  CHECK(accum_for(s, 2) == 2);   // 3 sequences a pass
+  CHECK(accum_for(s, 3) == 1);
+  CHECK(accum_for(s, 12) == 1);
+  CHECK_THROWS_WITH(accum_for(s, 5), Catch::Contains("batch of 12 sequences") && Catch::Contains("over 5 ranks"));
+  s.micro_batch_tokens = 5 * 32;  // no divisor of 12 is 5: passes of 4
+  CHECK(accum_for(s, 1) == 3);
+  // The paper preset: 2^18 tokens a step in passes of 4 sequences of 2,048, as planned.
+  const Plan paper = make_plan(preset("paper"));
+  const train::TrainConfig pc = train_config(paper.spec, paper.runs[0], "x", "y");
+  CHECK(pc.accum == 32);
+  CHECK(train::detail::micro_batch(pc, 1) * pc.seq_len == paper.spec.micro_batch_tokens);
+  CHECK(train::detail::micro_batch(train_config(paper.spec, paper.runs[0], "x", "y", 8), 8) == 4);
+  s = tiny_plan().spec;
+  s.train["accum"] = 2;
+  CHECK_THROWS_WITH(train_config(s, tiny_plan().runs[0], "x", "y"), Catch::Contains("train.accum is set by the sweep itself"));
+
+  // A run trains so, and gives the loss of the same batch in one pass (the same sums in another order).
+  const fs::path data = tiny_corpus();
+  Plan whole = tiny_plan();
+  whole.runs.resize(1);
+  Plan halves = whole;
+  halves.spec.micro_batch_tokens = 2 * 32;
+  const fs::path a = fs::path(LOOPSCALE_TEST_TMP) / "engine_accum_1", b = fs::path(LOOPSCALE_TEST_TMP) / "engine_accum_2";
+  EngineOptions eo;
+  eo.eval_items = 0;
+  eo.curve_windows = 0;
+  REQUIRE(run_sweep(whole, quiet_options(a, data), engine_run_fn(eo)).trained == 1);
+  REQUIRE(run_sweep(halves, quiet_options(b, data), engine_run_fn(eo)).trained == 1);
+  const auto ra = read_results(a / "results.jsonl"), rb = read_results(b / "results.jsonl");
+  REQUIRE((ra.size() == 1 && rb.size() == 1));
+  const auto accum_of = [&](const fs::path& out) {
+    std::ifstream in(out / "runs" / whole.runs[0].id / "summary.json");
+    return nlohmann::json::parse(in).at("config").at("accum").get<int64>();
+  };
+  CHECK(accum_of(a) == 1);
+  CHECK(accum_of(b) == 2);
+  CHECK(rb[0].loss == Approx(ra[0].loss).epsilon(1e-3));
+}
+
 TEST_CASE("engine: finished runs are scored on the built-in probes, and the report shows them per (C, r) and axis") {
   const fs::path data = tiny_corpus();
   SweepSpec spec = tiny_plan().spec;
@@ -200,7 +247,7 @@ TEST_CASE("engine: finished runs are scored on the built-in probes, and the repo
   eo.eval_items = 8;
   // The curve on the trainer's own validation windows, so that at the trained r it is the run's val_loss.
   const train::TrainConfig cfg = train_config(spec, plan.runs[0], "x", data);
-  eo.curve_windows = eval::trainer_validation_windows(cfg.eval_tokens, cfg.batch, cfg.seq_len);
+  eo.curve_windows = eval::trainer_validation_windows(cfg.eval_tokens, cfg.batch, cfg.seq_len, data::open_corpus(data, data::Split::val));
   run_sweep(plan, opt, engine_run_fn(eo));
   const auto runs = read_results(dir / "results.jsonl");
   REQUIRE(runs.size() == 2);

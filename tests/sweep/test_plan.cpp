@@ -59,6 +59,29 @@ TEST_CASE("paper preset: the iso-depth paper's 116-run grid, counted by the acco
   CHECK(plan.spec.vocab == paper::tokenizer_vocab);
 }
 
+TEST_CASE("paper-truncated preset: the paper's 102-run truncated-BPTT grid, trained as the paper preset") {
+  const Plan plan = make_plan(preset("paper-truncated"));
+  const SweepSpec full = preset("paper");
+  REQUIRE(plan.runs.size() == 102);
+  REQUIRE(plan.runnable() == 102);
+  std::map<int64, int> per_r;
+  for (const auto& r : plan.runs) {
+    INFO(r.id);
+    ++per_r[r.r];
+    CHECK(r.model.d_model == paper::width(r.s));
+    CHECK(effective_depth(r.model) == 20);
+    CHECK(bptt_recurrences(r.model.recur) == (r.r + 1) / 2);  // the paper's BPTT_K: 1, 2, 4
+    const ModelSpec grid = family_member(paper::family(), r.r, paper::width(r.s));
+    CHECK(r.acct.params.non_embedding == count_params(grid).non_embedding);  // truncation moves FLOPs, not parameters
+    CHECK(r.flops_per_token < static_cast<double>(count_flops(grid, paper::seq_len).train));
+  }
+  CHECK(per_r == std::map<int64, int>{{2, 34}, {4, 34}, {8, 34}});
+  // Everything else as the paper preset: recipe, rates, batch, data, validation.
+  CHECK(plan.spec.train == full.train);
+  CHECK((plan.spec.batch_tokens == full.batch_tokens && plan.spec.micro_batch_tokens == full.micro_batch_tokens));
+  CHECK((plan.spec.vocab == full.vocab && plan.spec.seq_len == full.seq_len && plan.spec.data == full.data));
+}
+
 TEST_CASE("paper preset: each run trains at the paper's scaling-run rates, corrected by its tokens (lr_transfer hyperp)") {
   const Plan plan = make_plan(preset("paper"));
   double lowest = 1, highest = 0;

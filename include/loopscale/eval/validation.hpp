@@ -36,10 +36,10 @@ inline nlohmann::json to_json(const ValidationResult& v) {
           {"seconds", v.seconds}, {"tokens_per_s", v.tokens_per_s}};
 }
 
-// The trainer's number of validation windows for a config (trainer.hpp: eval_tokens / (batch x
-// seq_len) batches of `batch` windows, at least one batch).
-inline std::int64_t trainer_validation_windows(std::int64_t eval_tokens, std::int64_t batch, std::int64_t seq_len) {
-  return std::max<std::int64_t>(1, eval_tokens / (batch * seq_len)) * batch;
+// The trainer's number of validation windows for a config over its validation split
+// (train::validation_batches batches of `batch` windows).
+inline std::int64_t trainer_validation_windows(std::int64_t eval_tokens, std::int64_t batch, std::int64_t seq_len, const data::Corpus& val) {
+  return train::validation_batches(eval_tokens, batch, seq_len, val) * batch;
 }
 
 // The numbers of recurrences of a trained-r model's test-time recurrence curve: 1, 2, 4, ... up to

@@ -149,9 +149,22 @@ inline nlohmann::json recurrence_curve(const eval::RunModel& model, const fs::pa
   return {{"r", model.spec.recur.r}, {"windows", windows}, {"seq_len", seq_len}, {"points", points}, {"seconds", seconds}};
 }
 
-// The engine's configuration for one planned run.
-inline train::TrainConfig train_config(const SweepSpec& spec, const PlannedRun& run, const fs::path& dir, const fs::path& data) {
+// Micro-batches per rank and step (train::TrainConfig::accum) so that no forward/backward pass
+// holds more than the spec's micro_batch_tokens, the pass its memory plan counts (plan.hpp): the
+// fewest chunks of whole sequences the batch splits into evenly over `ranks`. The paper preset's
+// batch of 128 sequences in passes of 4 is 32 of them on one process and 4 on 8 ranks, as the
+// paper's code accumulates 2^18 tokens from its device batches.
+inline int64 accum_for(const SweepSpec& spec, int ranks) {
+  const int64 batch = spec.batch_tokens / spec.seq_len, micro = spec.micro_batch_tokens / spec.seq_len, n = std::max(1, ranks);
+  for (int64 a = 1; a <= batch; ++a)
+    if (batch % (n * a) == 0 && batch / (n * a) <= micro) return a;
+  throw sweep_error(fmt::format("sweep: its batch of {} sequences ({} tokens) does not split evenly over {} ranks", batch, spec.batch_tokens, n));
+}
+
+// The engine's configuration for one planned run on `ranks` processes.
+inline train::TrainConfig train_config(const SweepSpec& spec, const PlannedRun& run, const fs::path& dir, const fs::path& data, int ranks = 1) {
   nlohmann::json j = spec.train;
+  if (j.contains("accum")) throw sweep_error("sweep spec: train.accum is set by the sweep itself from micro_batch_tokens; remove it");
   for (const char* k : {"spec", "batch", "seq_len", "tokens", "flops", "data", "out", "seed", "resume"})
     if (j.contains(k)) throw sweep_error(fmt::format("sweep spec: train.{} is set by the sweep itself; remove it", k));
   train::TrainConfig c;
@@ -163,6 +176,7 @@ inline train::TrainConfig train_config(const SweepSpec& spec, const PlannedRun& 
   c.spec = run.model;
   c.seq_len = spec.seq_len;
   c.batch = spec.batch_tokens / spec.seq_len;
+  c.accum = accum_for(spec, ranks);
   c.flops = run.budget;
   c.tokens = 0;
   c.seed = spec.seed;
@@ -203,7 +217,7 @@ inline RunFn engine_run_fn(const EngineOptions& o = {}) {
   auto peaks = std::make_shared<std::map<int, double>>();  // per thread count, measured once per sweep call
   auto probes = std::make_shared<std::optional<eval::Bundle>>();  // drawn once per sweep call
   return [o, peaks, probes](const RunRequest& req) -> nlohmann::json {
-    train::TrainConfig c = train_config(*req.spec, *req.run, req.dir, req.data);
+    train::TrainConfig c = train_config(*req.spec, *req.run, req.dir, req.data, o.ranks);
     c.device = o.device;
     const bool host = o.device == "host";
     if (!host && !o.train && o.ranks == 1) throw sweep_error("sweep: device " + o.device + " needs the program's trainer for it");

@@ -62,11 +62,11 @@ struct SweepSpec {
   int64 vocab_multiple = 64;
   int64 seq_len = 2048;
   int64 batch_tokens = 262144;      // tokens per optimiser step
-  int64 micro_batch_tokens = 65536; // tokens per forward/backward pass (what activations hold)
+  int64 micro_batch_tokens = 65536; // tokens per forward/backward pass (what activations hold): the batch by accumulation (engine.hpp, accum_for)
   double memory_limit_gib = 80;     // per device; a run above it is reported
   std::vector<ComputeBudget> budgets;  // widths: multipliers s; d_model = the width rule applied to s
   // Engine settings (train::TrainConfig keys: lr, warmup, weight_decay, eval_tokens, threads, ...)
-  // shared by every run; the sweep sets spec, batch, seq_len, flops, seed, data and out itself.
+  // shared by every run; the sweep sets spec, batch, accum, seq_len, flops, seed, data and out itself.
   nlohmann::json train = nlohmann::json::object();
   std::uint64_t seed = 0;
   std::string data = "data/corpus";

@@ -3,6 +3,7 @@
 //   cpu-mini  the demo: r in {1, 2, 4, 8}, 3 widths per budget, 5-19 minutes on two cores (docs/sweeps.md);
 //   cpu       the same family with more widths and budgets, a few hours on two cores;
 //   paper     the 116-run grid of the iso-depth paper (spec/paper_grid.hpp), for GPUs;
+//   paper-truncated  its 102-run truncated-BPTT sweep: r in {2, 4, 8}, gradient through ceil(r / 2);
 //   looped-moe  E x R for the looped-MoE law (moe_presets.hpp);
 //   mixed-moe   cpu-mini's family with dense and MoE layers alternating in the shared block.
 // The CPU presets use the byte-level corpus (vocab 256) and an iso-depth family of effective depth
@@ -20,7 +21,7 @@
 
 namespace loopscale::sweep {
 
-inline std::vector<std::string> preset_names() { return {"smoke", "cpu-mini", "cpu", "paper", "looped-moe", "mixed-moe"}; }
+inline std::vector<std::string> preset_names() { return {"smoke", "cpu-mini", "cpu", "paper", "paper-truncated", "looped-moe", "mixed-moe"}; }
 
 namespace detail {
 
@@ -62,6 +63,17 @@ inline SweepSpec cpu_family(const std::string& name) {
 
 inline SweepSpec preset(const std::string& name) {
   if (name == "looped-moe") return detail::looped_moe_preset(name);  // moe_presets.hpp
+  if (name == "paper-truncated") {
+    // The paper's second sweep, trained as the first (the same recipe, rates, data and validation)
+    // with truncated backpropagation through the recurrences and its own grid (spec/paper_grid.hpp).
+    SweepSpec s = preset("paper");
+    s.name = name;
+    s.r.assign(paper::truncated_rs.begin(), paper::truncated_rs.end());
+    s.r1_layout = "split";  // no r = 1 run to lay out
+    s.bptt = "half";
+    s.budgets = paper::truncated_budgets();
+    return s;
+  }
   if (name == "paper") {
     SweepSpec s;
     s.name = "paper";
@@ -93,7 +105,11 @@ inline SweepSpec preset(const std::string& name) {
                {"lr_norm", 0.005 / matrix_lr},
                {"lr_lanes", 0.01 / matrix_lr},
                {"lr_width_ref", static_cast<double>(train::HyperP::reference_width)},  // 640, the reference model's width
-               {"lr_transfer", "hyperp"}};
+               {"lr_transfer", "hyperp"},
+               // Validated as its final evaluation is (nanochat/common.py EVAL_ROWS_FULL): on 34,560
+               // rows of 2,048, about its whole validation split of 34,608 rows, each once
+               // (train::validation_batches), not on the default 2^17 tokens, one batch of 64.
+               {"eval_tokens", 34560 * 2048}};
     s.data = "data/fineweb-edu";
     return s;
   }

@@ -21,7 +21,8 @@
 // step s is row (s x batch + b) modulo the rows, so each epoch reads every row once, in the
 // folder's (shuffled) order, and a resumed run again reads what the uninterrupted one would. The
 // seed does not change that order (the paper's loader has none either), and a window drawn from a
-// mix corpus leaves its row unread. The validation sample of a packed split is its first rows.
+// mix corpus leaves its row unread. The validation sample of a packed split is its first rows,
+// each read at most once (validation_batches).
 #pragma once
 
 #include <algorithm>
@@ -138,6 +139,20 @@ class TrainSampler {
   int64 T_, batch_;
   mutable std::vector<std::int32_t> window_;  // one (T+1)-token window, allocated once
 };
+
+// The trainer's validation sample in batches of `batch` windows: eval_tokens / (batch x seq_len),
+// at least one. A packed split holds no more than its rows: validation reads each row at most
+// once (as the paper's final evaluation reads its whole validation split once, 34,560 of its
+// 34,608 rows in batches of 32 x 8 ranks), so the count stops at rows / batch, dropping fewer
+// than `batch` rows at the end. Only a split of fewer rows than one batch is read with rows
+// repeated. The one rule for the trainer and for `loopscale eval` (eval/validation.hpp), which
+// reproduces the trainer's val_loss on the same windows.
+inline int64 validation_batches(int64 eval_tokens, int64 batch, int64 seq_len, const Corpus& val) {
+  int64 n = std::max<int64>(1, eval_tokens / (batch * seq_len));
+  if (val.row_tokens() > 0 && val.rows() >= static_cast<std::uint64_t>(batch))
+    n = std::min<int64>(n, static_cast<int64>(val.rows() / static_cast<std::uint64_t>(batch)));
+  return n;
+}
 
 // A fixed validation sample: `windows` windows spread evenly over the validation split, the same
 // for every seed and every run, so validation losses of different runs compare.

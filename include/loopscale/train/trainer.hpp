@@ -544,7 +544,7 @@ class Trainer {
         length_(in.length),
         memory_(in.memory),
         per_step_(cfg.batch * cfg.seq_len),
-        eval_batches_(std::max<int64>(1, cfg.eval_tokens / per_step_)),
+        eval_batches_(validation_batches(cfg.eval_tokens, cfg.batch, cfg.seq_len, in.val)),
         model_(make_model(cfg, micro_, lanes_)),
         opt_(optimizer_of<float, B>(cfg, model_.tensors(), model_.num_params())),
         sched_(schedule_of(cfg, length_)),
