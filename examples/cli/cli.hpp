@@ -3,7 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -68,17 +70,28 @@ inline CLI::Validator thread_count() {
 // The path and its nearest existing ancestor must be folders: a file there (`--out afile` or
 // `--out afile/sub`) would otherwise surface as an exit-1 filesystem error ("cannot create
 // directories: Not a directory") halfway through, or as a warning and a script that cannot run.
+// And a folder must be makeable there: a name too long, a read-only file system, a folder without
+// write permission or /proc failed the same way (and `train --dry-run` approved them), so the
+// check makes an empty folder where the first one would go and removes it at once: permission
+// bits alone do not say (root passes them, /proc refuses root).
 // The one check of every output folder: train, sweep run/merge/slurm, data, eval --write-builtin.
 inline std::string output_folder_fault(const std::string& v) {
   namespace fs = std::filesystem;
   std::error_code ec;
   for (fs::path p(v); !p.empty(); p = p.parent_path()) {
-    if (fs::exists(p, ec)) {
-      if (fs::is_directory(p, ec)) return {};
-      return p == fs::path(v) ? v + " is a file, not a folder" : v + ": " + p.string() + " is a file, not a folder";
+    const bool there = fs::exists(p, ec);
+    if (ec) return v + ": " + ec.message();  // "File name too long", "Permission denied"
+    if (there) {
+      if (!fs::is_directory(p, ec)) return p == fs::path(v) ? v + " is a file, not a folder" : v + ": " + p.string() + " is a file, not a folder";
+      std::string probe = (p / ".loopscale-write-check-XXXXXX").string();
+      if (::mkdtemp(probe.data()) == nullptr)
+        return (p == fs::path(v) ? v : v + ": " + p.string()) + ": cannot make a folder in it: " + std::strerror(errno);
+      fs::remove(probe, ec);
+      return {};
     }
     if (p == p.parent_path()) break;  // the root, or a name whose parent is itself
   }
+  if (!fs::path(v).is_absolute()) return output_folder_fault(".");  // the working folder, where a relative path goes
   return {};
 }
 

@@ -364,6 +364,10 @@ TEST_CASE("bundle: a bad manifest is one line naming the file, the task and the 
     CHECK_THAT(error_of([&] { read_bundle(dir); }), Catch::Contains("the key \"mc\" appears twice in one object"));
     write_text(dir / "bundle.json", concat("{\"groups\": {\"math\": [\"mc\"], \"reasoning_primitives\": [\"mc\"]}, \"tasks\": {\"mc\": ", task, "}}"));
     CHECK_THAT(error_of([&] { read_bundle(dir); }), Catch::Contains("label \"mc\" is listed twice (in math and reasoning_primitives)"));
+    // A row that names a key twice: nlohmann kept the last, so the row's gold was another answer.
+    write_text(dir / "bundle.json", concat("{\"icl_tasks\": [{", mc_entry, "}]}"));
+    write_text(dir / "mc.jsonl", R"({"query": "a", "choices": ["b", "c"], "gold": 0, "gold": 1})" "\n");
+    CHECK_THAT(error_of([&] { read_bundle(dir); }), Catch::Contains("mc.jsonl line 1: the key \"gold\" appears twice in one object"));
   }
   SECTION("the grouped dialect's own faults") {
     const fs::path dir = temp_dir("grouped_faults");

@@ -20,6 +20,7 @@
 #include "loopscale/data/checksum.hpp"
 #include "loopscale/data/corpus.hpp"
 #include "loopscale/data/foreign_formats.hpp"
+#include "loopscale/data/input_files.hpp"
 #include "loopscale/data/manifest.hpp"
 #include "loopscale/data/shard_writer.hpp"
 #include "loopscale/data/tokenizer.hpp"
@@ -45,6 +46,7 @@ inline Manifest import_tokens(const ImportOptions& o) {
     throw corpus_error("data: vocab mismatch: --vocab " + std::to_string(vocab) + " but the tokenizer " + o.tokenizer + " has " + std::to_string(tok->vocab()));
   if (vocab > foreign_max_vocab(o.format)) throw corpus_error("data: vocab " + std::to_string(vocab) + " does not fit this format's tokens");
   if (o.train.empty()) throw corpus_error("data: no training files given (--train)");
+  check_inputs_disjoint(o.train, o.val, "--train", "--val");
   std::vector<ForeignFile> train, val;  // open and check every file before writing anything
   for (const auto& p : o.train) train.emplace_back(p, o.format);
   for (const auto& p : o.val) val.emplace_back(p, o.format);

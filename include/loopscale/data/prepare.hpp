@@ -23,6 +23,7 @@
 
 #include "loopscale/data/checksum.hpp"
 #include "loopscale/data/documents.hpp"
+#include "loopscale/data/input_files.hpp"
 #include "loopscale/data/manifest.hpp"
 #include "loopscale/data/packing.hpp"
 #include "loopscale/data/shard_writer.hpp"
@@ -90,45 +91,13 @@ inline std::vector<Encoded> encode_batch(const DocumentReader& reader, const std
   return out;
 }
 
-// Inputs that would read the same file twice: an --input given twice (its documents doubled) or a
-// --val-input that an --input also reads (its documents in training and in validation, so the
-// validation loss would be measured on trained text). A folder reads every file below it.
-inline void check_inputs_disjoint(const std::vector<std::string>& train, const std::vector<std::string>& val) {
-  namespace fs = std::filesystem;
-  const auto canon = [](const std::vector<std::string>& ps) {
-    std::vector<fs::path> out;
-    for (const auto& p : ps) {
-      std::error_code ec;
-      const fs::path c = fs::weakly_canonical(p, ec);
-      out.push_back(ec ? fs::path(p).lexically_normal() : c);
-    }
-    return out;
-  };
-  const auto overlap = [](const fs::path& a, const fs::path& b) {  // one is the other, or a folder above it
-    auto ai = a.begin(), bi = b.begin();
-    for (; ai != a.end() && bi != b.end(); ++ai, ++bi)
-      if (*ai != *bi) return false;
-    return true;
-  };
-  const std::vector<fs::path> tc = canon(train), vc = canon(val);
-  for (std::size_t i = 0; i < tc.size(); ++i)
-    for (std::size_t j = i + 1; j < tc.size(); ++j)
-      if (overlap(tc[i], tc[j]))
-        throw corpus_error("data: --input " + train[j] + " is read twice (also through --input " + train[i] + "): its documents would count twice");
-  for (std::size_t i = 0; i < vc.size(); ++i)
-    for (std::size_t j = 0; j < tc.size(); ++j)
-      if (overlap(tc[j], vc[i]))
-        throw corpus_error("data: --val-input " + val[i] + " is also read by --input " + train[j] +
-                           ": its documents would be in training and in validation");
-}
-
 }  // namespace detail
 
 inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function<void(const PrepareProgress&)>& progress = {}) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   if (!(o.split.val_fraction >= 0 && o.split.val_fraction < 1)) throw corpus_error("data: --val-fraction must be in [0, 1)");  // NaN too
-  detail::check_inputs_disjoint(o.input.paths, o.val_inputs);
+  check_inputs_disjoint(o.input.paths, o.val_inputs, "--input", "--val-input");
   check_pack_options(o.pack);
   const Tokenizer tok = Tokenizer::load(o.tokenizer);
   if (o.pack.packed() && tok.bos_id() < 0)

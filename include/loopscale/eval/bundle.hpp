@@ -76,6 +76,7 @@
 #include "loopscale/eval/task.hpp"
 #include "loopscale/util/atomic_file.hpp"
 #include "loopscale/util/json_number.hpp"
+#include "loopscale/util/json_parse.hpp"
 #include "loopscale/util/names.hpp"
 #include "loopscale/util/text.hpp"
 
@@ -257,8 +258,12 @@ inline std::vector<Item> read_rows(const std::filesystem::path& path, TaskType t
     ++line;
     if (s.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const std::string where = concat("eval: ", path.string(), " line ", line);
-    const json row = json::parse(s, nullptr, /*allow_exceptions=*/false);
-    if (row.is_discarded()) throw bundle_error(concat(where, ": not a JSON object (the line is not JSON)"));
+    json row;
+    try {
+      row = parse_json_bounded<bundle_error>(std::string(s), where);  // a key twice is an error, not its last value
+    } catch (const json::parse_error&) {
+      throw bundle_error(concat(where, ": not a JSON object (the line is not JSON)"));
+    }
     items.push_back(parse_item(type, row, where));
   }
   if (items.empty()) throw bundle_error(concat("eval: ", path.string(), " holds no rows"));
@@ -266,22 +271,14 @@ inline std::vector<Item> read_rows(const std::filesystem::path& path, TaskType t
 }
 
 // The manifest's JSON; a key given twice in one object (a label twice in "tasks", say) is an
-// error, where nlohmann would keep the last silently.
+// error (parse_json_bounded), where nlohmann would keep the last silently.
 inline json parse_manifest(const std::filesystem::path& path) {
-  const std::string text = read_file(path);
-  std::vector<std::set<std::string>> keys;  // one per open object
-  std::string duplicate;
-  const json::parser_callback_t cb = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) keys.emplace_back();
-    else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
-      duplicate = parsed.get<std::string>();
-    return true;
-  };
-  json m = json::parse(text, cb, /*allow_exceptions=*/false);
-  if (m.is_discarded()) throw bundle_error(concat("eval: ", path.string(), " is not JSON"));
-  if (!duplicate.empty())
-    throw bundle_error(concat("eval: ", path.string(), ": the key ", in_quotes(duplicate), " appears twice in one object (a label given twice?)"));
+  json m;
+  try {
+    m = parse_json_bounded<bundle_error>(read_file(path), concat("eval: ", path.string()));
+  } catch (const json::parse_error&) {
+    throw bundle_error(concat("eval: ", path.string(), " is not JSON"));
+  }
   if (!m.is_object()) throw bundle_error(concat("eval: ", path.string(), " must hold a JSON object, not ", kind_of(m)));
   return m;
 }

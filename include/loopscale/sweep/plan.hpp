@@ -188,6 +188,9 @@ inline void from_json(const nlohmann::json& j, SweepSpec& s) {
     for (const auto& b : j.at("budgets")) {
       if (!b.is_object() || !b.contains("C") || !b.contains("s") || !b.at("C").is_number() || !b.at("s").is_array())
         throw sweep_error("sweep spec: every budget needs \"C\" (FLOPs) and \"s\" (width multipliers), got " + json_brief(b));
+      for (const auto& field : b.items())  // a misspelt key was ignored, its widths never planned
+        if (field.key() != "C" && field.key() != "s")
+          throw sweep_error("sweep spec: unknown field '" + field.key().substr(0, 60) + "' in a budget (a budget has \"C\" and \"s\")");
       ComputeBudget x;
       x.flops = b.at("C").get<double>();
       for (const auto& w : b.at("s")) {

@@ -175,9 +175,15 @@ inline ResultsFile parse_results_file(const fs::path& file) {
     const std::string line = text.substr(sp.begin, sp.end - sp.begin);
     const bool last = i + 1 == spans.size();
     std::string problem;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) {
+    nlohmann::json j;
+    try {
+      j = parse_json_bounded<sweep_error>(line, "");
+    } catch (const nlohmann::json::parse_error&) {
       problem = "not a JSON line";
+    } catch (const sweep_error& e) {  // a key twice (nlohmann would keep the last) or absurd nesting
+      problem = std::string(e.what()).substr(2);
+    }
+    if (!problem.empty()) {
     } else if (last) {
       try {
         result_from_json(j);

@@ -1,4 +1,4 @@
-// Reading a user's JSON file without trusting its nesting. nlohmann parses and destroys a value
+// Reading a user's JSON file without trusting its nesting or its keys. nlohmann parses and destroys a value
 // iteratively, but copies, compares and dumps it recursively: "[[[...]]]" 100000 levels deep
 // parses fine and then overflows the stack (SIGSEGV) in the first error message that dumps it or
 // the first copy. No file loopscale reads nests deeper than a few levels, so the readers of user
@@ -6,8 +6,10 @@
 // describe a bad value with json_brief, which is bounded however the value was made.
 #pragma once
 
+#include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,15 +20,22 @@ namespace loopscale {
 inline constexpr int json_depth_limit = 128;
 
 // nlohmann::json::parse(in), refusing a document nested deeper than json_depth_limit levels with
-// Error("WHERE: JSON nested deeper than N levels"). Other parse failures throw nlohmann's
-// exceptions as parse does, for the caller's existing handling.
+// Error("WHERE: JSON nested deeper than N levels"), and an object that names a key twice with
+// Error("WHERE: the key \"K\" appears twice in one object"): nlohmann keeps the last value without a
+// word, so `{"loss": 3.5, "loss": 9}` fitted 9 and a config's second "lr" trained. Other parse
+// failures throw nlohmann's exceptions as parse does, for the caller's existing handling.
 template <class Error, class Input>
 nlohmann::json parse_json_bounded(Input&& in, const std::string& where) {
+  using event_t = nlohmann::json::parse_event_t;
+  std::vector<std::set<std::string>> keys;  // the keys seen so far in each object open around the event
   // depth is the number of arrays and objects already open around the event.
-  const nlohmann::json::parser_callback_t cb = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
-    if ((event == nlohmann::json::parse_event_t::array_start || event == nlohmann::json::parse_event_t::object_start) &&
-        depth >= json_depth_limit)
+  const nlohmann::json::parser_callback_t cb = [&](int depth, event_t event, nlohmann::json& parsed) {
+    if ((event == event_t::array_start || event == event_t::object_start) && depth >= json_depth_limit)
       throw Error(where + ": JSON nested deeper than " + std::to_string(json_depth_limit) + " levels");
+    if (event == event_t::object_start) keys.emplace_back();
+    if (event == event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+      throw Error(where + ": the key \"" + parsed.get<std::string>().substr(0, 60) + "\" appears twice in one object");
     return true;
   };
   return nlohmann::json::parse(std::forward<Input>(in), cb);
