@@ -3,7 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +14,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -99,15 +103,46 @@ inline CLI::Validator output_folder() {
   return CLI::Validator([](std::string& v) { return output_folder_fault(v); }, "FOLDER");
 }
 
-// For options read into unsigned integers (seeds, shard sizes, line counts): CLI11 reads "-1" into
-// them as 2^64 - 1, a value nobody typed. (CLI::NonNegativeNumber says so with a 300-digit bound.)
-inline CLI::Validator non_negative() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        const std::size_t first = v.find_first_not_of(" \t");
-        return first != std::string::npos && v[first] == '-' ? "must not be negative, not " + v : std::string();
-      },
-      "UINT");
+// A whole number that an integer option's type cannot hold: CLI11 reads them with strtoll and
+// strtoull, which saturate (`--seed 18446744073709551616` was taken as 18446744073709551615, and
+// `--d-model 99999999999999999999` as 2^63 - 1, then refused showing that number), and strtoull
+// reads "-1" as 2^64 - 1. The fault of `v` as a T: "" where it fits or is no whole number at all
+// (CLI11's own "Could not convert: --seed = 1.5" says so). Read as CLI11 reads it (base 0: 0x10 is 16).
+template <class T>
+std::string integer_fault(const std::string& v) {
+  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
+  const std::string range = "(" + std::to_string(std::numeric_limits<T>::min()) + " to " + std::to_string(std::numeric_limits<T>::max()) + ")";
+  const char* s = v.c_str();
+  char* end = nullptr;
+  errno = 0;
+  bool fits = false;
+  if constexpr (std::is_unsigned_v<T>) {
+    std::size_t first = 0;
+    while (first < v.size() && std::isspace(static_cast<unsigned char>(v[first]))) ++first;
+    if (first < v.size() && v[first] == '-') return "must not be negative, not " + v;
+    const unsigned long long x = std::strtoull(s, &end, 0);
+    fits = errno != ERANGE && std::in_range<T>(x);
+  } else {
+    const long long x = std::strtoll(s, &end, 0);
+    fits = errno != ERANGE && std::in_range<T>(x);
+  }
+  if (v.empty() || end != s + v.size() || fits) return {};
+  return v + " is out of range " + range;
+}
+
+// Every integer option of `app` and of its subcommands, checked with integer_fault as CLI11 reads
+// it: the one check of them all (main.cpp calls it once every command is registered). CLI11 names
+// their type INT or UINT; the check reads them as 64 bits, and a value that fits 64 bits but not a
+// narrower option (an int) is CLI11's "Could not convert: --polish = 3000000000". A list option
+// (add_distinct_list) checks each of its entries itself: its value as given, "1,2", is no number here.
+inline void check_integer_options(CLI::App& app) {
+  for (CLI::Option* o : app.get_options()) {
+    const std::string type = o->get_type_name();
+    const std::string base = type.substr(0, type.find(':'));  // "INT:0 to 1024": a check's description follows
+    if (base == "UINT") o->check(CLI::Validator([](std::string& v) { return integer_fault<std::uint64_t>(v); }, ""));
+    if (base == "INT") o->check(CLI::Validator([](std::string& v) { return integer_fault<std::int64_t>(v); }, ""));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) check_integer_options(*sub);
 }
 
 // A file to write: not a folder, and in a folder that exists (a write would otherwise fail after
@@ -175,6 +210,8 @@ CLI::Option* add_distinct_list(CLI::App& app, const std::string& name, std::vect
           }
           for (const std::string& piece : pieces) {
             if (piece.find_first_not_of(" \t") == std::string::npos) throw usage_error(name + ": an empty entry in '" + value + "'");
+            if constexpr (std::is_integral_v<T>)
+              if (const std::string f = integer_fault<T>(piece); !f.empty()) throw usage_error(name + ": " + f);
             T x{};
             if (!CLI::detail::lexical_cast(piece, x)) throw CLI::ConversionError(name, given);
             v.push_back(std::move(x));

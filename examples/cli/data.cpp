@@ -39,7 +39,7 @@ struct InputFlags {
     sub.add_option("--documents", documents, "plain text: a document is a file, a paragraph or a line")->capture_default_str();
     sub.add_option("--text-field", text_field, "JSONL: the field holding a document's text")->capture_default_str();
     sub.add_option("--val-fraction", val_fraction, val_help)->capture_default_str();
-    sub.add_option("--split-seed", split_seed, "seed of the document hash that splits train and validation")->capture_default_str()->check(non_negative());
+    sub.add_option("--split-seed", split_seed, "seed of the document hash that splits train and validation")->capture_default_str();
     sub.add_option("--threads", threads, "threads (0: every core)")->capture_default_str()->check(cli::thread_count());
   }
   data::InputOptions options() const {
@@ -69,7 +69,7 @@ void add_tokenizer(CLI::App& data) {
   in->add_to(*sub, "leave out the documents `data prepare --val-fraction F` would put into validation (same --split-seed)");
   sub->add_option("--vocab", o->vocab, "vocabulary size, the 256 byte pieces included")->required();
   sub->add_option("--model", o->model, "bpe or unigram")->capture_default_str();
-  sub->add_option("--sample-lines", o->sample_lines, "lines sampled for training (0: all)")->capture_default_str()->check(non_negative());
+  sub->add_option("--sample-lines", o->sample_lines, "lines sampled for training (0: all)")->capture_default_str();
   sub->add_flag("--bos", o->bos, "give the model a BOS piece (id 1), which `data prepare --pack` puts before every document");
   sub->add_option("--out", *out, "the model file to write (e.g. data/tok4k.model)")->required()->check(output_file());
   sub->callback([in, o, out] {
@@ -95,16 +95,16 @@ void add_prepare(CLI::App& data) {
   sub->add_option("--val-input", o->val_inputs, "files or folders whose documents all go to validation");
   sub->add_option("--tokenizer", o->tokenizer, "byte, or a SentencePiece .model file (copied into the folder)")->capture_default_str();
   sub->add_option("--out", *out, "the corpus folder")->required()->check(output_folder());
-  sub->add_option("--shard-tokens", o->shard_tokens, "tokens per shard (0: one file per split, train.bin and val.bin)")->capture_default_str()->check(non_negative());
+  sub->add_option("--shard-tokens", o->shard_tokens, "tokens per shard (0: one file per split, train.bin and val.bin)")->capture_default_str();
   sub->add_flag("--force", o->force, "replace a corpus already in --out");
   auto pack_seq = std::make_shared<std::uint64_t>(0);
   sub->add_option("--pack", *pack_seq,
                   "write rows of T + 1 tokens of whole documents, each after the tokenizer's BOS, best-fit packed as the paper's code "
                   "does; train with --seq-len T (0: documents joined by a newline)")
-      ->capture_default_str()->check(non_negative());
-  sub->add_option("--pack-buffer", o->pack.buffer, "documents the best fit chooses among")->capture_default_str()->check(non_negative());
-  sub->add_option("--pack-shuffle-rows", o->pack.shuffle_rows, "rows shuffled together")->capture_default_str()->check(non_negative());
-  sub->add_option("--pack-seed", o->pack.seed, "seed of the row shuffle")->capture_default_str()->check(non_negative());
+      ->capture_default_str();
+  sub->add_option("--pack-buffer", o->pack.buffer, "documents the best fit chooses among")->capture_default_str();
+  sub->add_option("--pack-shuffle-rows", o->pack.shuffle_rows, "rows shuffled together")->capture_default_str();
+  sub->add_option("--pack-seed", o->pack.seed, "seed of the row shuffle")->capture_default_str();
   auto quiet_flag = std::make_shared<bool>(false);
   sub->add_flag("--quiet", *quiet_flag, "no progress lines");
   sub->callback([in, o, out, quiet_flag, pack_seq] {
@@ -149,7 +149,7 @@ void add_import_export(CLI::App& data) {
   imp->add_option("--vocab", io->vocab, "vocabulary of the tokens (e.g. 50257 for GPT-2); default: the tokenizer's");
   imp->add_option("--tokenizer", io->tokenizer, "the SentencePiece model that made the tokens (text bytes are then counted)");
   imp->add_option("--out", *iout, "the corpus folder")->required()->check(output_folder());
-  imp->add_option("--shard-tokens", io->shard_tokens, "tokens per shard (0: one file per split)")->capture_default_str()->check(non_negative());
+  imp->add_option("--shard-tokens", io->shard_tokens, "tokens per shard (0: one file per split)")->capture_default_str();
   imp->add_flag("--force", io->force, "replace a corpus already in --out");
   imp->callback([io, ifmt, iout] {
     io->format = data::parse_foreign_format(*ifmt);
@@ -166,7 +166,7 @@ void add_import_export(CLI::App& data) {
   exp->add_option("--format", *efmt, "llmc, raw16 or raw32")->required();
   exp->add_option("--data", *edata, "the corpus folder")->required();
   exp->add_option("--out", *eout, "folder of the files to write")->required()->check(output_folder());
-  exp->add_option("--shard-tokens", eo->shard_tokens, "tokens per file (0: one file per split, {train,val}.bin)")->capture_default_str()->check(non_negative());
+  exp->add_option("--shard-tokens", eo->shard_tokens, "tokens per file (0: one file per split, {train,val}.bin)")->capture_default_str();
   exp->callback([eo, efmt, edata, eout] {
     eo->format = data::parse_foreign_format(*efmt);
     eo->data = *edata;

@@ -257,7 +257,7 @@ const bool registered_eval = add_command([](CLI::App& app) {
   sub->add_option("--max-per-task", a->max_per_task, "score at most N items of each task (0: all)")->capture_default_str();
   sub->add_option("--items", a->items, "built-in probes: items per task")->capture_default_str();
   sub->add_option("--max-bytes", a->max_bytes, "built-in probes: bytes per prompt, few-shot example included")->capture_default_str();
-  sub->add_option("--seed", a->seed, "seed of the built-in probes, the item subset and the few-shot draws (default: a run's --mix-probes-seed)")->capture_default_str()->check(non_negative());
+  sub->add_option("--seed", a->seed, "seed of the built-in probes, the item subset and the few-shot draws (default: a run's --mix-probes-seed)")->capture_default_str();
   sub->add_option("--corpus", a->corpus, "corpus folder for the validation windows and the cloze probes (default: the run's)");
   sub->add_option("--val-tokens", a->val_tokens, "validation tokens (default: the trainer's windows; 0: none)");
   sub->add_option("--prefix", a->prefix,
@@ -280,7 +280,7 @@ const bool registered_eval = add_command([](CLI::App& app) {
   smp->add_option("--temperature", s->temperature, "0: greedy")->capture_default_str();
   smp->add_option("--top-k", s->top_k, "draw among the k most likely tokens (0: all)")->capture_default_str();
   smp->add_option("--r-eval", s->r_eval, "number of recurrences (default: the trained r)")->check(at_least(1));
-  smp->add_option("--seed", s->seed, "seed of the draws")->capture_default_str()->check(non_negative());
+  smp->add_option("--seed", s->seed, "seed of the draws")->capture_default_str();
   smp->add_option("--threads", s->threads, "threads (0: every core)")->capture_default_str()->check(thread_count());
   smp->add_flag("--json", s->json, "print the sample and its log-probability as JSON");
   smp->callback([s, smp] { run_sample(*s, smp->get_option("--max-new")->count() > 0); });

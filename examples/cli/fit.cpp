@@ -206,7 +206,7 @@ const bool registered_fit = add_command([](CLI::App& app) {
   sub->add_option("--drop-highest", a->drop_highest, "drop the K points of highest loss first")->capture_default_str();
   sub->add_option("--starts", a->starts, "grid (the law's grid, Chinchilla's 4,500) or random:N in the law's box (default: grid if the law has one, else random:500)");
   sub->add_option("--start", a->start_points, "a start of your own, every parameter named: A=400,B=400,E=2,alpha=.3,beta=.3");
-  sub->add_option("--seed", a->seed, "seed of random starts and bootstrap resamples")->capture_default_str()->check(non_negative());
+  sub->add_option("--seed", a->seed, "seed of random starts and bootstrap resamples")->capture_default_str();
   sub->add_option("--huber-delta", a->huber_delta, "Huber delta on log residuals")->capture_default_str();
   sub->add_option("--scout-ftol", a->scout_ftol,
                   "scout: every start first runs until an iteration gains less than this share of the objective (at or below SciPy's 2.2e-9: every start under SciPy's rules)")

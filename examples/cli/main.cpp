@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   CLI::App app{"loopscale: looped transformers, mixture of experts and their scaling laws"};
   app.require_subcommand(1);
   for (auto& reg : loopscale::cli::registry()) reg(app);
+  loopscale::cli::check_integer_options(app);  // a number an integer option cannot hold is refused, not saturated
   // Under an MPI launcher every rank parses the same command and meets the same bad input: rank 0
   // alone prints it. The ranks agree on failures while they train (train/trainer.hpp), so a rank
   // that fails alone ends the job (cli::end_job).

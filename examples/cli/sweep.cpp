@@ -162,7 +162,7 @@ void add_analyse_options(CLI::App& sub, AnalyseOptions& o) {
       ->check(at_least(0));
   sub.add_option("--bootstrap-starts", o.bootstrap_starts, "random starts per resample, besides the full fit's optimum")->capture_default_str()->check(at_least(0));
   sub.add_option("--level", o.level, "interval level")->capture_default_str()->check(number_in(0.5, 0.999));
-  sub.add_option("--seed", o.seed, "seed of starts and resamples")->capture_default_str()->check(non_negative());
+  sub.add_option("--seed", o.seed, "seed of starts and resamples")->capture_default_str();
 }
 
 const bool registered_sweep = add_command([](CLI::App& app) {

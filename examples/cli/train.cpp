@@ -92,7 +92,7 @@ const bool registered_train = add_command([](CLI::App& app) {
   sub->add_option("--softcap", c.softcap, "logit softcap (0: off)")->capture_default_str();
   sub->add_option("--data", c.data, "corpus folder: train.bin and val.bin, or a manifest.json and its shards (data prepare)")->capture_default_str();
   sub->add_option("--out", c.out, "run folder: log.jsonl, checkpoint.bin, summary.json")->check(output_folder());
-  sub->add_option("--seed", c.seed, "seed of the initialisation and the data order (not of a packed corpus, read in its rows' order)")->capture_default_str()->check(non_negative());
+  sub->add_option("--seed", c.seed, "seed of the initialisation and the data order (not of a packed corpus, read in its rows' order)")->capture_default_str();
   sub->add_option("--threads", c.threads, "threads (0: every core)")->capture_default_str()->check(thread_count());
   sub->add_option("--thread-split", c.thread_split,
                   "how the threads share a pass: batch (each thread its share of the sequences through a model of its own), "
@@ -116,7 +116,7 @@ const bool registered_train = add_command([](CLI::App& app) {
                   "mix the built-in probes' task text into training: this fraction of the training windows (byte-level corpora; "
                   "written to OUT/probes.bin, never the evaluation items)");
   sub->add_option("--mix-probes-seed", a->mix_probes_seed, "the probes' seed, the one `loopscale eval --seed` evaluates with")
-      ->capture_default_str()->check(non_negative());
+      ->capture_default_str();
   add_distinct_list(*sub, "--mix-probes-tasks", a->mix_probes_tasks,
                     "only these probe tasks in the mixed text, e.g. induction,var_assign_d0_math (default: every task the text has)", ',');
   sub->add_option("--accum", c.accum,

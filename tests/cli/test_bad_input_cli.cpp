@@ -311,6 +311,34 @@ TEST_CASE("cli: a negative value for an unsigned flag is refused (it read as 2^6
   CHECK(!std::filesystem::exists("/tmp/loopscale_never"));
 }
 
+// CLI11 reads integers with strtoull and strtoll, which saturate: --seed 18446744073709551616 ran
+// as 18446744073709551615, and --d-model 99999999999999999999 was refused as "--d-model
+// 9223372036854775807 is above the limit", a number nobody typed. cli::check_integer_options
+// refuses them as read, the value as given and the type's range in the line.
+TEST_CASE("cli: a whole number past an integer flag's type is refused as given, not saturated", "[cli][flags]") {
+  const std::string u64 = " is out of range (0 to 18446744073709551615)", i64 = " is out of range (-9223372036854775808 to 9223372036854775807)";
+  expect_error("fit --law chinchilla --data /nonexistent.csv --seed 18446744073709551616", "--seed: 18446744073709551616" + u64);
+  expect_error("train --seed 18446744073709551616", "--seed: 18446744073709551616" + u64);
+  expect_error("train --mix-probes-seed 99999999999999999999", "--mix-probes-seed: 99999999999999999999" + u64);
+  expect_error("data prepare --input /nonexistent.jsonl --out /tmp/loopscale_never --split-seed 18446744073709551616",
+               "--split-seed: 18446744073709551616" + u64);
+  expect_error("data import --format llmc --train /nonexistent.bin --out /tmp/loopscale_never --shard-tokens 99999999999999999999",
+               "--shard-tokens: 99999999999999999999" + u64);
+  expect_error("account --d-model 99999999999999999999", "--d-model: 99999999999999999999" + i64);
+  expect_error("account --d-model 256 --r -99999999999999999999", "--r: -99999999999999999999" + i64);
+  expect_error("account --d-model 256 --recur-layers 99999999999999999999", "--recur-layers: 99999999999999999999" + i64);  // an optional
+  expect_error("eval /nonexistent --r-eval 1,99999999999999999999", "--r-eval: 99999999999999999999" + i64);  // a list, entry by entry
+  expect_error("optimal --param A=1 --budget 1e18 --r 99999999999999999999", "--r: 99999999999999999999" + i64);
+  // An unsigned flag narrower than 64 bits refuses a negative value the same way; past its own
+  // range (but within 64 bits) CLI11 says it cannot convert it, naming the flag.
+  expect_error("data tokenizer train --input /nonexistent.txt --out /tmp/loopscale_never.model --vocab -1", "--vocab: must not be negative, not -1");
+  expect_error("fit --law chinchilla --data /nonexistent.csv --polish 3000000000", "Could not convert: --polish = 3000000000");
+  CHECK(!std::filesystem::exists("/tmp/loopscale_never"));
+  CHECK(!std::filesystem::exists("/tmp/loopscale_never.model"));
+  // The largest value is taken: the command goes on to the missing file.
+  expect_error("fit --law chinchilla --data /nonexistent.csv --seed 18446744073709551615", "/nonexistent.csv");
+}
+
 // CLI::Range compares with < and >, which NaN passes: --level nan failed later as "the interval
 // level must be in (0, 1)", naming no flag (4 Dec 2026, evening). cli::number_in refuses it as read.
 TEST_CASE("cli: a real-number flag that is NaN or out of range is refused as read, naming the flag", "[cli][flags]") {
