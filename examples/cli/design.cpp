@@ -123,10 +123,11 @@ void run(const DesignArgs& a) {
     else if (same(p, d.chosen)) mark = same(p, d.optimum) ? "<- chosen (the optimum)" : "<- chosen";
     else if (same(p, d.optimum)) mark = "optimum";
     else if (is_near(p)) mark = "within epsilon of the optimum";
-    fmt::print("{:>4g} {:>4g} {:>12.4g} {:>7.3f} {:>12.4g} {:>12.4g} {:>10.5f}  {}\n", p.R, p.E, p.n_total, p.m, p.n_unroll, p.tokens,
+    // %g: a fixed-point loss printed hundreds of digits where the constants make it huge (A = 1e308).
+    fmt::print("{:>4g} {:>4g} {:>12.4g} {:>7.3f} {:>12.4g} {:>12.4g} {:>10.6g}  {}\n", p.R, p.E, p.n_total, p.m, p.n_unroll, p.tokens,
                p.loss, mark);
   }
-  fmt::print("chosen: R = {:g}, E = {:g}, predicted loss {:.5f} ({:.4g} above the optimum R = {:g}, E = {:g}; {} designs within epsilon)\n",
+  fmt::print("chosen: R = {:g}, E = {:g}, predicted loss {:.6g} ({:.4g} above the optimum R = {:g}, E = {:g}; {} designs within epsilon)\n",
              d.chosen.R, d.chosen.E, d.chosen.loss, d.chosen.loss - d.optimum.loss, d.optimum.R, d.optimum.E, d.near.size());
   // A design is only as good as the constants under it: one the fit left on its box's edge is the
   // box's value, not a measurement (`loopscale fit` says so beside it), and the design inherits that.

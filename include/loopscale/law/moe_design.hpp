@@ -107,6 +107,12 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
       if (!(p.tokens >= 1))
         throw data_error(concat("design: the budget ", s.budget, " FLOPs at R = ", p.R, " leaves D = C / (6 N_unroll) = ", p.tokens,
                                 " tokens, less than one; give a larger budget or smaller R"));
+      // Sizes past a double are no model either: N_act 1e-300 left D = inf (and a loss of 23
+      // digits, exit 0), and N_act and the expert params near 1e308 overflow N_total.
+      if (!std::isfinite(p.n_total) || !std::isfinite(p.n_unroll) || !std::isfinite(p.tokens))
+        throw data_error(concat("design: at R = ", p.R, ", E = ", p.E, " the sizes are beyond the largest number (N_total ", p.n_total,
+                                ", N_unroll ", p.n_unroll, ", D = C / (6 N_unroll) = ", p.tokens,
+                                "); check N_act, N_loop, the expert params and the budget"));
       p.fits_memory = s.memory_bytes <= 0 || p.n_total * s.bytes_per_weight <= s.memory_bytes;
       p.fits_compute = s.max_inference_flops <= 0 || 2 * p.n_unroll <= s.max_inference_flops;
       const auto q = static_cast<Eigen::Index>(i * ne + j);
