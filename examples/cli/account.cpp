@@ -2,6 +2,7 @@
 // `--compare A B`, the relations between two specs (iso-depth, matched compute and parameters),
 // the run-time twins of the static checks (account/compare.hpp), exit 2 when a required one fails.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <filesystem>
@@ -29,7 +30,7 @@ struct AccountArgs {
   std::string convention = "paper";
   bool json = false;
   std::vector<std::string> compare;
-  std::string require = "iso-depth,compute";
+  std::vector<std::string> require = {"iso-depth", "compute"};
   double tolerance = 0.02;
 };
 
@@ -126,7 +127,9 @@ void compare(const AccountArgs& args, bool seq_len_given) {
   const Convention c = parse_convention_flag(args.convention);
   const SpecFile fa = read_spec(args.compare[0]), fb = read_spec(args.compare[1]);
   const ModelSpec &a = fa.spec, &b = fb.spec;
-  if (!(args.tolerance >= 0)) throw usage_error("--tolerance must not be negative");
+  // inf passed `>= 0` and matched every count ("compute yes" for a model of twice the FLOPs).
+  if (!(args.tolerance >= 0) || !std::isfinite(args.tolerance))
+    throw usage_error(concat("--tolerance must be a finite number >= 0, not ", args.tolerance));
   const int64 T = compare_seq_len(args, fa, fb, seq_len_given);
   const Accounting x = account(a, T, c), y = account(b, T, c);
   struct Check {
@@ -140,16 +143,13 @@ void compare(const AccountArgs& args, bool seq_len_given) {
       {"width", same_width(a, b), [&] { require_same_width(a, b); }},
       {"compute", matched_compute(a, b, T, tol, c), [&] { require_matched_compute(a, b, T, tol, c); }},
       {"params", matched_params(a, b, tol), [&] { require_matched_params(a, b, tol); }}};
-  std::vector<std::string> required;
-  std::stringstream list(args.require);
-  for (std::string item; std::getline(list, item, ',');) {
-    if (item.empty()) continue;
+  // The list has no empty entry and no repeat (add_distinct_list): `--require ''` checked nothing.
+  const std::vector<std::string>& required = args.require;
+  for (const std::string& item : required) {
     bool known = false;
     for (const Check& k : checks) known = known || k.name == item;
     if (!known) throw usage_error("--require: unknown check '" + item + "' (iso-depth, width, compute, params)");
-    required.push_back(item);
   }
-  refuse_repeats(required, "--require");
   if (args.json) {
     nlohmann::json j = {{"A", accounting_json(x)}, {"B", accounting_json(y)}, {"seq_len", T}, {"tolerance", tol}, {"required", required}};
     for (const Check& k : checks) j["checks"][k.name] = k.ok;
@@ -192,8 +192,7 @@ const bool registered_account = add_command([](CLI::App& app) {
   sub->add_option("--compare", args->compare,
                   "compare two specs (each a model-spec JSON file, a train config or a run folder) instead of the flags")
       ->expected(2);
-  sub->add_option("--require", args->require, "with --compare: the checks that must hold (iso-depth, width, compute, params)")
-      ->capture_default_str();
+  add_distinct_list(*sub, "--require", args->require, "with --compare: the checks that must hold (iso-depth, width, compute, params)", ',');
   sub->add_option("--tolerance", args->tolerance, "with --compare: relative tolerance of compute and params (|A - B| <= tolerance x max(A, B))")->capture_default_str();
   args->moe.add_to(*sub);
   sub->callback([args, sub] {

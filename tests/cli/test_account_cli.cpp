@@ -232,3 +232,34 @@ TEST_CASE("account --compare: the run-time twins of the static checks", "[cli][a
     CHECK(loopscale::test::count_lines(res.out) == 1);
   }
 }
+
+// `--require ''` and `--require 'width,,'` passed with nothing (or less) checked, rc 0; `--tolerance
+// inf` passed `>= 0` and matched every count, so a model of twice the compute "matched".
+TEST_CASE("account --compare: an empty --require entry and a --tolerance that is not a finite number >= 0 are refused",
+          "[cli][account][compare]") {
+  const std::string dir = (std::filesystem::temp_directory_path() / "loopscale_account_require").string();
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& name, const ModelSpec& m) {
+    std::ofstream(dir + "/" + name) << nlohmann::json(m).dump();
+    return dir + "/" + name;
+  };
+  using Short = Model<Width<384>, Vocab<32064>, Prelude<1>, Recur<Block<Repeat<4, Layer<>>>, 4, Linear>, Coda<1>>;  // depth 18
+  const std::string compare = "account --compare " + write("r4.json", spec_of<Family::member<4>>()) + " " + write("short.json", spec_of<Short>());
+  const auto expect_error = [](const std::string& args, const std::string& text) {
+    const auto r = run_cli(args);
+    INFO(args << "\n-> " << r.out);
+    CHECK(r.rc == 2);
+    CHECK(loopscale::test::count_lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::Contains(text));
+  };
+  expect_error(compare + " --require ''", "--require: an empty entry in ''");
+  expect_error(compare + " --require width,,", "--require: an empty entry in 'width,,'");
+  expect_error(compare + " --require ,width", "--require: an empty entry in ',width'");
+  expect_error(compare + " --require width,width", "--require lists width twice");
+  for (const char* t : {"inf", "nan", "-1"})
+    expect_error(compare + " --require compute --tolerance " + t, std::string("--tolerance must be a finite number >= 0, not ") + t);
+  // What is given is checked: the widths match, the depths (the default iso-depth) do not.
+  CHECK(run_cli(compare + " --require width").rc == 0);
+  CHECK(run_cli(compare + " --require width --tolerance 0").rc == 0);
+  CHECK(run_cli(compare).rc == 2);
+}
