@@ -33,7 +33,8 @@ struct EvalArgs {
   std::string run, tasks = "builtin", write_builtin, corpus;
   std::string prefix;  // text before every prompt (CORE's BOS), encoded with the run's tokenizer
   std::vector<int64> r_eval;
-  int64 max_per_task = 0, items = 200, max_bytes = 256, batch = 8, val_tokens = -1;
+  int64 max_per_task = 0, items = 200, max_bytes = 256, batch = 8;
+  std::optional<int64> val_tokens;  // unset: the trainer's windows (a -1 for that let `--val-tokens -1` through)
   std::uint64_t seed = 0;
   bool seed_given = false;  // --seed on the command line (else a run's probes.json may set it)
   int threads = 0;
@@ -80,7 +81,7 @@ void run_eval(EvalArgs a) {
   if (a.max_bytes < 16) throw usage_error("--max-bytes must be at least 16");
   if (a.max_per_task < 0) throw usage_error("--max-per-task must be 0 (all) or more");
   if (a.batch < 1) throw usage_error("--batch must be at least 1");
-  if (a.val_tokens < -1) throw usage_error("--val-tokens must be 0 (none) or more");
+  if (a.val_tokens && *a.val_tokens < 0) throw usage_error(fmt::format("--val-tokens must be 0 (none) or more, not {}", *a.val_tokens));
   if (a.val_tokens == 0 && a.tasks == "none" && a.write_builtin.empty())
     throw usage_error("--val-tokens 0 and --tasks none leave nothing to evaluate");
   train::HostBackend::set_threads(a.threads);
@@ -141,7 +142,7 @@ void run_eval(EvalArgs a) {
   std::optional<data::Corpus> val;
   int64 windows = 0;
   const int64 seq = model.seq_len;
-  if (corpus.empty() && a.val_tokens < 0) {
+  if (corpus.empty() && !a.val_tokens) {
     // Not found where config.json says (a relative path read from another folder, say): without
     // tasks there is nothing to do; with them the validation line is left out, and said so.
     const std::string where = cfg.value("data", std::string("(none recorded)"));
@@ -153,8 +154,8 @@ void run_eval(EvalArgs a) {
   }
   if (a.val_tokens != 0 && !corpus.empty()) {
     val = data::open_corpus(corpus, data::Split::val);
-    windows = a.val_tokens > 0 ? std::max<int64>(1, a.val_tokens / seq)
-                               : eval::trainer_validation_windows(cfg.value("eval_tokens", train::TrainConfig{}.eval_tokens), cfg.value("batch", train::TrainConfig{}.batch), seq, *val);
+    windows = a.val_tokens ? std::max<int64>(1, *a.val_tokens / seq)
+                           : eval::trainer_validation_windows(cfg.value("eval_tokens", train::TrainConfig{}.eval_tokens), cfg.value("batch", train::TrainConfig{}.batch), seq, *val);
   } else if (a.val_tokens > 0) {
     throw usage_error("--val-tokens: the run's corpus was not found; give --corpus DIR");
   }

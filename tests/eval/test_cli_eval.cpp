@@ -140,7 +140,9 @@ TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
   bad("eval " + run.string() + " --threads 100000", "--threads: must be a whole number from 0 (every core) to 1024");  // once SIGSEGV
   bad("eval --write-builtin " + (run / "config.json").string(), "is a file, not a folder");  // once exit 1
   bad("eval " + run.string() + " --val-tokens 0 --tasks none", "leave nothing to evaluate");  // printed nothing, exit 0
-  bad("eval " + run.string() + " --val-tokens -5", "--val-tokens must be 0 (none) or more");
+  bad("eval " + run.string() + " --val-tokens -5", "--val-tokens must be 0 (none) or more, not -5");
+  // -1 was the unset value inside, so it ran as the default (the trainer's windows).
+  bad("eval " + run.string() + " --val-tokens -1", "--val-tokens must be 0 (none) or more, not -1");
   // Its corpus not found from here (config.json's relative path, read from another folder): an
   // error where nothing else is asked for, not an empty report.
   bad("eval " + run.string() + " --tasks none --corpus /nonexistent/corpus", "/nonexistent/corpus");
