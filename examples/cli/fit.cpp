@@ -43,6 +43,8 @@ void run(const FitArgs& a) {
   if (a.bootstrap < 0 || a.bootstrap == 1) throw usage_error("--bootstrap needs at least 2 resamples");
   if (!a.block.empty() && a.bootstrap == 0) throw usage_error("--block needs --bootstrap N");
   if (a.threads < 0) throw usage_error("--threads must not be negative");
+  // Named here: the bootstrap's own check said "the interval level must be in (0, 1)", naming no flag.
+  if (!(a.ci_level > 0 && a.ci_level < 1)) throw usage_error(concat("--ci-level must be in (0, 1), not ", a.ci_level));
   const law::RunTable table = law::read_table(a.data);
   const law::ColumnMap map = column_map(a.map, {a.block, a.holdout.empty() ? std::string() : split_assignment(a.holdout, "--holdout").first});
   law::RunReader reader(table, map);
@@ -50,12 +52,14 @@ void run(const FitArgs& a) {
 
   law::FitOptions opt;
   opt.huber_delta = a.huber_delta;
-  if (!(a.ftol >= 0) || !(a.gtol >= 0)) throw usage_error("--ftol and --gtol must not be negative");
+  // The stopping rules, each the same way: inf passed `>= 0` for --ftol and --gtol and stopped every
+  // start at once, a bad fit with exit 0.
+  for (const auto& [flag, tol] : {std::pair{"--ftol", a.ftol}, std::pair{"--gtol", a.gtol}, std::pair{"--scout-ftol", a.scout_ftol}})
+    if (!(tol >= 0) || !std::isfinite(tol)) throw usage_error(concat(flag, " must be a finite number >= 0, not ", tol));
   opt.ftol = a.ftol;
   opt.gtol = a.gtol;
   if (a.polish < -1) throw usage_error("--polish must be -1 (every start), 0 (none) or a count of starts");
   opt.polish = a.polish;
-  if (!(a.scout_ftol >= 0) || !std::isfinite(a.scout_ftol)) throw usage_error("--scout-ftol must be a finite number, not negative");
   opt.scout_ftol = a.scout_ftol;
   if (!(a.screen_share > 0 && a.screen_share <= 1)) throw usage_error("--screen-share must be a fraction in (0, 1]");
   opt.screen_share = a.screen_share;

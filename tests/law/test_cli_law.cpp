@@ -114,7 +114,15 @@ TEST_CASE("bad data: one line and exit code 2", "[law][cli]") {
   expect_error("fit --law chinchilla --starts sometimes --data " + epoch_csv + epoch_map, "--starts");
   expect_error(fit + epoch_csv + epoch_map + " --polish -2", "--polish");
   expect_error(fit + epoch_csv + epoch_map + " --scout-ftol -1", "--scout-ftol");
-  expect_error(fit + epoch_csv + epoch_map + " --scout-ftol inf", "--scout-ftol");
+  expect_error(fit + epoch_csv + epoch_map + " --scout-ftol inf", "--scout-ftol must be a finite number >= 0, not inf");
+  // --ftol inf and --gtol inf passed `>= 0` and stopped every start at once (a bad fit, exit 0);
+  // the three stopping rules are checked the same way.
+  for (const char* flag : {"--ftol", "--gtol", "--scout-ftol"})
+    for (const char* v : {"inf", "nan", "-1"})
+      expect_error(fit + epoch_csv + epoch_map + " " + flag + " " + v, std::string(flag) + " must be a finite number >= 0, not " + v);
+  // The level was refused as "the interval level must be in (0, 1)", naming no flag.
+  for (const char* v : {"nan", "1.5", "0", "1", "inf"})
+    expect_error(fit + epoch_csv + epoch_map + " --bootstrap 5 --ci-level " + v, std::string("--ci-level must be in (0, 1), not ") + v);
   expect_error(fit + epoch_csv + epoch_map + " --screen-share 0", "--screen-share");
   expect_error(fit + epoch_csv + epoch_map + " --screen-share 1.5", "--screen-share");
   expect_error(fit + epoch_csv + epoch_map + " --line-search armijo", "--line-search");
