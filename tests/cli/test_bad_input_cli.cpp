@@ -91,6 +91,13 @@ TEST_CASE("cli: an empty entry of a comma-separated list is refused, naming the 
   CHECK(count_lines(ok.out) == count_lines(run_cli(optimal + "--budget 1e18 --r 1 --r 2").out));
 }
 
+// `optimal --r 3` said "choose r among its divisors: r = 3, recurrent depth 16", listing no divisor.
+TEST_CASE("cli: an r that does not divide the family's recurrent depth is refused, listing the r that do", "[cli][spec]") {
+  const std::string listed = "choose r among its divisors: r = 3, recurrent depth 16, whose divisors are 1, 2, 4, 8, 16";
+  expect_error(optimal + "--budget 1e18 --r 3", listed);
+  expect_error(optimal + "--budget 1e18 --r 1,2,3", listed);
+}
+
 TEST_CASE("cli: sweep slurm --time is a Slurm time limit of some time, longer than the warning", "[cli][slurm]") {
   const std::string slurm = "sweep slurm --preset smoke --out " + temp_dir("slurm") + " --dry-run ";
   // Slurm reads a limit of zero as no limit: these wrote "#SBATCH --time=0" and exited 0.

@@ -178,6 +178,12 @@ TEST_CASE("the family builder: members, block size, BPTT, MoE placement", "[spec
     CHECK(m.recur.inject.kind == (r == 1 ? Inject::none : Inject::linear));
   }
   CHECK_THROWS_WITH(family_member(f, 3, 512), Catch::Contains(LOOPSCALE_MSG_FAMILY_R_DIVIDES) && Catch::Contains("r = 3"));
+  // The message lists the r that do divide the recurrent depth (it said "choose r among its divisors" and named none).
+  CHECK_THROWS_WITH(family_member(f, 3, 512), Catch::EndsWith("r = 3, recurrent depth 16, whose divisors are 1, 2, 4, 8, 16"));
+  FamilySpec deep = f;
+  deep.depth = 10004;  // recurrent depth 10000: r is at most 4096, so no divisor past it is listed
+  CHECK_THROWS_WITH(family_member(deep, 3, 512), Catch::EndsWith("recurrent depth 10000, whose divisors up to the limit 4096 are "
+                                                                 "1, 2, 4, 5, 8, 10, 16, 20, 25, 40, 50, 80, 100, 125, 200, 250, 400, 500, 625, 1000, 1250, 2000, 2500"));
   FamilySpec after = f;  // the family's state norm reaches every member
   after.state_norm = StateNorm::after_loop;
   for (const int64 r : paper::rs) {

@@ -83,7 +83,13 @@ constexpr int64 family_block_layers(const FamilySpec& f, int64 r) {
   if (rest < 1) throw spec_error("iso-depth family: depth must exceed prelude + coda (the shared block needs a layer)");
   if (rest % r != 0) {
     if (std::is_constant_evaluated()) throw spec_error(LOOPSCALE_MSG_FAMILY_R_DIVIDES);
-    throw spec_error(concat(LOOPSCALE_MSG_FAMILY_R_DIVIDES, ": r = ", r, ", recurrent depth ", rest));
+    // The r that do divide it, named (`optimal --r 3` said "choose r among its divisors" and listed
+    // none); r is at most SpecLimits::depth, so no more are listed.
+    std::string divisors;
+    for (int64 d = 1; d <= rest && d <= SpecLimits::depth; ++d)
+      if (rest % d == 0) divisors += divisors.empty() ? concat(d) : concat(", ", d);
+    throw spec_error(concat(LOOPSCALE_MSG_FAMILY_R_DIVIDES, ": r = ", r, ", recurrent depth ", rest, ", whose divisors",
+                            rest > SpecLimits::depth ? " up to the limit 4096" : "", " are ", divisors));
   }
   return rest / r;
 }
