@@ -111,7 +111,6 @@ inline CLI::Validator output_folder() {
 template <class T>
 std::string integer_fault(const std::string& v) {
   static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
-  const std::string range = "(" + std::to_string(std::numeric_limits<T>::min()) + " to " + std::to_string(std::numeric_limits<T>::max()) + ")";
   const char* s = v.c_str();
   char* end = nullptr;
   errno = 0;
@@ -119,7 +118,7 @@ std::string integer_fault(const std::string& v) {
   if constexpr (std::is_unsigned_v<T>) {
     std::size_t first = 0;
     while (first < v.size() && std::isspace(static_cast<unsigned char>(v[first]))) ++first;
-    if (first < v.size() && v[first] == '-') return "must not be negative, not " + v;
+    if (first < v.size() && v[first] == '-') return concat("must not be negative, not ", v);
     const unsigned long long x = std::strtoull(s, &end, 0);
     fits = errno != ERANGE && std::in_range<T>(x);
   } else {
@@ -127,7 +126,7 @@ std::string integer_fault(const std::string& v) {
     fits = errno != ERANGE && std::in_range<T>(x);
   }
   if (v.empty() || end != s + v.size() || fits) return {};
-  return v + " is out of range " + range;
+  return concat(v, " is out of range (", std::numeric_limits<T>::min(), " to ", std::numeric_limits<T>::max(), ")");
 }
 
 // Every integer option of `app` and of its subcommands, checked with integer_fault as CLI11 reads
