@@ -82,21 +82,26 @@ inline CLI::Validator thread_count() {
 inline std::string output_folder_fault(const std::string& v) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  for (fs::path p(v); !p.empty(); p = p.parent_path()) {
-    const bool there = fs::exists(p, ec);
-    if (ec) return v + ": " + ec.message();  // "File name too long", "Permission denied"
-    if (there) {
+  const auto can_make_in = [&](const fs::path& p) -> std::string {  // p: an existing folder
+    std::string probe = (p / ".loopscale-write-check-XXXXXX").string();
+    const std::string at = p == fs::path(v) ? v : v + ": " + p.string();
+    if (::mkdtemp(probe.data()) == nullptr) return at + ": cannot make a folder in it: " + std::strerror(errno);
+    if (!fs::remove(probe, ec)) return at + ": cannot remove the empty folder " + probe + " made to check it: " + ec.message();
+    return {};
+  };
+  fs::path p(v);
+  for (; !p.empty(); p = p.parent_path()) {
+    const fs::file_status st = fs::symlink_status(p, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+      return v + ": " + ec.message();  // "File name too long", "Permission denied"
+    if (fs::exists(st)) {
+      if (fs::is_symlink(st) && !fs::exists(p, ec)) return v + ": " + p.string() + " is a link to nothing";
       if (!fs::is_directory(p, ec)) return p == fs::path(v) ? v + " is a file, not a folder" : v + ": " + p.string() + " is a file, not a folder";
-      std::string probe = (p / ".loopscale-write-check-XXXXXX").string();
-      if (::mkdtemp(probe.data()) == nullptr)
-        return (p == fs::path(v) ? v : v + ": " + p.string()) + ": cannot make a folder in it: " + std::strerror(errno);
-      fs::remove(probe, ec);
-      return {};
+      return can_make_in(p);
     }
-    if (p == p.parent_path()) break;  // the root, or a name whose parent is itself
+    if (p == p.parent_path()) return {};  // the root, or a name whose parent is itself
   }
-  if (!fs::path(v).is_absolute()) return output_folder_fault(".");  // the working folder, where a relative path goes
-  return {};
+  return can_make_in(".");  // a relative path none of whose folders exists goes in the working folder
 }
 
 inline CLI::Validator output_folder() {

@@ -250,9 +250,11 @@ const bool registered_sweep = add_command([](CLI::App& app) {
         } catch (const sweep_error& e) {
           throw usage_error(e.what());
         }
-        if ((plan.spec.batch_tokens / plan.spec.seq_len) % *ranks != 0)  // every run's batch
-          throw usage_error(fmt::format("--ranks {}: the sweep's batch of {} sequences does not split evenly over {} ranks", *ranks,
-                                          plan.spec.batch_tokens / plan.spec.seq_len, *ranks));
+        try {
+          (void)accum_for(plan.spec, *ranks);  // every run's batch, split over the ranks (engine.hpp)
+        } catch (const sweep_error& e) {
+          throw usage_error(fmt::format("--ranks {}: {}", *ranks, e.what()));
+        }
       }
       RunSummary s;
       // A signal stops the sweep after the current run's checkpoint: exit 75, resumable (run.hpp).

@@ -77,12 +77,17 @@ TEST_CASE("cli: an output folder that cannot be made is refused before any work,
   const std::string long_name = (dir / std::string(300, 'x')).string();
   refused_with(tiny_train + "--out " + long_name + " --dry-run", "File name too long");
   refused_with("data export --format raw16 --data " + dir.string() + " --out " + long_name, "File name too long");
-  // The check leaves nothing behind where it tried.
-  for (const auto& e : std::filesystem::directory_iterator(dir)) FAIL("left behind: " << e.path());
-  // A folder that can be made passes, and the dry run still writes nothing.
+  // A link to nothing, which a folder cannot be made through.
+  std::filesystem::create_symlink(dir / "gone", dir / "link");
+  refused_with(tiny_train + "--out " + (dir / "link").string() + " --dry-run", "--out: " + (dir / "link").string() + ": " + (dir / "link").string() + " is a link to nothing");
+  std::filesystem::remove(dir / "link");
+  // A folder that can be made passes, and the dry run still writes nothing: the check made its
+  // empty folder in `dir` and removed it.
   const auto r = run_cli(tiny_train + "--out " + (dir / "a" / "run").string() + " --dry-run --data /nonexistent_corpus");
-  CHECK(r.out.find("--out") == std::string::npos);
-  CHECK(!std::filesystem::exists(dir / "a"));
+  INFO(r.out);
+  CHECK(r.rc == 2);  // the corpus, not --out
+  CHECK(r.out.find("/nonexistent_corpus") != std::string::npos);
+  for (const auto& e : std::filesystem::directory_iterator(dir)) FAIL("left behind: " << e.path());
 }
 
 TEST_CASE("cli: data import refuses one token file read twice or in both splits", "[cli][data]") {
@@ -94,6 +99,8 @@ TEST_CASE("cli: data import refuses one token file read twice or in both splits"
   refused_with("data import --format raw16 --vocab 300 --train " + tokens + " " + (dir / "." / "t.bin").string() + " --out " + out, "is read twice");
   CHECK(!std::filesystem::exists(out));
   const std::string val = write_file(dir / "v.bin", std::string(2 * 1024, '\1'));
+  refused_with("data import --format raw16 --vocab 300 --train " + tokens + " --val " + val + " " + val + " --out " + out,
+               "--val " + val + " is read twice (also through --val " + val + ")");
   const auto r = run_cli("data import --format raw16 --vocab 300 --train " + tokens + " --val " + val + " --out " + out);
   INFO(r.out);
   CHECK(r.rc == 0);
@@ -103,5 +110,5 @@ TEST_CASE("cli: a sweep budget with a field other than C and s is refused, namin
   const auto dir = files_dir("budget_field");
   const std::string spec = write_file(dir / "spec.json", R"({"depth": 4, "prelude": 1, "coda": 1, "r": [1, 2], "width_per_s": 8, "width_round": 8,
     "head_dim": 8, "seq_len": 32, "batch_tokens": 128, "micro_batch_tokens": 128, "budgets": [{"C": 2e8, "s": [1], "typo_s": [2, 3]}]})");
-  refused_with("sweep plan " + spec, "unknown field 'typo_s' in a budget");
+  refused_with("sweep plan " + spec, "unknown field \"typo_s\" in a budget");
 }

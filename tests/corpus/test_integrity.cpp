@@ -113,10 +113,11 @@ TEST_CASE("token file integrity: shards of a manifest corpus are verified on ope
     raw.append(reinterpret_cast<const char*>(&v), 2);
   }
   write_text(dir / "t.raw", raw);
+  write_text(dir / "v.raw", raw);  // a copy: import refuses one file as both splits
   ImportOptions o;
   o.format = ForeignFormat::raw16;
   o.train = {(dir / "t.raw").string()};
-  o.val = {(dir / "t.raw").string()};
+  o.val = {(dir / "v.raw").string()};
   o.vocab = 1000;
   o.out = dir / "c";
   o.shard_tokens = 2000;

@@ -70,6 +70,17 @@ TEST_CASE("bad data gets one line naming the file, line and column", "[law][io]"
   CHECK_THROWS_AS(csv("a,b\n1,2,3\n"), data_error);
   std::istringstream bad("{\"N\": 1}\n[1, 2]\n");
   CHECK_THROWS_AS(read_jsonl(bad, "x.jsonl"), data_error);
+  // A number past a double is said to be one (it read "not a JSON object").
+  std::istringstream huge("{\"N\": 1e400, \"D\": 4e9, \"loss\": 3.0}\n");
+  CHECK_THROWS_WITH(read_jsonl(huge, "x.jsonl"), "data: x.jsonl line 1: a number beyond the range of a double");
+}
+
+TEST_CASE("a UTF-8 byte-order mark before the header or the first line is not part of a name", "[law][io]") {
+  // Spreadsheets write one; the first column then read as "\xEF\xBB\xBFN", and N was missing.
+  const Runs r = RunReader(csv("\xEF\xBB\xBFN,D,loss\n1e8,1e10,3\n"), {}).read({"N", "D", "loss"});
+  CHECK(r["N"][0] == 1e8);
+  std::istringstream in("\xEF\xBB\xBF{\"N\": 1e8, \"D\": 1e10, \"loss\": 3}\n");
+  CHECK(RunReader(read_jsonl(in, "x.jsonl"), {}).read({"N", "D", "loss"})["loss"][0] == 3);
 }
 
 TEST_CASE("dropping the highest losses keeps the order of the rest", "[law][io]") {

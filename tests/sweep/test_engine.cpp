@@ -207,9 +207,15 @@ TEST_CASE("engine: a batch above micro_batch_tokens is trained by accumulation, 
   CHECK(pc.accum == 32);
   CHECK(train::detail::micro_batch(pc, 1) * pc.seq_len == paper.spec.micro_batch_tokens);
   CHECK(train::detail::micro_batch(train_config(paper.spec, paper.runs[0], "x", "y", 8), 8) == 4);
+  // A spec's own accum (specs before 5 Dec 2026 could set one) stays where its passes fit.
   s = tiny_plan().spec;
   s.train["accum"] = 2;
-  CHECK_THROWS_WITH(train_config(s, tiny_plan().runs[0], "x", "y"), Catch::Contains("train.accum is set by the sweep itself"));
+  CHECK(train_config(s, tiny_plan().runs[0], "x", "y").accum == 2);
+  s.train["accum"] = 3;
+  CHECK_THROWS_WITH(train_config(s, tiny_plan().runs[0], "x", "y"), Catch::Contains("train.accum 3 does not split the batch of 4 sequences"));
+  s.micro_batch_tokens = 32;
+  s.train["accum"] = 2;
+  CHECK_THROWS_WITH(train_config(s, tiny_plan().runs[0], "x", "y"), Catch::Contains("passes of at most 1 (micro_batch_tokens)"));
 
   // A run trains so, and gives the loss of the same batch in one pass (the same sums in another order).
   const fs::path data = tiny_corpus();

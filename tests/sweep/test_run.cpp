@@ -6,8 +6,10 @@
 
 #include "fake_engine.hpp"
 #include "fixtures.hpp"
+#include "loopscale/data/token_file.hpp"
 #include "loopscale/sweep/merge.hpp"
 #include "loopscale/sweep/presets.hpp"
+#include "loopscale/sweep/report_data.hpp"
 #include "loopscale/sweep/results.hpp"
 #include "loopscale/sweep/run.hpp"
 
@@ -151,3 +153,58 @@ TEST_CASE("shards: I/N parse, every run in exactly one shard, merge joins them a
   CHECK(merge_results(plan, {dir / "merged"}, dir / "merged").runs == plan.runnable());
   CHECK(merge_results(plan, {dir / "partial", dir / "results.shard-0-of-3.jsonl"}, dir / "partial").runs > part.runs);
 }
+
+TEST_CASE("run, merge, report: the runs of one sweep are trained on one corpus, whatever --data each shard was given") {
+  const fs::path dir = fresh("one_corpus");
+  // Two corpora of one vocabulary and size, different tokens.
+  const auto corpus = [&](const std::string& name, std::int32_t token) {
+    const fs::path c = dir / name;
+    fs::create_directories(c);
+    data::write_token_file((c / "train.bin").string(), std::vector<std::int32_t>(4096, token), 256);
+    data::write_token_file((c / "val.bin").string(), std::vector<std::int32_t>(1024, token), 256);
+    return c;
+  };
+  const fs::path a = corpus("a", 7), b = corpus("b", 9);
+  const std::string da = sweep::detail::corpus_of(a), db = sweep::detail::corpus_of(b);
+  REQUIRE(da.rfind("xxh3-64:", 0) == 0);
+  REQUIRE(da != db);
+  CHECK(sweep::detail::corpus_of(dir / "nothing_here").empty());
+
+  const Plan plan = small_plan();
+  RunOptions opt;
+  opt.out = dir / "sweep";
+  opt.log = nullptr;
+  opt.data = a;
+  opt.shard = {0, 2};
+  REQUIRE(run_sweep(plan, opt, fast()).trained > 0);
+  for (const RunResult& r : read_results(results_file(opt.out, opt.shard))) CHECK(r.line.at("corpus") == da);
+  // The same shard resumed on another corpus: refused before any run, naming both.
+  opt.data = b;
+  CHECK_THROWS_WITH(run_sweep(plan, opt, fast()), Catch::Contains("was trained on corpus \"" + da) && Catch::Contains("--data " + b.string() + " is " + db));
+  // The other shard on the other corpus is refused too: it reads the first shard's file.
+  opt.shard = {1, 2};
+  CHECK_THROWS_WITH(run_sweep(plan, opt, fast()), Catch::Contains("was trained on corpus \"" + da));
+  // Shard 1 run in a folder of its own, then merged with shard 0: the merge and the report refuse
+  // the two corpora together.
+  RunOptions other = opt;
+  other.out = dir / "sweep_b";
+  REQUIRE(run_sweep(plan, other, fast()).trained > 0);
+  const fs::path b_file = results_file(other.out, other.shard);
+  CHECK_THROWS_WITH(merge_results(plan, {opt.out, b_file}, dir / "merged"),
+                    Catch::Contains("runs of two corpora") && Catch::Contains(da) && Catch::Contains(db));
+  CHECK(!fs::exists(dir / "merged" / "results.jsonl"));
+  fs::copy_file(b_file, results_file(opt.out, opt.shard));
+  CHECK_THROWS_WITH(finished_runs(opt.out, plan), Catch::Contains("runs of two corpora"));
+  fs::remove(results_file(opt.out, opt.shard));
+  // A result kept in a run folder (the gap between a run's end and its line) is not recorded under
+  // another corpus.
+  fs::copy(other.out / "runs", opt.out / "runs", fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  opt.data = a;
+  CHECK_THROWS_WITH(run_sweep(plan, opt, fast()), Catch::Contains("result.json was trained on corpus \"" + db) && Catch::Contains("--data " + a.string()));
+  for (const PlannedRun& r : plan.runs)
+    if (opt.shard.owns(r.index)) fs::remove_all(run_dir(opt.out, r));
+  // Shard 1 on the first corpus, in the first folder: the merge takes them all.
+  REQUIRE(run_sweep(plan, opt, fast()).trained > 0);
+  CHECK(merge_results(plan, {opt.out}, dir / "merged").runs == plan.runnable());
+}
+

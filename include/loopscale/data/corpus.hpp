@@ -215,6 +215,26 @@ inline void check_fits(const Corpus& c, std::int64_t seq_len) {
                        std::to_string(seq_len + 1));
 }
 
+// What identifies a corpus folder's tokens without reading them: an XXH3 digest of every shard's
+// header (vocabulary, token width, count, text bytes and, from format version 2, the checksum of
+// its tokens), training split then validation split. Two copies of a corpus give the same digest
+// wherever they are mounted; a corpus prepared again with another split, seed, packing or
+// tokenizer gives another. (A version 1 shard records no checksum: its count and bytes stand in.)
+// A sweep records it with every result (sweep/run.hpp), so that the runs of one fit are never
+// trained on two corpora.
+inline std::string corpus_digest(const Corpus& train, const Corpus& val) {
+  Checksum c;
+  for (const Corpus* split : {&train, &val}) {
+    const std::uint64_t shards = split->shards().size();
+    c.update(&shards, sizeof shards);
+    for (const TokenFile& f : split->shards()) {
+      const std::uint64_t h[5] = {f.vocab, f.token_bytes, f.count, f.text_bytes, f.has_checksum() ? f.checksum : 0};
+      c.update(h, sizeof h);
+    }
+  }
+  return c.text();
+}
+
 // What a run records of the tokenizer of the corpus it trains on (config.json, checkpoints): its
 // kind, vocabulary and, for a SentencePiece model, the model's absolute path and checksum, so the
 // run's text can be encoded and decoded with the same tokenizer later. A single-file corpus of

@@ -4,13 +4,14 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <tuple>
 #include <vector>
 
 #include "loopscale/data/error.hpp"
 
 namespace loopscale::data {
 
-// Inputs that would read the same file twice: a training input given twice (its documents or
+// Inputs that would read the same file twice: an input of one split given twice (its documents or
 // tokens doubled) or a validation input that a training input also reads (its text in training
 // and in validation, so the validation loss would be measured on trained text). A folder reads
 // every file below it. `train_flag` and `val_flag` name them in the message: --input and
@@ -34,10 +35,11 @@ inline void check_inputs_disjoint(const std::vector<std::string>& train, const s
     return true;
   };
   const std::vector<fs::path> tc = canon(train), vc = canon(val);
-  for (std::size_t i = 0; i < tc.size(); ++i)
-    for (std::size_t j = i + 1; j < tc.size(); ++j)
-      if (overlap(tc[i], tc[j]))
-        throw corpus_error("data: " + train_flag + " " + train[j] + " is read twice (also through " + train_flag + " " + train[i] + "): its text would count twice");
+  for (const auto& [c, given, flag] : {std::tie(tc, train, train_flag), std::tie(vc, val, val_flag)})
+    for (std::size_t i = 0; i < c.size(); ++i)
+      for (std::size_t j = i + 1; j < c.size(); ++j)
+        if (overlap(c[i], c[j]))
+          throw corpus_error("data: " + flag + " " + given[j] + " is read twice (also through " + flag + " " + given[i] + "): its text would count twice");
   for (std::size_t i = 0; i < vc.size(); ++i)
     for (std::size_t j = 0; j < tc.size(); ++j)
       if (overlap(tc[j], vc[i]))

@@ -261,7 +261,9 @@ inline std::vector<Item> read_rows(const std::filesystem::path& path, TaskType t
     json row;
     try {
       row = parse_json_bounded<bundle_error>(std::string(s), where);  // a key twice is an error, not its last value
-    } catch (const json::parse_error&) {
+    } catch (const json::out_of_range&) {  // 1e400
+      throw bundle_error(concat(where, ": a number beyond the range of a double"));
+    } catch (const json::exception&) {
       throw bundle_error(concat(where, ": not a JSON object (the line is not JSON)"));
     }
     items.push_back(parse_item(type, row, where));
@@ -276,7 +278,9 @@ inline json parse_manifest(const std::filesystem::path& path) {
   json m;
   try {
     m = parse_json_bounded<bundle_error>(read_file(path), concat("eval: ", path.string()));
-  } catch (const json::parse_error&) {
+  } catch (const json::out_of_range&) {  // 1e400
+    throw bundle_error(concat("eval: ", path.string(), ": a number beyond the range of a double"));
+  } catch (const json::exception&) {
     throw bundle_error(concat("eval: ", path.string(), " is not JSON"));
   }
   if (!m.is_object()) throw bundle_error(concat("eval: ", path.string(), " must hold a JSON object, not ", kind_of(m)));

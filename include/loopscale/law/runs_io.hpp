@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -58,6 +59,8 @@ inline bool csv_record(std::istream& in, std::vector<std::string>& fields, long&
 
 inline bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
+inline constexpr std::string_view utf8_bom = "\xEF\xBB\xBF";
+
 }  // namespace detail
 
 inline RunTable read_csv(std::istream& in, const std::string& source) {
@@ -67,6 +70,9 @@ inline RunTable read_csv(std::istream& in, const std::string& source) {
   std::vector<std::string> fields;
   if (!detail::csv_record(in, fields, line)) throw data_error("data: " + source + " is empty (no CSV header)");
   t.header = fields;
+  // A UTF-8 byte-order mark before the first column (spreadsheets write one) is not part of its name:
+  // it made "N" read as "\xEF\xBB\xBFN", and the file as having "no column 'N'".
+  if (!t.header.empty() && t.header[0].starts_with(detail::utf8_bom)) t.header[0].erase(0, detail::utf8_bom.size());
   for (auto& h : t.header) h.erase(h.find_last_not_of(" \t") + 1), h.erase(0, h.find_first_not_of(" \t"));
   // A column named twice: which one a variable reads would be an accident of order.
   for (std::size_t i = 0; i < t.header.size(); ++i)
@@ -100,12 +106,15 @@ inline RunTable read_jsonl(std::istream& in, const std::string& source) {
   std::vector<long> lines;
   while (std::getline(in, text)) {
     ++line;
+    if (line == 1 && text.starts_with(detail::utf8_bom)) text.erase(0, detail::utf8_bom.size());  // as read_csv
     if (detail::blank(text)) continue;
     nlohmann::json j;
     try {
       j = parse_json_bounded<data_error>(text, "data: " + source + " line " + std::to_string(line));
-    } catch (const nlohmann::json::exception&) {  // parse_error, and out_of_range for 1e400 (tests/fuzz)
-      throw data_error("data: " + source + " line " + std::to_string(line) + ": not a JSON object");
+    } catch (const nlohmann::json::out_of_range&) {  // 1e400 (tests/fuzz): a number, not a malformed line
+      throw data_error("data: " + source + " line " + std::to_string(line) + ": a number beyond the range of a double");
+    } catch (const nlohmann::json::exception&) {
+      throw data_error("data: " + source + " line " + std::to_string(line) + ": not a JSON object (the line is not JSON)");
     }
     if (!j.is_object()) throw data_error("data: " + source + " line " + std::to_string(line) + ": not a JSON object");
     for (auto it = j.begin(); it != j.end(); ++it)

@@ -149,7 +149,8 @@ inline nlohmann::json recurrence_curve(const eval::RunModel& model, const fs::pa
   return {{"r", model.spec.recur.r}, {"windows", windows}, {"seq_len", seq_len}, {"points", points}, {"seconds", seconds}};
 }
 
-// Micro-batches per rank and step (train::TrainConfig::accum) so that no forward/backward pass
+// Micro-batches per rank and step (train::TrainConfig::accum, unless the spec's train object sets
+// one that fits) so that no forward/backward pass
 // holds more than the spec's micro_batch_tokens, the pass its memory plan counts (plan.hpp): the
 // fewest chunks of whole sequences the batch splits into evenly over `ranks`. The paper preset's
 // batch of 128 sequences in passes of 4 is 32 of them on one process and 4 on 8 ranks, as the
@@ -164,7 +165,6 @@ inline int64 accum_for(const SweepSpec& spec, int ranks) {
 // The engine's configuration for one planned run on `ranks` processes.
 inline train::TrainConfig train_config(const SweepSpec& spec, const PlannedRun& run, const fs::path& dir, const fs::path& data, int ranks = 1) {
   nlohmann::json j = spec.train;
-  if (j.contains("accum")) throw sweep_error("sweep spec: train.accum is set by the sweep itself from micro_batch_tokens; remove it");
   for (const char* k : {"spec", "batch", "seq_len", "tokens", "flops", "data", "out", "seed", "resume"})
     if (j.contains(k)) throw sweep_error(fmt::format("sweep spec: train.{} is set by the sweep itself; remove it", k));
   train::TrainConfig c;
@@ -176,7 +176,15 @@ inline train::TrainConfig train_config(const SweepSpec& spec, const PlannedRun& 
   c.spec = run.model;
   c.seq_len = spec.seq_len;
   c.batch = spec.batch_tokens / spec.seq_len;
-  c.accum = accum_for(spec, ranks);
+  // A spec's own train.accum (specs written before the sweep set it) stays when its passes fit.
+  if (spec.train.contains("accum")) {
+    const int64 batch = spec.batch_tokens / spec.seq_len, micro = spec.micro_batch_tokens / spec.seq_len, n = std::max(1, ranks);
+    if (c.accum < 1 || batch % (n * c.accum) != 0 || batch / (n * c.accum) > micro)
+      throw sweep_error(fmt::format("sweep spec: train.accum {} does not split the batch of {} sequences over {} rank(s) into whole passes of at "
+                                    "most {} (micro_batch_tokens); remove it, and the sweep chooses", c.accum, batch, n, micro));
+  } else {
+    c.accum = accum_for(spec, ranks);
+  }
   c.flops = run.budget;
   c.tokens = 0;
   c.seed = spec.seed;

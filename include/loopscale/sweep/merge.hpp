@@ -21,19 +21,6 @@ struct MergeSummary {
   std::vector<std::string> missing;  // runnable planned runs with no result anywhere
 };
 
-// The results files in a folder: results.jsonl and results.shard-*-of-*.jsonl.
-inline std::vector<fs::path> results_files(const fs::path& dir) {
-  std::vector<fs::path> out;
-  if (!fs::is_directory(dir)) throw sweep_error(dir.string() + " is not a folder");
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && (name == "results.jsonl" || (name.rfind("results.shard-", 0) == 0 && e.path().extension() == ".jsonl")))
-      out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // Reads every results file of `inputs` (folders or files), checks them against `plan`
 // (check_against_plan), and writes the union, in plan order, to `out`/results.jsonl (atomically).
 // `out` may be one of the inputs; its own results.jsonl then counts as one more input. An input
@@ -77,6 +64,9 @@ inline MergeSummary merge_results(const Plan& plan, const std::vector<fs::path>&
       throw sweep_error(fmt::format("{} holds no whole result line{}: nothing to merge from it", input.string(),
                                     fs::is_directory(input) ? " in any of its results files" : ""));
   }
+  std::vector<RunResult> all;
+  for (const auto& [id, rf] : by_id) all.push_back(rf.first);
+  check_one_corpus(all);  // shards run on different --data
   std::string text;
   for (const PlannedRun& r : plan.runs) {
     const auto it = by_id.find(r.id);

@@ -190,7 +190,7 @@ inline void from_json(const nlohmann::json& j, SweepSpec& s) {
         throw sweep_error("sweep spec: every budget needs \"C\" (FLOPs) and \"s\" (width multipliers), got " + json_brief(b));
       for (const auto& field : b.items())  // a misspelt key was ignored, its widths never planned
         if (field.key() != "C" && field.key() != "s")
-          throw sweep_error("sweep spec: unknown field '" + field.key().substr(0, 60) + "' in a budget (a budget has \"C\" and \"s\")");
+          throw sweep_error("sweep spec: unknown field " + json_brief(nlohmann::json(field.key())) + " in a budget (a budget has \"C\" and \"s\")");
       ComputeBudget x;
       x.flops = b.at("C").get<double>();
       for (const auto& w : b.at("s")) {
@@ -363,10 +363,13 @@ inline ModelSpec model_of(const SweepSpec& s, int64 r, int64 mult, int64 experts
 // ---- memory ----------------------------------------------------------------------------------
 
 // Training memory from the engine's own buffer layout (account/memory.hpp): fp32 weights, grads,
-// AdamW moments and the activations of one micro-batch. The engine allocates exactly these
-// buffers, so a run the plan passes fits in memory up to the process overhead.
-inline double training_memory_bytes(const ModelSpec& m, int64 seq_len, int64 micro_batch_tokens) {
-  return static_cast<double>(count_memory(m, micro_batch_tokens / seq_len, seq_len).total);
+// AdamW moments and the activations of one micro-batch, and where the batch is accumulated over
+// several passes the gradient sum beside the gradient (train/lane_plan.hpp, training_memory). The
+// engine allocates exactly these buffers, so a run the plan passes fits in memory up to the
+// process overhead.
+inline double training_memory_bytes(const ModelSpec& m, int64 seq_len, int64 micro_batch_tokens, int64 batch_tokens) {
+  const MemoryEstimate e = count_memory(m, micro_batch_tokens / seq_len, seq_len);
+  return static_cast<double>(e.total + (batch_tokens > micro_batch_tokens ? e.params : 0));
 }
 
 // Which memory model the plan used, printed with every plan.
@@ -441,7 +444,7 @@ inline Plan make_plan(const SweepSpec& spec) {
           const double steps = std::floor(b.flops / (run.flops_per_token * static_cast<double>(spec.batch_tokens)));
           // Past 2^53 steps the count is inexact, and past 2^63 the cast undefined (tests/fuzz).
           run.steps = steps < 0x1p53 ? static_cast<int64>(steps) : 0;
-          run.memory_bytes = training_memory_bytes(run.model, spec.seq_len, spec.micro_batch_tokens);
+          run.memory_bytes = training_memory_bytes(run.model, spec.seq_len, spec.micro_batch_tokens, spec.batch_tokens);
           if (steps >= 0x1p53)
             run.problem = fmt::format("D = {:.3g} tokens is more than 2^53 batches of {}", run.tokens, spec.batch_tokens);
           else if (run.steps < 1)

@@ -108,7 +108,8 @@ inline SweepSpec preset(const std::string& name) {
                {"lr_transfer", "hyperp"},
                // Validated as its final evaluation is (nanochat/common.py EVAL_ROWS_FULL): on 34,560
                // rows of 2,048, about its whole validation split of 34,608 rows, each once
-               // (train::validation_batches), not on the default 2^17 tokens, one batch of 64.
+               // (train::validation_batches), not on the default 2^17 tokens, which round up to one
+               // batch of 128 rows.
                {"eval_tokens", 34560 * 2048}};
     s.data = "data/fineweb-edu";
     return s;

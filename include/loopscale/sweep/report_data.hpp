@@ -39,6 +39,7 @@ inline std::vector<RunResult> finished_runs(const fs::path& dir, const Plan& pla
     }
   }
   check_against_plan(results, plan);
+  check_one_corpus(results);
   results_by_id(results, dir.string());  // duplicates are an error
   if (results.empty()) throw sweep_error(dir.string() + " has no finished runs yet");
   return results;

@@ -178,7 +178,9 @@ inline ResultsFile parse_results_file(const fs::path& file) {
     nlohmann::json j;
     try {
       j = parse_json_bounded<sweep_error>(line, "");
-    } catch (const nlohmann::json::parse_error&) {
+    } catch (const nlohmann::json::out_of_range&) {  // 1e400
+      problem = "a number beyond the range of a double";
+    } catch (const nlohmann::json::exception&) {
       problem = "not a JSON line";
     } catch (const sweep_error& e) {  // a key twice (nlohmann would keep the last) or absurd nesting
       problem = std::string(e.what()).substr(2);
@@ -267,6 +269,45 @@ inline void check_against_plan(const std::vector<RunResult>& results, const Plan
         throw sweep_error(v.is_null() ? fmt::format("{}run {} has {} {} where the plan is a dense sweep, without {}", at, r.id, k,
                                                     json_brief(r.line.at(k)), k)
                                       : fmt::format("{}run {} has {} {} where the plan says {}", at, r.id, k, json_brief(r.line.at(k)), v.dump()));
+  }
+}
+
+// The results files in a folder: results.jsonl and results.shard-*-of-*.jsonl.
+inline std::vector<fs::path> results_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (!fs::is_directory(dir)) throw sweep_error(dir.string() + " is not a folder");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && (name == "results.jsonl" || (name.rfind("results.shard-", 0) == 0 && e.path().extension() == ".jsonl")))
+      out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Checks that results were trained on one corpus: every line that records its corpus (the digest
+// of data::corpus_digest, written by run_sweep since 5 December 2026) records the same one, and,
+// with `corpus` given (the --data of a `sweep run`), that one. Shards run with different --data,
+// or a sweep resumed on another corpus, gave a fit over runs of two corpora without a word. Lines
+// written before the record existed are accepted as they are. Throws sweep_error naming two runs
+// (or the run and --data) and their corpora.
+inline void check_one_corpus(const std::vector<RunResult>& results, const std::string& corpus = {}, const std::string& data = {}) {
+  const RunResult* first = nullptr;
+  for (const RunResult& r : results) {
+    const auto it = r.line.find("corpus");
+    if (it == r.line.end()) continue;
+    const std::string at = r.where.empty() ? r.id : r.id + " (" + r.where + ")";
+    if (!it->is_string()) throw sweep_error(fmt::format("run {}: its corpus must be a digest string, not {}", at, json_brief(*it)));
+    if (!corpus.empty() && *it != corpus)
+      throw sweep_error(fmt::format("run {} was trained on corpus {}, and --data {} is {}: give the corpus its runs were trained on, or "
+                                    "another --out", at, json_brief(*it), data, corpus));
+    if (!first) {
+      first = &r;
+    } else if (*it != first->line.at("corpus")) {
+      const std::string at0 = first->where.empty() ? first->id : first->id + " (" + first->where + ")";
+      throw sweep_error(fmt::format("runs of two corpora: {} was trained on {}, {} on {}; one fit needs one corpus", at0,
+                                    json_brief(first->line.at("corpus")), at, json_brief(*it)));
+    }
   }
 }
 

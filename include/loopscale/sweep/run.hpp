@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "loopscale/data/corpus.hpp"
 #include "loopscale/sweep/plan.hpp"
 #include "loopscale/sweep/results.hpp"
 #include "loopscale/util/file_lock.hpp"
@@ -170,6 +171,23 @@ inline double run_flops(const PlannedRun& r, const SweepSpec& s) {
   return r.flops_per_token * static_cast<double>(r.steps) * static_cast<double>(s.batch_tokens);
 }
 
+// The digest of the corpus folder `data` (data::corpus_digest, from its shards' headers), which
+// every result line records; empty where `data` is not a corpus folder (a RunFn of a test's own
+// may need none: a real run fails on it anyway).
+inline std::string corpus_of(const fs::path& data) {
+  try {
+    return data::corpus_digest(data::open_corpus(data, data::Split::train, data::Verify::headers),
+                               data::open_corpus(data, data::Split::val, data::Verify::headers));
+  } catch (const data::corpus_error&) {
+    return {};
+  }
+}
+
+inline nlohmann::json with_corpus(nlohmann::json line, const std::string& corpus) {
+  if (!corpus.empty()) line["corpus"] = corpus;
+  return line;
+}
+
 }  // namespace detail
 
 inline RunSummary run_sweep(const Plan& plan, const RunOptions& opt, const RunFn& fn) {
@@ -183,6 +201,14 @@ inline RunSummary run_sweep(const Plan& plan, const RunOptions& opt, const RunFn
   set_aside_torn(file, opt.log);
   const std::vector<RunResult> read = read_results(file, opt.log);
   check_against_plan(read, plan);  // a line that names a planned run but not its values would skip that run
+  const std::string corpus = detail::corpus_of(opt.data);
+  {  // finished runs of another corpus, in this shard's file or another's, would join this one's
+    std::vector<RunResult> all = read;
+    for (const fs::path& other : results_files(opt.out))
+      if (other != file)
+        for (RunResult& r : read_results(other, nullptr)) all.push_back(std::move(r));
+    check_one_corpus(all, corpus, opt.data.string());
+  }
   const auto done = results_by_id(read, file.string());
 
   RunSummary sum;
@@ -223,7 +249,14 @@ inline RunSummary run_sweep(const Plan& plan, const RunOptions& opt, const RunFn
       std::ifstream in(kept);
       summary = nlohmann::json::parse(in, nullptr, false);
       if (!summary.is_discarded() && summary.contains("val_loss")) {
-        append_result(file, result_line(plan, run, summary));
+        // Recorded with the corpus it was trained on, which must be this call's; one kept before
+        // results recorded a corpus (5 Dec 2026) is recorded without one, as its line would have been.
+        const std::string its = summary.contains("corpus") && summary.at("corpus").is_string() ? summary.at("corpus").get<std::string>() : "";
+        summary.erase("corpus");  // the line's own field, not the engine's summary
+        if (!corpus.empty() && !its.empty() && its != corpus)
+          throw sweep_error(fmt::format("run {}: {} was trained on corpus {}, and --data {} is {}: give that corpus, or remove {} to train "
+                                        "the run again", run.id, kept.string(), json_brief(nlohmann::json(its)), opt.data.string(), corpus, dir.string()));
+        append_result(file, detail::with_corpus(result_line(plan, run, summary), its));
         ++sum.recovered;
         if (opt.log) *opt.log << fmt::format("[{}/{}] {}: recorded from {}\n", i + 1, todo.size(), run.id, kept.string());
         continue;
@@ -262,8 +295,8 @@ inline RunSummary run_sweep(const Plan& plan, const RunOptions& opt, const RunFn
     if (opt.log) *opt.log << fmt::format("[run {}/{}] {}: r {} d_model {} N {} steps {}\n", i + 1, todo.size(), run.id, run.r,
                                          run.model.d_model, run.acct.params.non_embedding, run.steps);
     summary = fn(req);
-    const nlohmann::json line = result_line(plan, run, summary);  // validates the summary first
-    write_file_atomic(kept, summary.dump(2) + "\n");
+    const nlohmann::json line = detail::with_corpus(result_line(plan, run, summary), corpus);  // validates the summary first
+    write_file_atomic(kept, detail::with_corpus(summary, corpus).dump(2) + "\n");
     append_result(file, line);
     ++sum.trained;
     const double secs = since(t_run);

@@ -19,28 +19,6 @@ namespace loopscale {
 // overflows the stack.
 inline constexpr int json_depth_limit = 128;
 
-// nlohmann::json::parse(in), refusing a document nested deeper than json_depth_limit levels with
-// Error("WHERE: JSON nested deeper than N levels"), and an object that names a key twice with
-// Error("WHERE: the key \"K\" appears twice in one object"): nlohmann keeps the last value without a
-// word, so `{"loss": 3.5, "loss": 9}` fitted 9 and a config's second "lr" trained. Other parse
-// failures throw nlohmann's exceptions as parse does, for the caller's existing handling.
-template <class Error, class Input>
-nlohmann::json parse_json_bounded(Input&& in, const std::string& where) {
-  using event_t = nlohmann::json::parse_event_t;
-  std::vector<std::set<std::string>> keys;  // the keys seen so far in each object open around the event
-  // depth is the number of arrays and objects already open around the event.
-  const nlohmann::json::parser_callback_t cb = [&](int depth, event_t event, nlohmann::json& parsed) {
-    if ((event == event_t::array_start || event == event_t::object_start) && depth >= json_depth_limit)
-      throw Error(where + ": JSON nested deeper than " + std::to_string(json_depth_limit) + " levels");
-    if (event == event_t::object_start) keys.emplace_back();
-    if (event == event_t::object_end && !keys.empty()) keys.pop_back();
-    if (event == event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
-      throw Error(where + ": the key \"" + parsed.get<std::string>().substr(0, 60) + "\" appears twice in one object");
-    return true;
-  };
-  return nlohmann::json::parse(std::forward<Input>(in), cb);
-}
-
 namespace detail {
 inline bool json_shallower_than(const nlohmann::json& v, int levels) {
   if (!v.is_structured()) return true;
@@ -58,6 +36,28 @@ inline std::string json_brief(const nlohmann::json& v) {
   std::string s = v.dump();
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
+}
+
+// nlohmann::json::parse(in), refusing a document nested deeper than json_depth_limit levels with
+// Error("WHERE: JSON nested deeper than N levels"), and an object that names a key twice with
+// Error("WHERE: the key \"K\" appears twice in one object"): nlohmann keeps the last value without a
+// word, so `{"loss": 3.5, "loss": 9}` fitted 9 and a config's second "lr" trained. Other parse
+// failures throw nlohmann's exceptions as parse does, for the caller's existing handling.
+template <class Error, class Input>
+nlohmann::json parse_json_bounded(Input&& in, const std::string& where) {
+  using event_t = nlohmann::json::parse_event_t;
+  std::vector<std::set<std::string>> keys;  // the keys seen so far in each object open around the event
+  // depth is the number of arrays and objects already open around the event.
+  const nlohmann::json::parser_callback_t cb = [&](int depth, event_t event, nlohmann::json& parsed) {
+    if ((event == event_t::array_start || event == event_t::object_start) && depth >= json_depth_limit)
+      throw Error(where + ": JSON nested deeper than " + std::to_string(json_depth_limit) + " levels");
+    if (event == event_t::object_start) keys.emplace_back();
+    if (event == event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+      throw Error(where + ": the key " + json_brief(parsed) + " appears twice in one object");  // quoted and escaped: one line
+    return true;
+  };
+  return nlohmann::json::parse(std::forward<Input>(in), cb);
 }
 
 }  // namespace loopscale
