@@ -368,6 +368,8 @@ TEST_CASE("bundle: a bad manifest is one line naming the file, the task and the 
     write_text(dir / "bundle.json", concat("{\"icl_tasks\": [{", mc_entry, "}]}"));
     write_text(dir / "mc.jsonl", R"({"query": "a", "choices": ["b", "c"], "gold": 0, "gold": 1})" "\n");
     CHECK_THAT(error_of([&] { read_bundle(dir); }), Catch::Contains("mc.jsonl line 1: the key \"gold\" appears twice in one object"));
+    write_text(dir / "mc.jsonl", R"({"query": "a", "choices": ["b", "c"], "gold": 1e400})" "\n");
+    CHECK_THAT(error_of([&] { read_bundle(dir); }), Catch::Contains("mc.jsonl line 1: a number beyond the range of a double"));
   }
   SECTION("the grouped dialect's own faults") {
     const fs::path dir = temp_dir("grouped_faults");

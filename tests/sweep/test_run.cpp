@@ -52,6 +52,12 @@ TEST_CASE("results: appends are whole lines, a second line for the same run is r
   // A bad line before the last is an error (a torn last line is set aside instead: test_reliability.cpp).
   std::ofstream(dir / "bad.jsonl") << "{\"id\": \"x\"}\n{oops\n{\"id\": \"y\"}\n";
   CHECK_THROWS_WITH(read_lines(dir / "bad.jsonl"), Catch::Contains("bad.jsonl:2: not a JSON line"));
+  // A number past a double, or a key given twice, is named for what it is (1e400 was exit 1 once
+  // the reader threw nlohmann's out_of_range).
+  std::ofstream(dir / "huge.jsonl") << "{\"id\": 1e400}\n{\"id\": \"y\"}\n";
+  CHECK_THROWS_WITH(read_lines(dir / "huge.jsonl"), Catch::Contains("huge.jsonl:1: a number beyond the range of a double"));
+  std::ofstream(dir / "twice.jsonl") << "{\"loss\": 1, \"loss\": 2}\n{\"id\": \"y\"}\n";
+  CHECK_THROWS_WITH(read_lines(dir / "twice.jsonl"), Catch::Contains("twice.jsonl:1: the key \"loss\" appears twice in one object"));
 }
 
 TEST_CASE("run: every runnable run once, a rerun trains nothing, a result kept before a kill is recorded") {
