@@ -112,10 +112,17 @@ inline CLI::Validator output_folder() {
 // strtoull, which saturate (`--seed 18446744073709551616` was taken as 18446744073709551615, and
 // `--d-model 99999999999999999999` as 2^63 - 1, then refused showing that number), and strtoull
 // reads "-1" as 2^64 - 1. The fault of `v` as a T: "" where it fits or is no whole number at all
-// (CLI11's own "Could not convert: --seed = 1.5" says so). Read as CLI11 reads it (base 0: 0x10 is 16).
+// (CLI11's own "Could not convert: --seed = 1.5" says so). Read as CLI11 reads it (base 0: 0x10 is
+// 16), except that a leading zero is refused: base 0 reads `--seed 010` as octal 8 without a word,
+// and `--threads 010` passed a check that read 10, then ran 8 threads.
 template <class T>
 std::string integer_fault(const std::string& v) {
   static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
+  {
+    std::size_t d = v.find_first_not_of(" \t+-");
+    if (d != std::string::npos && v[d] == '0' && d + 1 < v.size() && std::isdigit(static_cast<unsigned char>(v[d + 1])))
+      return concat(v, " has a leading zero, which would read as an octal number; write it without");
+  }
   const char* s = v.c_str();
   char* end = nullptr;
   errno = 0;

@@ -294,7 +294,7 @@ const bool registered_train = add_command([](CLI::App& app) {
       train::detail::check_run_files(files);
       if (std::filesystem::is_directory(files.out)) {
         train::detail::check_run_folder_free(files);  // takes no lock, writes nothing
-        (void)train::detail::resumable_checkpoint(cfg, files, data::tokenizer_record(cfg.data, train_split));
+        (void)train::detail::resumable_checkpoint(cfg, files, data::tokenizer_record(cfg.data, train_split), data::corpus_digest(train_split, val_split));
       }
       const train::TrainingLength b = train::training_length(cfg);
       // A device's forms of attention keep a T x T gradient per sequence, the host's one per thread;

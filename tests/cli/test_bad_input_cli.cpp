@@ -344,6 +344,11 @@ TEST_CASE("cli: a whole number past an integer flag's type is refused as given, 
   CHECK(!std::filesystem::exists("/tmp/loopscale_never.model"));
   // The largest value is taken: the command goes on to the missing file.
   expect_error("fit --law chinchilla --data /nonexistent.csv --seed 18446744073709551615", "/nonexistent.csv");
+  // A leading zero read as octal (CLI11 reads base 0): --seed 010 was 8, --threads 010 ran 8 threads.
+  expect_error("fit --law chinchilla --data /nonexistent.csv --seed 010", "--seed: 010 has a leading zero, which would read as an octal number");
+  expect_error("account --d-model 0256", "--d-model: 0256 has a leading zero");
+  expect_error("fit --law chinchilla --data /nonexistent.csv --seed 0", "/nonexistent.csv");  // 0 itself is fine
+  expect_error("fit --law chinchilla --data /nonexistent.csv --seed 0x10", "/nonexistent.csv");  // hexadecimal says what it is
 }
 
 // CLI::Range compares with < and >, which NaN passes: --level nan failed later as "the interval

@@ -534,6 +534,18 @@ TEST_CASE("trainer: the paper recipe learns, repeats bit for bit, keeps its matr
   REQUIRE(losses(part / "log.jsonl") == la);
   REQUIRE(resumed.val_loss == ra.val_loss);
   REQUIRE(load_checkpoint<float>(part / "checkpoint.bin").params == ca.params);
+  // The run records its corpus (config.json and every checkpoint), and a resume on another corpus
+  // of the same tokenizer (a few more validation bytes) is refused with one line, before training.
+  const std::string digest = data::corpus_digest(data::open_corpus(data, data::Split::train), data::open_corpus(data, data::Split::val));
+  REQUIRE(ca.meta.at("corpus") == digest);
+  std::ifstream recorded(a / "config.json");
+  REQUIRE(nlohmann::json::parse(recorded).at("corpus") == digest);
+  const fs::path more = make_corpus("paper_more", 60000, 8001);
+  TrainConfig elsewhere = c;
+  elsewhere.data = more.string();
+  REQUIRE_THROWS_WITH(train::train(elsewhere), Catch::StartsWith("config: cannot resume " + (part / "checkpoint.bin").string() +
+                                                                 ": it was trained on corpus \"" + digest + "\", and --data " + more.string() + " is xxh3-64:"));
+  fs::remove_all(more);
   // A config of the other recipe is refused with one line, before training.
   TrainConfig other = tiny_config(data, part);
   other.resume = true;

@@ -181,7 +181,7 @@ inline TrainConfig config_from_json(const nlohmann::json& j) {
   }
   nlohmann::json full = recipe_defaults(r);  // its keys are the known ones
   for (const auto& [k, v] : j.items()) {
-    if (k == "tokenizer") continue;  // config.json's record of the corpus's tokenizer, not a setting
+    if (k == "tokenizer" || k == "corpus") continue;  // config.json's records of the corpus (its tokenizer, its digest), not settings
     if (!full.contains(k)) throw config_error("config: unknown key '" + k + "'");
     // A float where a whole number belongs: get<int64>() of 1e300 would be undefined (json_number.hpp).
     const nlohmann::json& d = full[k];

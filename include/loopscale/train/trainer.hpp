@@ -2,7 +2,7 @@
 // `loopscale train` command, a sweep runner and a user's own program all call.
 //
 // A run lives in its folder (config.out):
-//   config.json      the TrainConfig of the run and its corpus's tokenizer ("tokenizer", written at the start)
+//   config.json      the TrainConfig of the run, its corpus's tokenizer ("tokenizer") and digest ("corpus"), written at the start
 //   log.jsonl        one JSON line per step: step, tokens, loss, lr, grad_norm, tokens_per_s, mfu,
 //                    seconds (and val_loss, val_bpb on evaluation steps; with MoE layers a "moe"
 //                    object: balance_loss, z_loss, drop_rate, max_min_load and each layer's
@@ -79,6 +79,7 @@
 #include "loopscale/util/file_lock.hpp"
 #include "loopscale/util/interrupt.hpp"
 #include "loopscale/util/json_number.hpp"
+#include "loopscale/util/json_parse.hpp"
 #include "loopscale/util/names.hpp"
 #include "loopscale/util/regular_file.hpp"
 #include "loopscale/util/extern_templates.hpp"
@@ -237,6 +238,7 @@ struct RunInputs {
   Corpus train, val;       // the corpus folder's splits (data/corpus.hpp: one file each, or shards)
   std::optional<Corpus> mix;  // TrainConfig::mix_data, when mix_frac > 0
   nlohmann::json tokenizer;  // what the run records of the corpus's tokenizer (data::tokenizer_record)
+  std::string corpus;        // and of its tokens (data::corpus_digest)
   TrainingLength length;
   MemoryEstimate memory;
   int64 lanes = 1;  // thread lanes of a micro-batch (thread_lanes; auto takes one model where lanes would not fit in memory)
@@ -322,10 +324,19 @@ inline void check_run_files(const RunFiles& files) {
 }
 
 // The checkpoint to resume from (checkpoint_to_resume), and the same token ids must mean the same
-// text: a resumed run keeps its tokenizer (`tokenizer`: data::tokenizer_record of this run's corpus).
-inline std::optional<Checkpoint<float>> resumable_checkpoint(const TrainConfig& cfg, const RunFiles& files, const nlohmann::json& tokenizer) {
+// text: a resumed run keeps its tokenizer (`tokenizer`: data::tokenizer_record of this run's corpus)
+// and its corpus (`corpus`: data::corpus_digest): a run resumed on other documents of the same
+// tokenizer would train on two corpora and report one. Checkpoints written before runs recorded
+// their corpus (5 December 2026) resume on any.
+inline std::optional<Checkpoint<float>> resumable_checkpoint(const TrainConfig& cfg, const RunFiles& files, const nlohmann::json& tokenizer,
+                                                             const std::string& corpus) {
   std::optional<Checkpoint<float>> c = checkpoint_to_resume(cfg, files);
-  if (c) data::check_same_tokenizer(c->meta.value("tokenizer", nlohmann::json()), tokenizer, c->path.string());
+  if (!c) return c;
+  data::check_same_tokenizer(c->meta.value("tokenizer", nlohmann::json()), tokenizer, c->path.string());
+  const auto it = c->meta.find("corpus");
+  if (it != c->meta.end() && *it != corpus)
+    throw config_error("config: cannot resume " + c->path.string() + ": it was trained on corpus " + json_brief(*it) + ", and --data " + cfg.data +
+                       " is " + corpus + "; give the corpus it was trained on, or train into another --out");
   return c;
 }
 
@@ -360,6 +371,7 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
   in.train = open_run_corpus(cfg, data::Split::train);
   in.val = open_run_corpus(cfg, data::Split::val);
   in.tokenizer = data::tokenizer_record(data, in.train);
+  in.corpus = data::corpus_digest(in.train, in.val);
   if (cfg.mix_frac > 0) {
     const data::TokenFile mix = data::read_token_file(cfg.mix_data);
     data::verify_tokens(mix);  // as open_corpus does: its checksum and its tokens, before the run folder is written
@@ -383,7 +395,7 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
   in.lanes = plan.lanes;
   in.memory = plan.memory;
   check_memory_fits(cfg, micro, plan, avail, where);
-  in.checkpoint = resumable_checkpoint(cfg, files, in.tokenizer);
+  in.checkpoint = resumable_checkpoint(cfg, files, in.tokenizer, in.corpus);
   return in;
 }
 
@@ -541,6 +553,7 @@ class Trainer {
         progress_(progress),
         wall0_(wall0),
         tokenizer_(std::move(in.tokenizer)),
+        corpus_(std::move(in.corpus)),
         length_(in.length),
         memory_(in.memory),
         per_step_(cfg.batch * cfg.seq_len),
@@ -992,7 +1005,8 @@ class Trainer {
                            {"lanes", lanes_},
                            {"state_checksum", data::checksum_text(sum)},
                            {"config", identity(cfg_)},
-                           {"tokenizer", tokenizer_}};
+                           {"tokenizer", tokenizer_},
+                           {"corpus", corpus_}};
     if (model_.moe_layers() > 0) meta["moe_bias"] = moe_bias(model_);
     save_checkpoint<float>(files_.checkpoint, meta, st.params, st.m, st.v, keep_previous_ ? files_.prev : std::filesystem::path());
   }
@@ -1072,6 +1086,7 @@ class Trainer {
   const ProgressFn& progress_;
   clock::time_point wall0_;
   const nlohmann::json tokenizer_;  // recorded in config.json and every checkpoint
+  const std::string corpus_;        // the corpus's digest: recorded likewise, checked by a resume
   const TrainingLength length_;
   const MemoryEstimate memory_;
   const int64 per_step_, eval_batches_;
@@ -1131,7 +1146,8 @@ TrainResult train(const TrainConfig& cfg, const ProgressFn& progress = {}, Commu
       std::filesystem::create_directories(files.out);
       if (!lock.held()) lock = lock_run();
       nlohmann::json recorded = cfg;
-      recorded["tokenizer"] = in.tokenizer;  // a record of the corpus, not a setting (config_from_json skips it)
+      recorded["tokenizer"] = in.tokenizer;  // records of the corpus, not settings (config_from_json skips them)
+      recorded["corpus"] = in.corpus;
       write_file_atomic(files.config, recorded.dump(2) + "\n");
     }
     trainer.emplace(cfg, std::move(in), files, wall0, progress, comm);
