@@ -204,6 +204,8 @@ const bool registered_account = add_command([](CLI::App& app) {
       compare(*args, sub->count("--seq-len") > 0);
       return;
     }
+    for (const char* flag : {"--require", "--tolerance"})  // checks of a comparison: without one they checked nothing
+      if (sub->count(flag) > 0) throw usage_error(std::string(flag) + " is used with --compare A B only");
     const ModelSpec m = args->spec.build();
     args->moe.routing(m);  // checked only: routing changes no count
     const Accounting a = account(m, args->seq_len, parse_convention_flag(args->convention));

@@ -231,6 +231,14 @@ TEST_CASE("account --compare: the run-time twins of the static checks", "[cli][a
     CHECK(res.rc == 2);
     CHECK(loopscale::test::count_lines(res.out) == 1);
   }
+  // A comparison's checks without a comparison checked nothing, rc 0.
+  for (const char* flag : {"--require width", "--tolerance 0.1"}) {
+    const auto res = run_cli(std::string("account --d-model 256 ") + flag);
+    INFO(flag << " -> " << res.out);
+    CHECK(res.rc == 2);
+    CHECK(loopscale::test::count_lines(res.out) == 1);
+    CHECK_THAT(res.out, Catch::Contains("is used with --compare A B only"));
+  }
 }
 
 // `--require ''` and `--require 'width,,'` passed with nothing (or less) checked, rc 0; `--tolerance

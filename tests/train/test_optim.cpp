@@ -653,3 +653,13 @@ TEST_CASE("optim: recipes read from JSON: the recipe's defaults, explicit keys o
   adam.muon_momentum = 0.9;
   REQUIRE_THROWS_WITH(train::detail::check_config(adam), Catch::Contains("settings of the paper recipe"));
 }
+
+TEST_CASE("optim: a config value of the wrong JSON kind is refused naming the key and the value", "[train][optim][recipe]") {
+  // nlohmann's own message named neither: "[json.exception.type_error.302] type must be number, but is string".
+  REQUIRE_THROWS_WITH(config_from_json({{"lr", "0.1"}}), "config: lr must be a number, not \"0.1\"");
+  REQUIRE_THROWS_WITH(config_from_json({{"lr", nullptr}}), "config: lr must be a number, not null");
+  REQUIRE_THROWS_WITH(config_from_json({{"decay", {"x"}}}), "config: decay must be a string, not [\"x\"]");
+  REQUIRE_THROWS_WITH(config_from_json({{"batch", true}}), "config: batch must be a number, not true");
+  REQUIRE_THROWS_WITH(config_from_json({{"spec", 3}}), "config: spec must be an object, not 3");
+  REQUIRE(config_from_json({{"lr", 1}}).lr == 1);  // a whole number is a number
+}
