@@ -15,20 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include "loopscale/util/file_lock.hpp"
+#include "expect_error.hpp"
 #include "run_cli.hpp"
 
 using loopscale::test::count_lines;
+using loopscale::test::expect_error;
 using loopscale::test::run_cli;
 
 namespace {
-
-void expect_error(const std::string& args, const std::string& text) {
-  const auto r = run_cli(args);
-  INFO(args << "\n-> " << r.out);
-  CHECK(r.rc == 2);
-  CHECK(count_lines(r.out) == 1);
-  CHECK(r.out.find(text) != std::string::npos);
-}
 
 std::string temp_dir(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() / ("loopscale_bad_input_" + name);
