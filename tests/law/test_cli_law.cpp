@@ -224,13 +224,13 @@ TEST_CASE("optimal, equivalent and design at the edges of their numbers: one lin
                "--param omega=0 --param zeta=0 --param kappa1=0.37 --param kappa2=1.4 --param theta=0.33 --param E_start=1 --param E_max=1e5 "
                "--epsilon 0.01 --n-act 1e8 --n-loop 5e7 --expert-params 5e7 --budget 1e19 --R 1,1e15",
                "design: the budget 1e+19 FLOPs at R = 1e+15 leaves D = C / (6 N_unroll) = ");
-  // Sizes so small that D overflows printed a D column of inf and losses of 23 digits (exit 0); sizes
-  // whose sum overflows are the same. A loss the law gives, however large, prints %g-style.
+  // Sizes so small that D overflowed printed a D column of inf and losses of 23 digits (exit 0): a
+  // size below one parameter is refused; sizes whose sum overflows are beyond the largest number. A loss the law gives, however large, prints %g-style.
   const std::string design = "design --param c=0.05 --param B=51.9 --param alpha=0.074 --param beta=0.298 --param delta=-0.066 "
                              "--param gamma=-0.0095 --param omega=-0.087 --param zeta=0.001 --param E_start=1 --param E_max=69599 "
                              "--param kappa1=3.95 --param kappa2=1.41 --param theta=-1.93 --epsilon 0.02 ";
   expect_error(design + "--param A=3.26 --budget 1e18 --n-act 1e-300 --n-loop 1e-300 --expert-params 0",
-               "design: at R = 1, E = 1 the sizes are beyond the largest number (N_total 1e-300, N_unroll 1e-300, D = C / (6 N_unroll) = inf)");
+               "design: need 1 <= N_loop <= N_act (parameters)");  // below one parameter: no model (D was inf)
   expect_error(design + "--param A=3.26 --budget 1e308 --n-act 1e300 --n-loop 1e7 --expert-params 1e300 --E 1,1e10",
                "design: at R = 1, E = 1e+10 the sizes are beyond the largest number (N_total inf");
   for (const char* json : {"", "--json"}) {

@@ -57,8 +57,9 @@ struct MoEDesign {
 };
 
 inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& theta, const MoEDesignSpace& s) {
-  if (!(s.n_act > 0) || !(s.n_loop > 0) || s.n_loop > s.n_act || !(s.n_expert_active >= 0) || s.n_expert_active > s.n_act)
-    throw data_error("design: need 0 < N_loop <= N_act and 0 <= expert params <= N_act");
+  // Sizes are parameter counts: below one parameter is no model (N_act 1e-300 was designed for).
+  if (!(s.n_act >= 1) || !(s.n_loop >= 1) || s.n_loop > s.n_act || !(s.n_expert_active >= 0) || s.n_expert_active > s.n_act)
+    throw data_error("design: need 1 <= N_loop <= N_act (parameters) and 0 <= expert params <= N_act");
   if (!(s.budget > 0) || !std::isfinite(s.budget)) throw data_error("design: the budget must be a positive number of FLOPs");
   if (s.R.empty() || s.E.empty()) throw data_error("design: need R and E candidates");
   if (!(s.top_k >= 1) || !std::isfinite(s.top_k) || s.top_k != std::floor(s.top_k))
