@@ -83,10 +83,13 @@ struct SpecSource {
   }
 };
 
+// A number with an SI prefix up to E (1e18); past 1e21 in plain exponent form: 8.96e24 tokens printed
+// as "8.96e+06E".
 std::string si(double v) {
+  if (!(std::abs(v) < 999.5e18)) return fmt::format("{:.3g}", v);
   const char* unit[] = {"", "K", "M", "G", "T", "P", "E"};
   int i = 0;
-  while (std::abs(v) >= 1000 && i < 6) v /= 1000, ++i;
+  while (std::abs(v) >= 999.5 && i < 6) v /= 1000, ++i;
   return fmt::format("{:.3g}{}", v, unit[i]);
 }
 

@@ -105,3 +105,15 @@ TEST_CASE("cli: a sweep budget with a field other than C and s is refused, namin
     "head_dim": 8, "seq_len": 32, "batch_tokens": 128, "micro_batch_tokens": 128, "budgets": [{"C": 2e8, "s": [1], "typo_s": [2, 3]}]})");
   expect_error("sweep plan " + spec, "unknown field \"typo_s\" in a budget");
 }
+
+TEST_CASE("cli: sweep plan prints a number past the E prefix in exponent form, not as a multiple of E", "[cli][sweep]") {
+  const auto dir = files_dir("plan_huge");
+  const std::string spec = write_file(dir / "spec.json", R"({"name": "x", "depth": 4, "prelude": 1, "coda": 1, "r": [1, 2], "width_per_s": 16,
+    "width_round": 16, "head_dim": 16, "vocab": 256, "seq_len": 16, "batch_tokens": 64, "micro_batch_tokens": 64, "memory_limit_gib": 16,
+    "budgets": [{"C": 1e30, "s": [1]}]})");
+  const auto r = run_cli("sweep plan " + spec);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("e+06E") == std::string::npos);  // D = 8.96e24 tokens printed as "8.96e+06E"
+  CHECK(r.out.find("e+24 ") != std::string::npos);
+}

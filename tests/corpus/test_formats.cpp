@@ -353,6 +353,15 @@ TEST_CASE("verify: a flipped byte fails the shard's checksum, a missing shard is
   REQUIRE_THROWS_WITH(verify_corpus(o.out), Catch::Contains("train_00001.bin is corrupt: its tokens' checksum"));
   s[100] ^= 1;
   write_text(o.out / "train_00001.bin", s);
+  // A manifest whose training list was emptied by hand: verify says what training says (it passed).
+  const std::string manifest = slurp(o.out / "manifest.json");
+  nlohmann::json mj = nlohmann::json::parse(manifest);
+  mj["train"]["shards"] = nlohmann::json::array();
+  mj["train"]["tokens"] = 0;
+  mj["train"]["text_bytes"] = 0;
+  write_text(o.out / "manifest.json", mj.dump());
+  REQUIRE_THROWS_WITH(verify_corpus(o.out), Catch::Contains("manifest.json lists no train shard"));
+  write_text(o.out / "manifest.json", manifest);
   fs::remove(o.out / "train_00002.bin");
   REQUIRE_THROWS_WITH(open_corpus(o.out, Split::train), Catch::Contains("train_00002.bin"));
   fs::remove_all(dir);

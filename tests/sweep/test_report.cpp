@@ -168,6 +168,15 @@ TEST_CASE("report: a joint fit that ends on an edge of the law's box says its va
   const auto cli = loopscale::test::run_cli("sweep report " + dir.string() + " --starts 40 --bootstrap 0 --no-plots");
   INFO(cli.out);
   CHECK(cli.rc == 0);
+  // A folder where report.md goes: one line and exit 2 before the analysis (it was exit 1 at the write).
+  fs::remove(dir / "report.md");
+  fs::create_directory(dir / "report.md");
+  const auto blocked = loopscale::test::run_cli("sweep report " + dir.string() + " --starts 40 --bootstrap 0 --no-plots");
+  INFO(blocked.out);
+  CHECK(blocked.rc == 2);
+  CHECK(loopscale::test::count_lines(blocked.out) == 1);
+  CHECK_THAT(blocked.out, Catch::Contains("report.md is a folder, not a file"));
+  fs::remove(dir / "report.md");
   CHECK_THAT(cli.out, Catch::Contains("not determined: the joint fit ended on an edge of the law's box for ") &&
                           Catch::Contains("phi (lower edge, -3)"));
   // A fit inside the box names no edge (the paper's phi, above, reports none either).

@@ -546,6 +546,21 @@ TEST_CASE("trainer: the paper recipe learns, repeats bit for bit, keeps its matr
   REQUIRE_THROWS_WITH(train::train(elsewhere), Catch::StartsWith("config: cannot resume " + (part / "checkpoint.bin").string() +
                                                                  ": it was trained on corpus \"" + digest + "\", and --data " + more.string() + " is xxh3-64:"));
   fs::remove_all(more);
+  // A finished run whose checkpoints are gone is not trained again from step 1 over its log and
+  // summary, with --resume or without.
+  const fs::path gone = temp_dir("paper_gone");
+  fs::remove_all(gone);
+  fs::copy(a, gone, fs::copy_options::recursive);
+  fs::remove(gone / "checkpoint.bin");
+  fs::remove(gone / "checkpoint.prev.bin");
+  TrainConfig again = c;
+  again.out = gone.string();
+  for (const bool resume : {true, false}) {
+    again.resume = resume;
+    REQUIRE_THROWS_WITH(train::train(again), Catch::Contains(gone.string() + " holds a finished run (summary.json) but neither checkpoint.bin nor"));
+  }
+  REQUIRE(losses(gone / "log.jsonl") == la);  // untouched
+  fs::remove_all(gone);
   // A config of the other recipe is refused with one line, before training.
   TrainConfig other = tiny_config(data, part);
   other.resume = true;

@@ -76,6 +76,12 @@ inline VerifyReport verify_corpus(const std::filesystem::path& dir) {
                          " text bytes) are not the sum of its shards (" + std::to_string(tokens) + ", " + std::to_string(text) + ")");
     r.tokens += tokens;
   }
+  // Every check that opening a split makes (a training split that lists no shard, shards that
+  // disagree), so that a corpus verify passes is one training and export open: a manifest whose
+  // train list was emptied by hand was "valid" here. A corpus without a validation split (data
+  // import without --val) is one; training refuses it, naming --val-fraction and --val-input.
+  (void)open_corpus(dir, Split::train, Verify::headers);
+  if (!m.val.shards.empty()) (void)open_corpus(dir, Split::val, Verify::headers);
   if (m.packing.row_tokens > 0)
     for (const Split s : {Split::train, Split::val}) {
       if (m.of(s == Split::val).shards.empty()) continue;

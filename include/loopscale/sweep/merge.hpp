@@ -37,7 +37,7 @@ inline MergeSummary merge_results(const Plan& plan, const std::vector<fs::path>&
     } else if (fs::is_regular_file(p)) {
       sources.emplace_back(p, std::vector<fs::path>{p});
     } else {
-      throw sweep_error(p.string() + " does not exist");
+      throw sweep_error(fs::exists(p) ? p.string() + " is neither a results file nor a sweep folder" : p.string() + " does not exist");
     }
   }
   std::set<fs::path> seen_files;

@@ -398,6 +398,9 @@ inline ReportFiles write_report(const fs::path& dir, const ReportOptions& opt) {
   const Plan plan = make_plan(spec);
   const std::vector<RunResult> results = finished_runs(dir, plan);
   const std::vector<std::string> missing = missing_runs(plan, results);
+  // A folder (or a pipe) where a report file goes failed at the write, exit 1, after the analysis.
+  for (const char* name : {"analysis.json", "runs.csv", "report.md"})
+    if (const std::string why = not_a_file(dir / name); !why.empty()) throw sweep_error("sweep report: " + why);
 
   ReportFiles out;
   int64 analysed_e = 0;

@@ -254,6 +254,19 @@ struct RunInputs {
 // naming both.
 inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& cfg, const RunFiles& files) {
   const bool current = std::filesystem::exists(files.checkpoint), previous = std::filesystem::exists(files.prev);
+  // A finished run whose checkpoints are gone: training there (with --resume or without) started
+  // again from step 1 and replaced its log and summary without a word. A folder with a log only is
+  // a run killed before its first checkpoint, and one whose summary says it diverged or stopped
+  // before one: those start again, as they must.
+  const auto finished = [&] {
+    std::ifstream in(files.summary);
+    const nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
+    return !s.is_discarded() && s.is_object() && s.value("status", std::string()) == "done";
+  };
+  if (!current && !previous && std::filesystem::is_regular_file(files.summary) && finished())
+    throw config_error("config: " + files.out.string() + " holds a finished run (summary.json) but neither " + files.checkpoint.filename().string() +
+                       " nor " + files.prev.filename().string() + " to continue it from; choose another --out, or remove " +
+                       files.summary.string() + " to train it again from the start");
   if (!current && !previous) return std::nullopt;
   if (!cfg.resume)
     throw config_error("config: " + files.out.string() + " already holds a run; pass --resume to continue it or choose another --out");
