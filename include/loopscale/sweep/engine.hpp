@@ -149,17 +149,23 @@ inline nlohmann::json recurrence_curve(const eval::RunModel& model, const fs::pa
   return {{"r", model.spec.recur.r}, {"windows", windows}, {"seq_len", seq_len}, {"points", points}, {"seconds", seconds}};
 }
 
+// Whether `accum` micro-batches per rank and step split the spec's batch evenly over `ranks` into
+// forward/backward passes of at most micro_batch_tokens, the pass its memory plan counts (plan.hpp).
+inline bool accum_fits(const SweepSpec& spec, int ranks, int64 accum) {
+  const int64 batch = spec.batch_tokens / spec.seq_len, chunks = std::max(1, ranks) * accum;
+  return accum >= 1 && batch % chunks == 0 && (batch / chunks) * spec.seq_len <= spec.micro_batch_tokens;
+}
+
 // Micro-batches per rank and step (train::TrainConfig::accum, unless the spec's train object sets
-// one that fits) so that no forward/backward pass
-// holds more than the spec's micro_batch_tokens, the pass its memory plan counts (plan.hpp): the
-// fewest chunks of whole sequences the batch splits into evenly over `ranks`. The paper preset's
-// batch of 128 sequences in passes of 4 is 32 of them on one process and 4 on 8 ranks, as the
-// paper's code accumulates 2^18 tokens from its device batches.
+// one that fits): the fewest that fit (accum_fits). The paper preset's batch of 128 sequences in
+// passes of 4 is 32 of them on one process and 4 on 8 ranks, as the paper's code accumulates 2^18
+// tokens from its device batches.
 inline int64 accum_for(const SweepSpec& spec, int ranks) {
-  const int64 batch = spec.batch_tokens / spec.seq_len, micro = spec.micro_batch_tokens / spec.seq_len, n = std::max(1, ranks);
+  const int64 batch = spec.batch_tokens / spec.seq_len;
   for (int64 a = 1; a <= batch; ++a)
-    if (batch % (n * a) == 0 && batch / (n * a) <= micro) return a;
-  throw sweep_error(fmt::format("sweep: its batch of {} sequences ({} tokens) does not split evenly over {} ranks", batch, spec.batch_tokens, n));
+    if (accum_fits(spec, ranks, a)) return a;
+  throw sweep_error(fmt::format("sweep: its batch of {} sequences ({} tokens) does not split evenly over {} ranks", batch, spec.batch_tokens,
+                                std::max(1, ranks)));
 }
 
 // The engine's configuration for one planned run on `ranks` processes.
@@ -178,10 +184,10 @@ inline train::TrainConfig train_config(const SweepSpec& spec, const PlannedRun& 
   c.batch = spec.batch_tokens / spec.seq_len;
   // A spec's own train.accum (specs written before the sweep set it) stays when its passes fit.
   if (spec.train.contains("accum")) {
-    const int64 batch = spec.batch_tokens / spec.seq_len, micro = spec.micro_batch_tokens / spec.seq_len, n = std::max(1, ranks);
-    if (c.accum < 1 || batch % (n * c.accum) != 0 || batch / (n * c.accum) > micro)
+    if (!accum_fits(spec, ranks, c.accum))
       throw sweep_error(fmt::format("sweep spec: train.accum {} does not split the batch of {} sequences over {} rank(s) into whole passes of at "
-                                    "most {} (micro_batch_tokens); remove it, and the sweep chooses", c.accum, batch, n, micro));
+                                    "most {} (micro_batch_tokens); remove it, and the sweep chooses", c.accum, c.batch, std::max(1, ranks),
+                                    spec.micro_batch_tokens / spec.seq_len));
   } else {
     c.accum = accum_for(spec, ranks);
   }

@@ -188,8 +188,7 @@ inline ResultsFile parse_results_file(const fs::path& file) {
     } catch (const sweep_error& e) {  // a key twice (nlohmann would keep the last) or absurd nesting
       problem = std::string(e.what()).substr(2);
     }
-    if (!problem.empty()) {
-    } else if (last) {
+    if (problem.empty() && last) {
       try {
         result_from_json(j);
       } catch (const sweep_error&) {
