@@ -8,6 +8,7 @@ pkgs=(
   libeigen3-dev          # dense linear algebra: law fitting, double GEMMs, the training engine's GEMMs without oneDNN
   libdnnl-dev            # oneDNN: the training engine's GEMMs (HostBackend::gemm; CMake LOOPSCALE_GEMM=auto, the default)
   libboost-dev           # Boost.Hana: compile-time type lists of the architecture algebra
+  libboost-context-dev   # Boost.Context: the fibers of the SIMT emulator that runs the CUDA kernels on the CPU in the tests (tests/simt/)
   catch2                 # unit tests (Catch2 v2)
   libbenchmark-dev       # Google Benchmark programs under bench/
   nlohmann-json3-dev     # JSON in/out of the command line and sweep results

@@ -1,10 +1,14 @@
 // Every kernel the CUDA backend runs, against its host twin on the same inputs (llm.c's dev/cuda
-// way): the same template instantiated with HostBackend over host vectors and with CudaBackend
-// over device buffers, results compared with |device - host| <= tol + eps |host| (integer results,
-// such as the MoE grouping, exactly), and each device result computed twice and compared bit for
-// bit (run-to-run determinism on one GPU).
+// way): the same template instantiated with HostBackend over host vectors and with the device
+// backend over its buffers, results compared with |device - host| <= tol + eps |host| (integer
+// results, such as the MoE grouping, exactly), and each device result computed twice and compared
+// bit for bit (run-to-run determinism on one GPU).
 //
-// Exit 77 (ctest: skipped) without a usable CUDA device, as on a build machine without a GPU.
+// One source, two programs: built by nvcc it checks CudaBackend on a GPU (test_cuda_kernels; exit
+// 77, ctest: skipped, without a usable device); included by tests/simt/kernels_simt.cpp after
+// backend/simt.hpp, the host compiler builds it against SimtBackend, which runs the CUDA backend's
+// own kernels (cuda_kernels.hpp) under the SIMT emulator, so those run on every build machine. Only
+// the bf16 packing, which is cublaslt.hpp's own device code, is left out there.
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -12,7 +16,11 @@
 #include <string>
 #include <vector>
 
+#if defined(LOOPSCALE_SIMT_EMULATION)
+#include "loopscale/train/backend/simt.hpp"
+#else
 #include "loopscale/train/backend/cuda.hpp"
+#endif
 #include "loopscale/train/backend/host.hpp"
 #include "loopscale/train/kernels/attention.hpp"
 #include "loopscale/train/kernels/embedding.hpp"
@@ -27,12 +35,16 @@
 namespace {
 
 using loopscale::Activation;
-using loopscale::train::CudaBackend;
+#if defined(LOOPSCALE_SIMT_EMULATION)
+using Device = loopscale::train::SimtBackend;
+#else
+using Device = loopscale::train::CudaBackend;
+#endif
 using loopscale::train::HostBackend;
 namespace k = loopscale::train::kernels;
 using int64 = std::int64_t;
-using Dev = CudaBackend::buffer<float>;
-using DevI = CudaBackend::buffer<std::int32_t>;
+using Dev = Device::buffer<float>;
+using DevI = Device::buffer<std::int32_t>;
 
 int failures = 0, checks = 0;
 
@@ -47,17 +59,17 @@ std::vector<float> randn(std::size_t n, std::uint64_t seed, float scale = 1.0f) 
 }
 Dev up(const std::vector<float>& h) {
   Dev d(h.size());
-  CudaBackend::upload(d.data(), h.data(), static_cast<int64>(h.size()));
+  Device::upload(d.data(), h.data(), static_cast<int64>(h.size()));
   return d;
 }
 DevI up(const std::vector<std::int32_t>& h) {
   DevI d(h.size());
-  CudaBackend::upload(d.data(), h.data(), static_cast<int64>(h.size()));
+  Device::upload(d.data(), h.data(), static_cast<int64>(h.size()));
   return d;
 }
 std::vector<float> down(const Dev& d) {
   std::vector<float> h(d.size());
-  CudaBackend::download(h.data(), d.data(), static_cast<int64>(h.size()));
+  Device::download(h.data(), d.data(), static_cast<int64>(h.size()));
   return h;
 }
 
@@ -92,12 +104,14 @@ void deterministic(const std::string& what, const std::function<std::vector<floa
 }  // namespace
 
 int main() {
-  if (!CudaBackend::available()) {
+#if !defined(LOOPSCALE_SIMT_EMULATION)
+  if (!Device::available()) {
     std::printf("no CUDA device usable: skipped\n");
     return 77;
   }
+  Device::set_precision(loopscale::train::Precision::fp32);  // compared with the host: no bf16 or TF32 rounding
+#endif
   HostBackend::set_threads(1);
-  CudaBackend::set_precision(loopscale::train::Precision::fp32);  // compared with the host: no bf16 or TF32 rounding
   const int64 rows = 96, d = 64, H = 80, vocab = 50, vp = 56, seq = 24, heads = 4, q = 16;
 
   // ---- GEMM: all four transpositions, beta 0 and 1, leading dimensions wider than the rows ----
@@ -109,7 +123,7 @@ int main() {
       auto C = randn(static_cast<std::size_t>(M * ldc), 3);
       Dev dA = up(A), dB = up(B), dC = up(C);
       HostBackend::gemm(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
-      CudaBackend::gemm(ta, tb, M, N, K, 0.5f, dA.data(), lda, dB.data(), ldb, beta, dC.data(), ldc);
+      Device::gemm(ta, tb, M, N, K, 0.5f, dA.data(), lda, dB.data(), ldb, beta, dC.data(), ldc);
       compare("gemm ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " beta " + std::to_string(beta), C, down(dC));
     }
   }
@@ -128,7 +142,7 @@ int main() {
         HostBackend::gemm(ta, tb, M, N, K, 0.5f, A.data() + i * sA, lda, B.data() + i * sB, ldb, beta, C.data() + i * sC, ldc);
       const auto run = [&] {
         Dev dA = up(A), dB = up(B), dC = up(C0);
-        CudaBackend::gemm_batched(ta, tb, M, N, K, 0.5f, dA.data(), lda, sA, dB.data(), ldb, sB, beta, dC.data(), ldc, sC, count);
+        Device::gemm_batched(ta, tb, M, N, K, 0.5f, dA.data(), lda, sA, dB.data(), ldb, sB, beta, dC.data(), ldc, sC, count);
         return down(dC);
       };
       const std::string what = "gemm_batched ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " beta " + std::to_string(beta);
@@ -150,9 +164,9 @@ int main() {
     k::attention_backward<HostBackend>(qkv.data(), P.data(), dout.data(), dqkv.data(), scratch.data(), sh);
     const auto run = [&](int what) {
       Dev X = up(qkv), PP(sh.probs()), O(N * sh.out_row()), DO = up(dout), DX(qkv.size()),
-          S(sh.seq * sh.seq * k::attention_scratch_matrices<CudaBackend>(sh.batch, CudaBackend::threads()));
-      k::attention_forward<CudaBackend>(X.data(), PP.data(), O.data(), sh);
-      k::attention_backward<CudaBackend>(X.data(), PP.data(), DO.data(), DX.data(), S.data(), sh);
+          S(sh.seq * sh.seq * k::attention_scratch_matrices<Device>(sh.batch, Device::threads()));
+      k::attention_forward<Device>(X.data(), PP.data(), O.data(), sh);
+      k::attention_backward<Device>(X.data(), PP.data(), DO.data(), DX.data(), S.data(), sh);
       return down(what == 0 ? PP : what == 1 ? O : DX);
     };
     const std::string w = " (T " + std::to_string(sh.seq) + ")";
@@ -162,7 +176,7 @@ int main() {
     deterministic("attention backward dqkv" + w, [&] { return run(2); });
   }
 
-  // ---- RMSNorm (CudaBackend's own kernels: one warp per row, dg from per-block partials) ----
+  // ---- RMSNorm (the CUDA backend's own kernels: one warp per row, dg from per-block partials) ----
   {
     const auto x = randn(rows * d, 4), g = randn(d, 5), dy = randn(rows * d, 6);
     std::vector<float> y(rows * d), rstd(rows), dx(rows * d), dg(d, 0.0f);
@@ -170,8 +184,8 @@ int main() {
     k::rmsnorm_backward<HostBackend>(x.data(), g.data(), rstd.data(), dy.data(), dx.data(), dg.data(), rows, d, false);
     const auto run = [&](int what) {
       Dev X = up(x), G = up(g), Y(rows * d), R(rows), DY = up(dy), DX(rows * d), DG(d);
-      k::rmsnorm_forward<CudaBackend>(X.data(), G.data(), Y.data(), R.data(), rows, d);
-      k::rmsnorm_backward<CudaBackend>(X.data(), G.data(), R.data(), DY.data(), DX.data(), DG.data(), rows, d, false);
+      k::rmsnorm_forward<Device>(X.data(), G.data(), Y.data(), R.data(), rows, d);
+      k::rmsnorm_backward<Device>(X.data(), G.data(), R.data(), DY.data(), DX.data(), DG.data(), rows, d, false);
       return down(what == 0 ? Y : what == 1 ? DX : DG);
     };
     compare("rmsnorm forward", y, run(0));
@@ -183,8 +197,8 @@ int main() {
     k::rmsnorm_forward_strided<HostBackend>(x.data(), ys.data(), rs.data(), rows, q, d, heads);
     k::rmsnorm_backward_from_output<HostBackend>(ys.data(), rs.data(), dy.data(), dxs.data(), rows, q, d, heads);
     Dev X = up(x), Y(rows * d), R(rows * heads), DY = up(dy), DX(rows * d);
-    k::rmsnorm_forward_strided<CudaBackend>(X.data(), Y.data(), R.data(), rows, q, d, heads);
-    k::rmsnorm_backward_from_output<CudaBackend>(Y.data(), R.data(), DY.data(), DX.data(), rows, q, d, heads);
+    k::rmsnorm_forward_strided<Device>(X.data(), Y.data(), R.data(), rows, q, d, heads);
+    k::rmsnorm_backward_from_output<Device>(Y.data(), R.data(), DY.data(), DX.data(), rows, q, d, heads);
     compare("rmsnorm strided forward", ys, down(Y));
     compare("rmsnorm backward from output", dxs, down(DX));
   }
@@ -203,8 +217,8 @@ int main() {
       const auto run = [&](int what) {
         Dev X = up(x), G = up(g), Y(rr * dd), R(rr), DY = up(dy), DX = up(dx0), DG = up(dg0);
         const float* Gp = scaled ? G.data() : nullptr;
-        k::rmsnorm_forward<CudaBackend>(X.data(), Gp, Y.data(), R.data(), rr, dd);
-        k::rmsnorm_backward<CudaBackend>(X.data(), Gp, R.data(), DY.data(), DX.data(), DG.data(), rr, dd, true);
+        k::rmsnorm_forward<Device>(X.data(), Gp, Y.data(), R.data(), rr, dd);
+        k::rmsnorm_backward<Device>(X.data(), Gp, R.data(), DY.data(), DX.data(), DG.data(), rr, dd, true);
         return down(what == 0 ? Y : what == 1 ? R : what == 2 ? DX : DG);
       };
       const std::string n = scaled ? "rmsnorm" : "rmsnorm without scale";
@@ -221,8 +235,8 @@ int main() {
     k::rmsnorm_forward<HostBackend>(x.data(), g.data(), y.data(), rstd.data(), rr, dd);
     k::rmsnorm_backward<HostBackend>(x.data(), g.data(), rstd.data(), dxy.data(), dxy.data(), static_cast<float*>(nullptr), rr, dd, false);
     Dev X = up(x), G = up(g), Y(rr * dd), R(rr), DXY = up(dy);
-    k::rmsnorm_forward<CudaBackend>(X.data(), G.data(), Y.data(), R.data(), rr, dd);
-    k::rmsnorm_backward<CudaBackend>(X.data(), G.data(), R.data(), DXY.data(), DXY.data(), static_cast<float*>(nullptr), rr, dd, false);
+    k::rmsnorm_forward<Device>(X.data(), G.data(), Y.data(), R.data(), rr, dd);
+    k::rmsnorm_backward<Device>(X.data(), G.data(), R.data(), DXY.data(), DXY.data(), static_cast<float*>(nullptr), rr, dd, false);
     compare("rmsnorm backward in place (dx == dy)" + w, dxy, down(DXY));
   }
 
@@ -237,8 +251,8 @@ int main() {
     k::rmsnorm_backward_from_output<HostBackend>(y.data(), rs.data(), dx.data(), dx.data(), rr, qq, stride, hh);
     const auto run = [&](int what) {
       Dev Y = up(x), R(rr * hh), DX = up(dy);
-      k::rmsnorm_forward_strided<CudaBackend>(Y.data(), Y.data(), R.data(), rr, qq, stride, hh);
-      k::rmsnorm_backward_from_output<CudaBackend>(Y.data(), R.data(), DX.data(), DX.data(), rr, qq, stride, hh);
+      k::rmsnorm_forward_strided<Device>(Y.data(), Y.data(), R.data(), rr, qq, stride, hh);
+      k::rmsnorm_backward_from_output<Device>(Y.data(), R.data(), DX.data(), DX.data(), rr, qq, stride, hh);
       return down(what == 0 ? Y : what == 1 ? R : DX);
     };
     const std::string w = " (q 128, 6 vectors a row, 1001 rows, in place)";
@@ -260,8 +274,8 @@ int main() {
     const auto run = [&](bool back) {
       DevI T = up(tok);
       Dev DE = up(E), O(rows * d), DO = up(dout), G(vp * d);
-      k::embedding_forward<CudaBackend>(T.data(), DE.data(), O.data(), rows, d);
-      k::embedding_backward<CudaBackend>(T.data(), DO.data(), G.data(), rows, d);
+      k::embedding_forward<Device>(T.data(), DE.data(), O.data(), rows, d);
+      k::embedding_backward<Device>(T.data(), DO.data(), G.data(), rows, d);
       return down(back ? G : O);
     };
     compare("embedding forward", out, run(false));
@@ -283,7 +297,7 @@ int main() {
     const auto run = [&] {
       DevI T = up(tok);
       Dev DO = up(dout), G = up(dE0);
-      k::embedding_backward<CudaBackend>(T.data(), DO.data(), G.data(), n, dd);
+      k::embedding_backward<Device>(T.data(), DO.data(), G.data(), n, dd);
       return down(G);
     };
     const std::string w = " (4096 tokens, vocabulary 300, d " + std::to_string(dd) + ", bit for bit)";
@@ -304,23 +318,23 @@ int main() {
     k::softcap_ce_backward<HostBackend>(logits.data(), tgt.data(), lse.data(), 1.0f / rows, ls);
     DevI T = up(tgt);
     Dev L = up(logits0), LO(rows), LSE(rows);
-    k::softcap_ce_forward<CudaBackend>(L.data(), T.data(), LO.data(), LSE.data(), ls);
+    k::softcap_ce_forward<Device>(L.data(), T.data(), LO.data(), LSE.data(), ls);
     compare("softcap cross-entropy: capped logits", capped, down(L));
     compare("softcap cross-entropy: losses", loss, down(LO));
-    k::softcap_ce_backward<CudaBackend>(L.data(), T.data(), LSE.data(), 1.0f / rows, ls);
+    k::softcap_ce_backward<Device>(L.data(), T.data(), LSE.data(), 1.0f / rows, ls);
     compare("softcap cross-entropy: gradient", logits, down(L), 1e-7, 1e-4);
     const double hs = HostBackend::sum(rows, [p = loss.data()](int64 i) { return p[i]; });
     const float* lo = LO.data();
-    const double ds = CudaBackend::sum(rows, [=] LOOPSCALE_HD(int64 i) { return lo[i]; });
+    const double ds = Device::sum(rows, [=] LOOPSCALE_HD(int64 i) { return lo[i]; });
     compare("sum of the losses", {static_cast<float>(hs)}, {static_cast<float>(ds)}, 1e-6, 1e-6);
     // The fused loss and gradient (vocabulary narrower than the block: most threads see no logit).
     Dev F = up(logits0), FO(rows), FL(rows);
-    k::softcap_ce_forward_backward<CudaBackend>(F.data(), T.data(), FO.data(), FL.data(), 1.0f / rows, ls);
+    k::softcap_ce_forward_backward<Device>(F.data(), T.data(), FO.data(), FL.data(), 1.0f / rows, ls);
     compare("softcap cross-entropy fused: losses", loss, down(FO));
     compare("softcap cross-entropy fused: logsumexp", lse, down(FL));
     compare("softcap cross-entropy fused: gradient", logits, down(F), 1e-7, 1e-4);
   }
-  // CudaBackend's own kernels (one block per row) over a vocabulary wider than the block, padded
+  // The CUDA backend's own kernels (one block per row) over a vocabulary wider than the block, padded
   // to a multiple of 128, with and without the softcap; each result twice, bit for bit.
   for (const double cap : {15.0, 0.0}) {
     const int64 rr = 37, vv = 1531, vpad = 1536;
@@ -342,11 +356,11 @@ int main() {
     const auto run = [&](int what) {
       DevI T = up(tgt);
       Dev L = up(logits0), LO(rr), LSE(rr);
-      k::softcap_ce_forward<CudaBackend>(L.data(), T.data(), LO.data(), LSE.data(), ls);
+      k::softcap_ce_forward<Device>(L.data(), T.data(), LO.data(), LSE.data(), ls);
       if (what == 0) return down(L);
       if (what == 1) return down(LO);
       if (what == 2) return down(LSE);
-      k::softcap_ce_backward<CudaBackend>(L.data(), T.data(), LSE.data(), 1.0f / rr, ls);
+      k::softcap_ce_backward<Device>(L.data(), T.data(), LSE.data(), 1.0f / rr, ls);
       return down(L);
     };
     compare("softcap cross-entropy: logits after the forward" + w, capped, run(0));
@@ -357,7 +371,7 @@ int main() {
     const auto fused = [&](int what) {  // the training step's fused kernel: losses, logsumexp, gradient
       DevI T = up(tgt);
       Dev L = up(logits0), LO(rr), LSE(rr);
-      k::softcap_ce_forward_backward<CudaBackend>(L.data(), T.data(), LO.data(), LSE.data(), 1.0f / rr, ls);
+      k::softcap_ce_forward_backward<Device>(L.data(), T.data(), LO.data(), LSE.data(), 1.0f / rr, ls);
       return down(what == 0 ? LO : what == 1 ? LSE : L);
     };
     compare("softcap cross-entropy fused: losses" + w, loss, fused(0));
@@ -375,9 +389,9 @@ int main() {
     auto x = x0;
     k::rope_apply<HostBackend>(x.data(), c.data(), s.data(), rows, seq, heads, q, d, false);
     Dev X = up(x0), C = up(c), S = up(s);
-    k::rope_apply<CudaBackend>(X.data(), C.data(), S.data(), rows, seq, heads, q, d, false);
+    k::rope_apply<Device>(X.data(), C.data(), S.data(), rows, seq, heads, q, d, false);
     compare("rope", x, down(X));
-    k::rope_apply<CudaBackend>(X.data(), C.data(), S.data(), rows, seq, heads, q, d, true);
+    k::rope_apply<Device>(X.data(), C.data(), S.data(), rows, seq, heads, q, d, true);
     compare("rope inverse returns the input", x0, down(X));
   }
 
@@ -389,8 +403,8 @@ int main() {
     k::activation_forward<HostBackend>(a, hpre.data(), hact.data(), rows, H);
     k::activation_backward<HostBackend>(a, hpre.data(), dh.data(), dhp.data(), rows, H);
     Dev P = up(hpre), A(rows * H), D = up(dh), DP(rows * H1);
-    k::activation_forward<CudaBackend>(a, P.data(), A.data(), rows, H);
-    k::activation_backward<CudaBackend>(a, P.data(), D.data(), DP.data(), rows, H);
+    k::activation_forward<Device>(a, P.data(), A.data(), rows, H);
+    k::activation_backward<Device>(a, P.data(), D.data(), DP.data(), rows, H);
     const std::string n(loopscale::name_of(a));
     compare("activation forward " + n, hact, down(A));
     compare("activation backward " + n, dhp, down(DP));
@@ -406,8 +420,8 @@ int main() {
                                  s1.data(), s2.data(), ms);
     Dev X = up(x), A = up(W1), B = up(W2), HP(rows * H), HA(rows * H), Y(rows * d), DY = up(dy), DX(rows * d), G1(H * d), G2(d * H),
         S1(rows * H), S2(rows * H);
-    k::mlp_forward<CudaBackend>(X.data(), A.data(), B.data(), HP.data(), HA.data(), Y.data(), ms, false);
-    k::mlp_backward<CudaBackend>(X.data(), A.data(), B.data(), HP.data(), HA.data(), DY.data(), DX.data(), G1.data(), G2.data(), S1.data(),
+    k::mlp_forward<Device>(X.data(), A.data(), B.data(), HP.data(), HA.data(), Y.data(), ms, false);
+    k::mlp_backward<Device>(X.data(), A.data(), B.data(), HP.data(), HA.data(), DY.data(), DX.data(), G1.data(), G2.data(), S1.data(),
                                  S2.data(), ms);
     compare("mlp forward", y, down(Y));
     compare("mlp backward dx", dx, down(DX));
@@ -428,10 +442,10 @@ int main() {
                                           dbeta.data(), L, n);
     Dev dHl = up(Hl), dAl = up(alpha), dMm = up(M), dBe = up(beta), dX = up(xv), dY = up(yv), dDx = up(dx), dDHo = up(dHo);
     Dev AGG(n), UPD(L * n), DH(L * n), DAL(L), DH2(L * n), DD(n), DM(L * L), DB(L);
-    k::hyper_aggregate<CudaBackend>(dHl.data(), dAl.data(), AGG.data(), L, n);
-    k::hyper_update<CudaBackend>(dHl.data(), dMm.data(), dBe.data(), dX.data(), dY.data(), UPD.data(), L, n);
-    k::hyper_aggregate_backward<CudaBackend>(dHl.data(), dAl.data(), dDx.data(), DH.data(), DAL.data(), L, n);
-    k::hyper_update_backward<CudaBackend>(dHl.data(), dMm.data(), dBe.data(), dX.data(), dY.data(), dDHo.data(), DH2.data(), DD.data(),
+    k::hyper_aggregate<Device>(dHl.data(), dAl.data(), AGG.data(), L, n);
+    k::hyper_update<Device>(dHl.data(), dMm.data(), dBe.data(), dX.data(), dY.data(), UPD.data(), L, n);
+    k::hyper_aggregate_backward<Device>(dHl.data(), dAl.data(), dDx.data(), DH.data(), DAL.data(), L, n);
+    k::hyper_update_backward<Device>(dHl.data(), dMm.data(), dBe.data(), dX.data(), dY.data(), dDHo.data(), DH2.data(), DD.data(),
                                           DM.data(), DB.data(), L, n);
     compare("hyper aggregate", agg, down(AGG));
     compare("hyper update", upd, down(UPD));
@@ -447,8 +461,8 @@ int main() {
     k::inject_linear_forward<HostBackend>(e.data(), s.data(), W.data(), u.data(), rows, d);
     k::inject_linear_backward<HostBackend>(e.data(), s.data(), W.data(), du.data(), de.data(), ds.data(), dW.data(), rows, d);
     Dev DW = up(W), E = up(e), S = up(s), DU = up(du), U(n), DE(n), DS(n), GW(2 * d * d);
-    k::inject_linear_forward<CudaBackend>(E.data(), S.data(), DW.data(), U.data(), rows, d);
-    k::inject_linear_backward<CudaBackend>(E.data(), S.data(), DW.data(), DU.data(), DE.data(), DS.data(), GW.data(), rows, d);
+    k::inject_linear_forward<Device>(E.data(), S.data(), DW.data(), U.data(), rows, d);
+    k::inject_linear_backward<Device>(E.data(), S.data(), DW.data(), DU.data(), DE.data(), DS.data(), GW.data(), rows, d);
     compare("inject linear forward", u, down(U));
     compare("inject linear backward de", de, down(DE));
     compare("inject linear backward ds", ds, down(DS));
@@ -457,9 +471,9 @@ int main() {
     k::add_scaled<HostBackend>(h.data(), s.data(), -0.5f, n);
     k::add_into<HostBackend>(h.data(), du.data(), n);
     k::add_scalar<HostBackend>(h.data() + 5, 2.5f);
-    k::add_scaled<CudaBackend>(E.data(), S.data(), -0.5f, n);
-    k::add_into<CudaBackend>(E.data(), DU.data(), n);
-    k::add_scalar<CudaBackend>(E.data() + 5, 2.5f);
+    k::add_scaled<Device>(E.data(), S.data(), -0.5f, n);
+    k::add_into<Device>(E.data(), DU.data(), n);
+    k::add_scalar<Device>(E.data() + 5, 2.5f);
     compare("add_scaled, add_into, add_scalar", h, down(E));
   }
 
@@ -479,11 +493,11 @@ int main() {
     k::group_slots<HostBackend>(N, K, E, cap, expert.data(), order.data(), pos.data(), offset.data(), kept.data(), hist.data());
     const auto run = [&] {
       DevI X = up(expert), O(S), P(S), OF(E + 1), KE(E), H(scratch);
-      k::group_slots<CudaBackend>(N, K, E, cap, X.data(), O.data(), P.data(), OF.data(), KE.data(), H.data());
+      k::group_slots<Device>(N, K, E, cap, X.data(), O.data(), P.data(), OF.data(), KE.data(), H.data());
       std::vector<std::int32_t> all;
       const auto append = [&all](const DevI& b) {
         std::vector<std::int32_t> h(b.size());
-        CudaBackend::download(h.data(), b.data(), static_cast<int64>(h.size()));
+        Device::download(h.data(), b.data(), static_cast<int64>(h.size()));
         all.insert(all.end(), h.begin(), h.end());
       };
       append(O), append(P), append(OF), append(KE);
@@ -520,13 +534,14 @@ int main() {
     const auto run = [&] {
       Dev X = up(x), Y = up(y), O(R);
       DevI I = up(idx);
-      CudaBackend::row_dots(X.data(), Y.data(), C, I.data(), O.data(), R);
+      Device::row_dots(X.data(), Y.data(), C, I.data(), O.data(), R);
       return down(O);
     };
     compare("row dots through an index", want, run(), 1e-5, 1e-4);
     deterministic("row dots", run);
   }
 
+#if !defined(LOOPSCALE_SIMT_EMULATION)
   // ---- bf16 packing of GEMM operands (cublaslt.hpp's packed form) against its host twin, bit for
   // bit: ties to even both ways, values that round up into the next binade and past the largest
   // bf16 (to infinity), subnormals, infinities and a NaN; a strided batch with a leading dimension
@@ -558,7 +573,7 @@ int main() {
         continue;
       }
       Dev dsrc = up(src);
-      CudaBackend::buffer<__nv_bfloat16> packed(static_cast<std::size_t>(to.values()));
+      loopscale::train::CudaBackend::buffer<__nv_bfloat16> packed(static_cast<std::size_t>(to.values()));
       pk::pack(dsrc.data(), c.ld, c.stride, packed.data(), to);
       std::vector<std::uint16_t> got(static_cast<std::size_t>(to.values()));
       loopscale::train::cuda_detail::check(cudaMemcpy(got.data(), packed.data(), got.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost),
@@ -587,6 +602,8 @@ int main() {
     }
   }
 
+#endif
+
   // ---- AdamW over backend buffers, two steps, clipped ----
   {
     const int64 n = 5000;
@@ -595,11 +612,11 @@ int main() {
     auto p = randn(n, 29);
     const auto g = randn(n, 30, 3.0f);
     loopscale::train::AdamW<float, HostBackend> host(n, {});
-    loopscale::train::AdamW<float, CudaBackend> dev(n, {});
+    loopscale::train::AdamW<float, Device> dev(n, {});
     Dev P = up(p), G = up(g);
     for (int step = 0; step < 2; ++step) {
       const double hn = loopscale::train::AdamW<float, HostBackend>::grad_norm(g);
-      const double dn = loopscale::train::AdamW<float, CudaBackend>::grad_norm({G.data(), G.size()});
+      const double dn = loopscale::train::AdamW<float, Device>::grad_norm({G.data(), G.size()});
       compare("grad norm, step " + std::to_string(step), {static_cast<float>(hn)}, {static_cast<float>(dn)}, 1e-6, 1e-6);
       host.step(p, g, tensors, 1e-2, hn);
       dev.step({P.data(), P.size()}, {G.data(), G.size()}, tensors, 1e-2, dn);

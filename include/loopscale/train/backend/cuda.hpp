@@ -16,8 +16,10 @@
 // differences by tests/cuda/gradcheck_device.cu. All three passed on an NVIDIA H200 (4 Dec 2026);
 // the QK-norm and embedding kernels and the unsynchronised parallel_for came after that run and
 // have not yet run on a GPU. They are compiled by nvcc in every build that finds nvcc, and the
-// tests skip (exit 77) without a device. The device forms' arithmetic is checked on the CPU
-// (GuardDeviceBackend, tests/train/test_guard_backend.cpp).
+// tests skip (exit 77) without a device. On the CPU, in every build: the device forms' arithmetic
+// (GuardDeviceBackend, tests/train/test_guard_backend.cpp), and this backend's own kernels, run by
+// the SIMT emulator (SimtBackend, tests/simt/: the kernel checks of tests/cuda/kernels_device.cu and
+// a model's training steps).
 //
 // Precision: buffers, master weights, gradients and optimiser state are fp32; the float GEMMs run
 // in set_precision()'s arithmetic (backend/precision.hpp): bf16 by default (bf16 inputs on the
@@ -156,7 +158,7 @@ struct CudaMemory {
 template <class T>
 using CudaBuffer = OwnedBuffer<T, CudaMemory>;
 
-struct CudaBackend {
+struct CudaBackend : CudaKernelHooks<> {
   using int64 = std::int64_t;
   static constexpr const char* name = "cuda";
   static constexpr const char* gemm_library = "cublaslt";  // float GEMMs; double ones: cuBLAS
@@ -252,66 +254,8 @@ struct CudaBackend {
     return {static_cast<std::int64_t>(m.free), static_cast<std::int64_t>(m.total)};
   }
 
-  // Kernels of this backend's own (the hook of backend/host.hpp; cuda_kernels.hpp): the portable
-  // kernels of kernels/rmsnorm.hpp and kernels/loss.hpp call these instead of their bodies
-  // (softcap_ce_fused: the training step's loss and gradient in one kernel).
-  template <class T>
-  static void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d, T eps) {
-    cuda_kernels::rmsnorm_forward(x, g, y, rstd, rows, d, eps);
-  }
-  template <class T>
-  static void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx, T* dg, int64 rows, int64 d, bool accumulate) {
-    cuda_kernels::rmsnorm_backward(x, g, rstd, dy, dx, dg, rows, d, accumulate);
-  }
-  template <class T>
-  static void rmsnorm_forward_strided(const T* x, T* y, T* rstd, int64 rows, int64 d, int64 stride, int64 per_row, T eps) {
-    cuda_kernels::rmsnorm_forward_strided(x, y, rstd, rows, d, stride, per_row, eps);
-  }
-  template <class T>
-  static void rmsnorm_backward_from_output(const T* y, const T* rstd, const T* dy, T* dx, int64 rows, int64 d, int64 stride, int64 per_row) {
-    cuda_kernels::rmsnorm_backward_from_output(y, rstd, dy, dx, rows, d, stride, per_row);
-  }
-  template <class T>
-  static void embedding_backward(const std::int32_t* tok, const T* dout, T* dE, int64 n, int64 d) {
-    cuda_kernels::embedding_backward(tok, dout, dE, n, d);
-  }
-  template <class T>
-  static void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* lse, int64 rows, int64 padded_vocab, int64 vocab,
-                                 T cap) {
-    cuda_kernels::softcap_ce_forward(logits, targets, losses, lse, rows, padded_vocab, vocab, cap);
-  }
-  template <class T>
-  static void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T scale, int64 rows, int64 padded_vocab,
-                                  int64 vocab, T cap) {
-    cuda_kernels::softcap_ce_backward(logits, targets, lse, scale, rows, padded_vocab, vocab, cap);
-  }
-
-  template <class T>
-  static void softcap_ce_fused(T* logits, const std::int32_t* targets, T* losses, T* lse, T scale, int64 rows, int64 padded_vocab,
-                               int64 vocab, T cap) {
-    cuda_kernels::softcap_ce_fused(logits, targets, losses, lse, scale, rows, padded_vocab, vocab, cap);
-  }
-
-  template <class T>
-  static void causal_softmax(T* P, int64 rows, int64 Tn) {
-    cuda_kernels::causal_softmax(P, rows, Tn);
-  }
-  template <class T>
-  static void causal_softmax_backward(const T* P, int64 seq_stride, T* dP, int64 rows, int64 Tn, T scale) {
-    cuda_kernels::causal_softmax_backward(P, seq_stride, dP, rows, Tn, scale);
-  }
-
-  // out[index[r]] = <x_r, y_r> over rows of `cols` values (the MoE experts' gate gradients).
-  template <class T>
-  static void row_dots(const T* x, const T* y, int64 cols, const std::int32_t* index, T* out, int64 rows) {
-    cuda_kernels::row_dots(x, y, cols, index, out, rows);
-  }
-
-  // The MoE grouping's stable sort of (expert, slot) pairs (kernels/moe_router.hpp).
-  static void sort_pairs(const std::int32_t* keys_in, std::int32_t* keys_out, const std::int32_t* vals_in, std::int32_t* vals_out, int64 n,
-                         int key_bits) {
-    cuda_kernels::sort_pairs(keys_in, keys_out, vals_in, vals_out, n, key_bits);
-  }
+  // Kernels of this backend's own (the hooks of backend/host.hpp: rmsnorm_forward, softcap_ce_fused,
+  // causal_softmax, embedding_backward, sort_pairs, ...) come from CudaKernelHooks (cuda_kernels.hpp).
 
   // Row-major C = alpha op(A) op(B) + beta C.
   template <class T>

@@ -31,18 +31,32 @@
 // only the order of the sums differs (trees instead of one pass in index order), so results agree
 // to rounding, and each is the same bits from run to run on one device. tests/cuda/kernels_device.cu
 // checks them against the host twins; all but the QK-norm and embedding kernels passed it on an
-// NVIDIA H200 (4 Dec 2026), those two came after that run and have not yet run on a GPU.
+// NVIDIA H200 (4 Dec 2026), those two came after that run and have so far run only under the
+// emulator below.
+//
+// The same source also compiles with the host compiler against backend/simt_emulator.hpp (with
+// LOOPSCALE_SIMT_EMULATION defined; backend/simt.hpp), which runs each launch's threads on the CPU:
+// tests/simt/ checks every kernel here that way in every build, GPU or not. Launches are written
+// LOOPSCALE_LAUNCH(kernel, grid, block)(args...) for that, device memory comes from
+// device_malloc, and the sort is the host's stable sort there (CUB has no host form).
 #pragma once
 
-#if !defined(__CUDACC__)
-#error "loopscale/train/backend/cuda_kernels.hpp is CUDA code: compile this file with nvcc and link loopscale::cuda"
-#endif
+#if defined(LOOPSCALE_SIMT_EMULATION)
+#include <cstdlib>
+#include <new>
 
+#include "loopscale/train/backend/simt_emulator.hpp"
+#include "loopscale/train/backend/sort_pairs_host.hpp"
+#elif defined(__CUDACC__)
 #include <cuda_runtime.h>
 
 #include <cub/device/device_radix_sort.cuh>
-#include <thrust/sequence.h>
-#include <thrust/system/cuda/execution_policy.h>
+
+#include "loopscale/train/backend/cuda_check.hpp"
+#define LOOPSCALE_LAUNCH(kernel, grid, block) kernel<<<grid, block>>>
+#else
+#error "loopscale/train/backend/cuda_kernels.hpp is CUDA code: compile this file with nvcc and link loopscale::cuda (or, on the CPU, include backend/simt.hpp)"
+#endif
 
 #include <cmath>
 #include <cstddef>
@@ -51,13 +65,28 @@
 #include <stdexcept>
 #include <string>
 
-#include "loopscale/train/backend/cuda_check.hpp"
-
 namespace loopscale::train::cuda_kernels {
 
 using int64 = std::int64_t;
 
+#if defined(LOOPSCALE_SIMT_EMULATION)
+using namespace simt::builtins;  // threadIdx, blockIdx, blockDim, dim3, __syncthreads, __shfl_xor_sync
+inline void launched(const char*) {}  // the emulator throws at the launch itself
+inline void* device_malloc(std::size_t bytes, const std::string&) {
+  void* p = std::malloc(bytes);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+inline void device_free(void* p) { std::free(p); }
+#else
 inline void launched(const char* kernel) { cuda_detail::check(cudaGetLastError(), (std::string("kernel ") + kernel).c_str()); }
+inline void* device_malloc(std::size_t bytes, const std::string& what) {
+  void* p = nullptr;
+  cuda_detail::check(cudaMalloc(&p, bytes), "cudaMalloc", std::to_string(bytes) + " bytes of " + what);
+  return p;
+}
+inline void device_free(void* p) { cudaFree(p); }  // waits for the device: no kernel still reads the block
+#endif
 
 // ---- reductions ---------------------------------------------------------------------------------
 
@@ -178,17 +207,15 @@ __global__ void rmsnorm_dg_sum(const T* part, T* dg, int64 chunks, int64 d) {
 // Device scratch of one element type, kept and grown as needed until exit (as the cuBLAS handle
 // is): the dg partials (T), the radix sort's temporary storage (bytes), the embedding backward's
 // ids and positions (int32).
-// cudaFree waits for the device, so no kernel still reads the old block when it goes.
 template <class T>
 T* device_scratch(std::size_t n) {
   static T* p = nullptr;
   static std::size_t capacity = 0;
   if (n > capacity) {
-    if (p) cudaFree(p);
+    if (p) device_free(p);
     p = nullptr;
     capacity = 0;
-    cuda_detail::check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc",
-                       std::to_string(n * sizeof(T)) + " bytes of scratch (RMSNorm scale gradient partials, a radix sort's, or the embedding gradient's)");
+    p = static_cast<T*>(device_malloc(n * sizeof(T), "scratch (RMSNorm scale gradient partials, a radix sort's, or the embedding gradient's)"));
     capacity = n;
   }
   return p;
@@ -198,7 +225,7 @@ template <class T>
 void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d, T eps) {
   if (rows <= 0 || d <= 0) return;
   const unsigned blocks = row_blocks(rows);
-  rmsnorm_forward_rows<T><<<blocks, 32 * rows_per_block>>>(x, g, y, rstd, rows, d, eps);
+  LOOPSCALE_LAUNCH(rmsnorm_forward_rows<T>, blocks, 32 * rows_per_block)(x, g, y, rstd, rows, d, eps);
   launched("rmsnorm_forward_rows");
 }
 
@@ -206,7 +233,7 @@ template <class T>
 void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx, T* dg, int64 rows, int64 d, bool accumulate) {
   if (rows <= 0 || d <= 0) return;
   const unsigned blocks = row_blocks(rows);
-  rmsnorm_backward_rows<T><<<blocks, 32 * rows_per_block>>>(x, g, rstd, dy, dx, rows, d, accumulate);
+  LOOPSCALE_LAUNCH(rmsnorm_backward_rows<T>, blocks, 32 * rows_per_block)(x, g, rstd, dy, dx, rows, d, accumulate);
   launched("rmsnorm_backward_rows");
   // dg after dx, as the host twin does (dx may alias dy only where no dg is asked for).
   if (dg) {
@@ -218,9 +245,9 @@ void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx,
     const int64 chunks = (rows + chunk - 1) / chunk;
     T* part = device_scratch<T>(static_cast<std::size_t>(chunks * d));
     const dim3 grid(static_cast<unsigned>((d + dg_columns - 1) / dg_columns), static_cast<unsigned>(chunks));
-    rmsnorm_dg_partials<T><<<grid, dim3(dg_columns, dg_lanes)>>>(x, rstd, dy, part, rows, d, chunk);
+    LOOPSCALE_LAUNCH(rmsnorm_dg_partials<T>, grid, dim3(dg_columns, dg_lanes))(x, rstd, dy, part, rows, d, chunk);
     launched("rmsnorm_dg_partials");
-    rmsnorm_dg_sum<T><<<static_cast<unsigned>((d + 255) / 256), 256>>>(part, dg, chunks, d);
+    LOOPSCALE_LAUNCH(rmsnorm_dg_sum<T>, static_cast<unsigned>((d + 255) / 256), 256)(part, dg, chunks, d);
     launched("rmsnorm_dg_sum");
   }
 }
@@ -274,14 +301,14 @@ __global__ void rmsnorm_backward_from_output_rows(const T* y, const T* rstd, con
 template <class T>
 void rmsnorm_forward_strided(const T* x, T* y, T* rstd, int64 rows, int64 d, int64 stride, int64 per_row, T eps) {
   if (rows <= 0 || d <= 0 || per_row <= 0) return;
-  rmsnorm_forward_strided_rows<T><<<row_blocks(rows * per_row), 32 * rows_per_block>>>(x, y, rstd, rows * per_row, d, stride, per_row, eps);
+  LOOPSCALE_LAUNCH(rmsnorm_forward_strided_rows<T>, row_blocks(rows * per_row), 32 * rows_per_block)(x, y, rstd, rows * per_row, d, stride, per_row, eps);
   launched("rmsnorm_forward_strided_rows");
 }
 
 template <class T>
 void rmsnorm_backward_from_output(const T* y, const T* rstd, const T* dy, T* dx, int64 rows, int64 d, int64 stride, int64 per_row) {
   if (rows <= 0 || d <= 0 || per_row <= 0) return;
-  rmsnorm_backward_from_output_rows<T><<<row_blocks(rows * per_row), 32 * rows_per_block>>>(y, rstd, dy, dx, rows * per_row, d, stride, per_row);
+  LOOPSCALE_LAUNCH(rmsnorm_backward_from_output_rows<T>, row_blocks(rows * per_row), 32 * rows_per_block)(y, rstd, dy, dx, rows * per_row, d, stride, per_row);
   launched("rmsnorm_backward_from_output_rows");
 }
 
@@ -422,7 +449,7 @@ __global__ void softcap_ce_fused_rows(T* logits, const std::int32_t* targets, T*
 template <class T>
 void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* lse, int64 rows, int64 padded_vocab, int64 vocab, T cap) {
   if (rows <= 0) return;
-  softcap_ce_forward_rows<T><<<static_cast<unsigned>(rows), ce_threads>>>(logits, targets, losses, lse, padded_vocab, vocab, cap);
+  LOOPSCALE_LAUNCH(softcap_ce_forward_rows<T>, static_cast<unsigned>(rows), ce_threads)(logits, targets, losses, lse, padded_vocab, vocab, cap);
   launched("softcap_ce_forward_rows");
 }
 
@@ -430,7 +457,7 @@ template <class T>
 void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T scale, int64 rows, int64 padded_vocab, int64 vocab,
                          T cap) {
   if (rows <= 0) return;
-  softcap_ce_backward_rows<T><<<static_cast<unsigned>(rows), ce_threads>>>(logits, targets, lse, scale, padded_vocab, vocab, cap);
+  LOOPSCALE_LAUNCH(softcap_ce_backward_rows<T>, static_cast<unsigned>(rows), ce_threads)(logits, targets, lse, scale, padded_vocab, vocab, cap);
   launched("softcap_ce_backward_rows");
 }
 
@@ -438,7 +465,7 @@ template <class T>
 void softcap_ce_fused(T* logits, const std::int32_t* targets, T* losses, T* lse, T scale, int64 rows, int64 padded_vocab, int64 vocab,
                       T cap) {
   if (rows <= 0) return;
-  softcap_ce_fused_rows<T><<<static_cast<unsigned>(rows), ce_threads>>>(logits, targets, losses, lse, scale, padded_vocab, vocab, cap);
+  LOOPSCALE_LAUNCH(softcap_ce_fused_rows<T>, static_cast<unsigned>(rows), ce_threads)(logits, targets, losses, lse, scale, padded_vocab, vocab, cap);
   launched("softcap_ce_fused_rows");
 }
 
@@ -489,14 +516,14 @@ __global__ void causal_softmax_backward_rows(const T* P, int64 seq_stride, T* dP
 template <class T>
 void causal_softmax(T* P, int64 rows, int64 Tn) {
   if (rows <= 0 || Tn <= 0) return;
-  causal_softmax_rows<T><<<row_blocks(rows), 32 * rows_per_block>>>(P, rows, Tn);
+  LOOPSCALE_LAUNCH(causal_softmax_rows<T>, row_blocks(rows), 32 * rows_per_block)(P, rows, Tn);
   launched("causal_softmax_rows");
 }
 
 template <class T>
 void causal_softmax_backward(const T* P, int64 seq_stride, T* dP, int64 rows, int64 Tn, T scale) {
   if (rows <= 0 || Tn <= 0) return;
-  causal_softmax_backward_rows<T><<<row_blocks(rows), 32 * rows_per_block>>>(P, seq_stride, dP, rows, Tn, scale);
+  LOOPSCALE_LAUNCH(causal_softmax_backward_rows<T>, row_blocks(rows), 32 * rows_per_block)(P, seq_stride, dP, rows, Tn, scale);
   launched("causal_softmax_backward_rows");
 }
 
@@ -517,23 +544,28 @@ __global__ void row_dots_rows(const T* x, const T* y, int64 cols, const std::int
 template <class T>
 void row_dots(const T* x, const T* y, int64 cols, const std::int32_t* index, T* out, int64 rows) {
   if (rows <= 0) return;
-  row_dots_rows<T><<<row_blocks(rows), 32 * rows_per_block>>>(x, y, cols, index, out, rows);
+  LOOPSCALE_LAUNCH(row_dots_rows<T>, row_blocks(rows), 32 * rows_per_block)(x, y, cols, index, out, rows);
   launched("row_dots_rows");
 }
 
 // ---- the MoE grouping's sort (kernels/moe_router.hpp, group_slots_sorted) -------------------------
 
 // A stable sort of n int32 (key, value) pairs by the keys' low key_bits bits: CUB's radix sort
-// (stable, and the same bits from run to run), its temporary storage kept and grown as needed.
+// (stable, and the same bits from run to run), its temporary storage kept and grown as needed;
+// the host's stable sort under the emulator.
 inline void sort_pairs(const std::int32_t* keys_in, std::int32_t* keys_out, const std::int32_t* vals_in, std::int32_t* vals_out, int64 n,
                        int key_bits) {
   if (n <= 0) return;
+#if defined(LOOPSCALE_SIMT_EMULATION)
+  stable_sort_pairs_host(keys_in, keys_out, vals_in, vals_out, n, key_bits);
+#else
   std::size_t bytes = 0;
   cuda_detail::check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys_in, keys_out, vals_in, vals_out, n, 0, key_bits),
                      "cub::DeviceRadixSort::SortPairs (temporary storage size)", std::to_string(n) + " pairs");
   unsigned char* temp = device_scratch<unsigned char>(bytes > 0 ? bytes : 1);
   cuda_detail::check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, vals_in, vals_out, n, 0, key_bits),
                      "cub::DeviceRadixSort::SortPairs", std::to_string(n) + " pairs, " + std::to_string(key_bits) + " key bits");
+#endif
 }
 
 // ---- embedding backward (kernels/embedding.hpp) --------------------------------------------------
@@ -574,6 +606,14 @@ __global__ void embedding_backward_runs(const std::int32_t* ids, const std::int3
   *cell = acc;
 }
 
+// p[i] = i for i < n (the positions the embedding backward sorts with the ids). A template, as
+// every kernel here is, so the header defines it in every file that includes it.
+template <class I>
+__global__ void sequence_kernel(I* p, int64 n) {
+  const int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) p[i] = static_cast<I>(i);
+}
+
 // dE[tok[i]] += dout[i] for the n tokens (ids in [0, 2^31)): the ids sorted with their positions
 // (sort_pairs above), then a block per run of equal ids and chunk of 256 columns. The portable form gives one thread a
 // column over all n tokens: d threads, 4 blocks of 256 at d 1024 and one at d 256, on a GPU with
@@ -586,14 +626,95 @@ void embedding_backward(const std::int32_t* tok, const T* dout, T* dE, int64 n, 
     throw std::length_error("embedding_backward: " + std::to_string(n) + " tokens in one call; at most 2^31 - 1 (one block each)");
   std::int32_t* scratch = device_scratch<std::int32_t>(static_cast<std::size_t>(3 * n));
   std::int32_t *positions = scratch, *ids = scratch + n, *sorted_positions = scratch + 2 * n;
-  thrust::sequence(thrust::cuda::par_nosync, positions, positions + n);
-  launched("thrust::sequence (positions)");
+  LOOPSCALE_LAUNCH(sequence_kernel<std::int32_t>, static_cast<unsigned>((n + 255) / 256), 256)(positions, n);
+  launched("sequence_kernel (positions)");
   sort_pairs(tok, ids, positions, sorted_positions, n, 31);
   const unsigned threads = d >= 256 ? 256u : static_cast<unsigned>((d + 31) / 32 * 32);
   const int64 chunks = (d + threads - 1) / threads;
   if (chunks > 65535) throw std::length_error("embedding_backward: d_model " + std::to_string(d) + " needs more than 65535 blocks of columns");
-  embedding_backward_runs<T><<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(chunks)), threads>>>(ids, sorted_positions, dout, dE, n, d);
+  LOOPSCALE_LAUNCH(embedding_backward_runs<T>, dim3(static_cast<unsigned>(n), static_cast<unsigned>(chunks)), threads)(ids, sorted_positions, dout, dE, n, d);
   launched("embedding_backward_runs");
 }
 
 }  // namespace loopscale::train::cuda_kernels
+
+namespace loopscale::train {
+
+// The hooks of backend/host.hpp that the kernels above fill: a backend deriving from this gets
+// each portable kernel (kernels/rmsnorm.hpp, loss.hpp, attention.hpp's device form, embedding.hpp,
+// moe.hpp, moe_router.hpp) routed to its CUDA kernel. CudaBackend derives from it on the device;
+// SimtBackend (simt.hpp) on the CPU, with Scope opening its guarded memory around each call.
+struct NoScope {};
+
+template <class Scope = NoScope>
+struct CudaKernelHooks {
+  using int64 = std::int64_t;
+  template <class T>
+  static void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d, T eps) {
+    const Scope scope{};
+    cuda_kernels::rmsnorm_forward(x, g, y, rstd, rows, d, eps);
+  }
+  template <class T>
+  static void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx, T* dg, int64 rows, int64 d, bool accumulate) {
+    const Scope scope{};
+    cuda_kernels::rmsnorm_backward(x, g, rstd, dy, dx, dg, rows, d, accumulate);
+  }
+  template <class T>
+  static void rmsnorm_forward_strided(const T* x, T* y, T* rstd, int64 rows, int64 d, int64 stride, int64 per_row, T eps) {
+    const Scope scope{};
+    cuda_kernels::rmsnorm_forward_strided(x, y, rstd, rows, d, stride, per_row, eps);
+  }
+  template <class T>
+  static void rmsnorm_backward_from_output(const T* y, const T* rstd, const T* dy, T* dx, int64 rows, int64 d, int64 stride, int64 per_row) {
+    const Scope scope{};
+    cuda_kernels::rmsnorm_backward_from_output(y, rstd, dy, dx, rows, d, stride, per_row);
+  }
+  template <class T>
+  static void embedding_backward(const std::int32_t* tok, const T* dout, T* dE, int64 n, int64 d) {
+    const Scope scope{};
+    cuda_kernels::embedding_backward(tok, dout, dE, n, d);
+  }
+  template <class T>
+  static void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* lse, int64 rows, int64 padded_vocab, int64 vocab,
+                                 T cap) {
+    const Scope scope{};
+    cuda_kernels::softcap_ce_forward(logits, targets, losses, lse, rows, padded_vocab, vocab, cap);
+  }
+  template <class T>
+  static void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T scale, int64 rows, int64 padded_vocab,
+                                  int64 vocab, T cap) {
+    const Scope scope{};
+    cuda_kernels::softcap_ce_backward(logits, targets, lse, scale, rows, padded_vocab, vocab, cap);
+  }
+  // A training step's loss and gradient in one kernel.
+  template <class T>
+  static void softcap_ce_fused(T* logits, const std::int32_t* targets, T* losses, T* lse, T scale, int64 rows, int64 padded_vocab,
+                               int64 vocab, T cap) {
+    const Scope scope{};
+    cuda_kernels::softcap_ce_fused(logits, targets, losses, lse, scale, rows, padded_vocab, vocab, cap);
+  }
+  template <class T>
+  static void causal_softmax(T* P, int64 rows, int64 Tn) {
+    const Scope scope{};
+    cuda_kernels::causal_softmax(P, rows, Tn);
+  }
+  template <class T>
+  static void causal_softmax_backward(const T* P, int64 seq_stride, T* dP, int64 rows, int64 Tn, T scale) {
+    const Scope scope{};
+    cuda_kernels::causal_softmax_backward(P, seq_stride, dP, rows, Tn, scale);
+  }
+  // out[index[r]] = <x_r, y_r> over rows of `cols` values (the MoE experts' gate gradients).
+  template <class T>
+  static void row_dots(const T* x, const T* y, int64 cols, const std::int32_t* index, T* out, int64 rows) {
+    const Scope scope{};
+    cuda_kernels::row_dots(x, y, cols, index, out, rows);
+  }
+  // The MoE grouping's stable sort of (expert, slot) pairs (kernels/moe_router.hpp).
+  static void sort_pairs(const std::int32_t* keys_in, std::int32_t* keys_out, const std::int32_t* vals_in, std::int32_t* vals_out, int64 n,
+                         int key_bits) {
+    const Scope scope{};
+    cuda_kernels::sort_pairs(keys_in, keys_out, vals_in, vals_out, n, key_bits);
+  }
+};
+
+}  // namespace loopscale::train

@@ -29,6 +29,7 @@
 
 #include "loopscale/train/backend/buffer.hpp"
 #include "loopscale/train/backend/host.hpp"
+#include "loopscale/train/backend/sort_pairs_host.hpp"
 
 namespace loopscale::train {
 
@@ -100,23 +101,6 @@ struct GuardMemory {
 
 template <class T>
 using GuardBuffer = OwnedBuffer<T, GuardMemory>;
-
-// A stable sort of n (key, value) pairs by the low key_bits bits of the key, on the host: what a
-// device backend's sort_pairs does (CUDA: a CUB radix sort over those bits), for the guard's
-// device forms and for tests.
-inline void stable_sort_pairs_host(const std::int32_t* keys_in, std::int32_t* keys_out, const std::int32_t* vals_in, std::int32_t* vals_out,
-                                   std::int64_t n, int key_bits) {
-  const std::uint32_t mask = key_bits >= 32 ? ~0u : (1u << key_bits) - 1u;
-  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = i;
-  std::stable_sort(idx.begin(), idx.end(), [&](std::int64_t a, std::int64_t b) {
-    return (static_cast<std::uint32_t>(keys_in[a]) & mask) < (static_cast<std::uint32_t>(keys_in[b]) & mask);
-  });
-  for (std::int64_t i = 0; i < n; ++i) {
-    keys_out[i] = keys_in[idx[static_cast<std::size_t>(i)]];
-    vals_out[i] = vals_in[idx[static_cast<std::size_t>(i)]];
-  }
-}
 
 // NestedGemm: true runs the host backend's forms of attention and the MoE experts (a GEMM inside
 // a parallel task), so results equal HostBackend's bit for bit; false runs the device forms, the

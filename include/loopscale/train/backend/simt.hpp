@@ -1,0 +1,31 @@
+// The SIMT backend, for tests: the guard backend's device forms (guard.hpp: memory the host cannot
+// touch outside backend calls, attention and the MoE experts in the form a GPU runs) with the CUDA
+// backend's own kernels (cuda_kernels.hpp: RMSNorm and QK-norm, the softcapped cross-entropy, the
+// causal softmax, the embedding gradient, the experts' gate gradients, the MoE sort) compiled by
+// the host compiler and run by the SIMT emulator (simt_emulator.hpp). A model trained under it
+// runs every line of CUDA code the CUDA backend adds except cuBLASLt's GEMMs and Thrust's loops,
+// on any machine; tests/simt/ compares it with HostBackend.
+//
+// This header defines LOOPSCALE_SIMT_EMULATION, and with it CUDA's names (threadIdx, __shared__,
+// ...) as macros, for the rest of the file that includes it: include it in test files only.
+#pragma once
+
+#if defined(__CUDACC__)
+#error "loopscale/train/backend/simt.hpp runs CUDA kernels on the CPU: compile it with the host compiler, not nvcc"
+#endif
+
+#if !defined(LOOPSCALE_SIMT_EMULATION)
+#define LOOPSCALE_SIMT_EMULATION 1
+#endif
+
+#include "loopscale/train/backend/cuda_kernels.hpp"
+#include "loopscale/train/backend/guard.hpp"
+
+namespace loopscale::train {
+
+struct SimtBackend : GuardBackendOf<false>, CudaKernelHooks<guard_detail::Open> {
+  static constexpr const char* name = "simt";
+  using CudaKernelHooks<guard_detail::Open>::sort_pairs;  // the guard's device form has one too: the kernels' is this backend's
+};
+
+}  // namespace loopscale::train
