@@ -136,7 +136,7 @@ TEST_CASE("reliability: a torn last results line is set aside with a warning and
   // A bad line in the middle is no torn write: an error naming file:line.
   std::string middle = whole;
   middle.replace(middle.find("\"loss\""), 6, "\"lo$$\"");
-  spit(file, middle.substr(0, middle.find('\n') + 1) + "{oops\n" + whole.substr(whole.find('\n') + 1));
+  spit(file, whole.substr(0, whole.find('\n') + 1) + "{oops\n" + whole.substr(whole.find('\n') + 1));
   CHECK_THROWS_WITH(read_results(file), Catch::Contains("results.jsonl:2: not a JSON line"));
   CHECK_THROWS_WITH(run_fake(plan, out), Catch::Contains("results.jsonl:2: not a JSON line"));
   spit(file, middle);
@@ -280,6 +280,8 @@ TEST_CASE("reliability: a results file of junk is an error naming its line, not 
       {"ELF bytes", elf, "results.jsonl:1: not a JSON line"},
       {"text after whole lines", whole + "garbage\n", "results.jsonl:7: not a JSON line"},
       {"a number after whole lines", whole + "42\n", "results.jsonl:7: not a whole result"},
+      // Another program's JSONL: refused at its first line, with no warning that its last is torn.
+      {"JSON lines that are no results", "{\"step\": 1, \"loss\": 2.5}\n{\"step\": 2, \"loss\": 2.4}\n", "results.jsonl:1: result line lacks a field"},
   };
   for (const auto& [what, text, message] : junk) {
     INFO(what);

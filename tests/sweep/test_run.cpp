@@ -50,8 +50,11 @@ TEST_CASE("results: appends are whole lines, a second line for the same run is r
   CHECK(read_results(file).size() == 2);
   CHECK_THROWS_WITH(result_line(plan, plan.runs[0], {{"loss", 1.0}}), Catch::Contains("no numeric val_loss"));
   // A bad line before the last is an error (a torn last line is set aside instead: test_reliability.cpp).
-  std::ofstream(dir / "bad.jsonl") << "{\"id\": \"x\"}\n{oops\n{\"id\": \"y\"}\n";
+  std::ofstream(dir / "bad.jsonl") << result_line(plan, plan.runs[0], {{"val_loss", 3.5}}).dump() << "\n{oops\n{\"id\": \"y\"}\n";
   CHECK_THROWS_WITH(read_lines(dir / "bad.jsonl"), Catch::Contains("bad.jsonl:2: not a JSON line"));
+  // And a whole JSON line that is no result, before the last: named at its line.
+  std::ofstream(dir / "other.jsonl") << "{\"id\": \"x\"}\n{\"id\": \"y\"}\n";
+  CHECK_THROWS_WITH(read_lines(dir / "other.jsonl"), Catch::Contains("other.jsonl:1: result line lacks a field"));
   // A number past a double, or a key given twice, is named for what it is (1e400 was exit 1 once
   // the reader threw nlohmann's out_of_range).
   std::ofstream(dir / "huge.jsonl") << "{\"id\": 1e400}\n{\"id\": \"y\"}\n";

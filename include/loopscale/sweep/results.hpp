@@ -195,6 +195,14 @@ inline ResultsFile parse_results_file(const fs::path& file) {
         problem = "not a whole result (fields missing)";
       }
       if (problem.empty() && !sp.newline) problem = "no newline at its end";
+    } else if (problem.empty()) {
+      // A whole JSON line before the last must be a result: another program's JSONL given as a
+      // results file is refused at its first line, before its last could be warned about as torn.
+      try {
+        result_from_json(j);
+      } catch (const sweep_error& e) {
+        throw sweep_error(fmt::format("{}:{}: {}", file.string(), sp.number, e.what()));
+      }
     }
     if (problem.empty()) {
       f.lines.push_back(std::move(j));
