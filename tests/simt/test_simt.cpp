@@ -6,9 +6,11 @@
 
 #include "loopscale/train/backend/simt.hpp"  // first: defines the CUDA names for the kernels below
 
+#include <atomic>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "train/backend_steps.hpp"
@@ -61,9 +63,58 @@ __global__ void crossed_waits(T* out) {
 template <class T>
 __global__ void nothing(T*) {}
 
+// block_reduce without its first barrier, the one that lets `red` be written again: a warp that
+// runs ahead into the next sum overwrites a partial a slower warp has not read yet.
+template <class T>
+__device__ T reduce_without_reuse_barrier(T v, T* red) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32), warps = static_cast<int>(blockDim.x / 32);
+  v = ck::warp_reduce(v, ck::Sum{});
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  return ck::warp_reduce(lane < warps ? red[lane] : T(0), ck::Sum{});
+}
+
+// Two block sums in a row over one shared array; every thread writes what it got.
+template <class T>
+__global__ void two_sums(const T* x, T* out, bool reuse_barrier) {
+  __shared__ T red[32];
+  const int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const T a = x[i];
+  out[2 * i] = reuse_barrier ? ck::block_reduce(a, ck::Sum{}, T(0), red) : reduce_without_reuse_barrier(a, red);
+  out[2 * i + 1] = reuse_barrier ? ck::block_reduce(T(2) * a, ck::Sum{}, T(0), red) : reduce_without_reuse_barrier(T(2) * a, red);
+}
+
+// Shuffles the emulator refuses: 0, a mask without the calling lane; 1, two masks in one warp;
+// 2, a read of a lane the mask leaves out (lanes 0-15 with mask 0xffff reading lane ^ 16).
+template <class T>
+__global__ void bad_shuffles(T* out, int which) {
+  const unsigned lane = threadIdx.x % 32;
+  T v = T(1);
+  if (which == 0) v = __shfl_xor_sync(0xfffffffeu, v, 1);
+  if (which == 1) v = __shfl_xor_sync(lane < 16 ? 0x0000ffffu : 0xffff0000u, v, 1);
+  if (which == 2) {
+    if (lane >= 16) return;
+    v = __shfl_xor_sync(0x0000ffffu, v, 16);
+  }
+  out[threadIdx.x] = v;
+}
+
+template <class T>
+__global__ void launches_inside(T* out) {
+  LOOPSCALE_LAUNCH(nothing<T>, 1u, 32u)(out);
+}
+
+// Tells the test it runs, then waits until another thread has tried a launch of its own.
+template <class T>
+__global__ void hold(std::atomic<bool>* running, std::atomic<bool>* tried, T*) {
+  running->store(true);
+  while (!tried->load()) std::this_thread::yield();
+}
+
 }  // namespace
 
 TEST_CASE("a block reduction over 1, 3 and 32 warps sums every value once", "[simt]") {
+  const std::int64_t before = simt::launches("block_sums<double>");
   for (const unsigned threads : {32u, 96u, 1024u}) {
     const int64 blocks = 5, n = 1000;
     std::vector<double> x(static_cast<std::size_t>(blocks * n)), out(static_cast<std::size_t>(blocks));
@@ -76,7 +127,7 @@ TEST_CASE("a block reduction over 1, 3 and 32 warps sums every value once", "[si
       REQUIRE(out[static_cast<std::size_t>(b)] == want);
     }
   }
-  REQUIRE(simt::launches("block_sums<double>") == 3);
+  REQUIRE(simt::launches("block_sums<double>") - before == 3);
 }
 
 TEST_CASE("threads run in a shuffled order, so a read of shared memory without its barrier is caught", "[simt]") {
@@ -94,6 +145,28 @@ TEST_CASE("threads run in a shuffled order, so a read of shared memory without i
   REQUIRE(wrong() > 0);  // threads that ran before thread 0 in their block read the last block's value
 }
 
+TEST_CASE("a warp that runs ahead into the next sum is caught when a barrier before shared memory is reused is missing", "[simt]") {
+  const unsigned blocks = 64, threads = 256;
+  std::vector<double> x(blocks * threads), out(2 * x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i % 13);  // integers: sums exact in any order
+  const auto wrong = [&] {
+    int n = 0;
+    for (unsigned b = 0; b < blocks; ++b) {
+      double sum = 0;
+      for (unsigned t = 0; t < threads; ++t) sum += x[b * threads + t];
+      for (unsigned t = 0; t < threads; ++t) {
+        const std::size_t i = b * threads + t;
+        n += (out[2 * i] != sum) + (out[2 * i + 1] != 2 * sum);
+      }
+    }
+    return n;
+  };
+  LOOPSCALE_LAUNCH(two_sums<double>, blocks, threads)(x.data(), out.data(), true);
+  REQUIRE(wrong() == 0);
+  LOOPSCALE_LAUNCH(two_sums<double>, blocks, threads)(x.data(), out.data(), false);
+  REQUIRE(wrong() > 0);  // only the schedule where one warp runs ahead shows it: warps in step never do
+}
+
 TEST_CASE("a shuffle naming returned lanes, barriers that wait for each other and bad configurations are refused", "[simt]") {
   std::vector<float> out(1024);
   REQUIRE_THROWS_WITH(LOOPSCALE_LAUNCH(half_warp_shuffles<float>, 2u, 64u)(out.data()), Catch::Contains("half_warp_shuffles<float>") &&
@@ -105,6 +178,28 @@ TEST_CASE("a shuffle naming returned lanes, barriers that wait for each other an
   REQUIRE_THROWS_WITH(LOOPSCALE_LAUNCH(nothing<float>, 1u, 1025u)(out.data()), Catch::Contains("invalid configuration"));
   REQUIRE_THROWS_WITH(LOOPSCALE_LAUNCH(nothing<float>, simt::dim3(1, 70000), 32u)(out.data()), Catch::Contains("invalid configuration"));
   REQUIRE_THROWS_AS(LOOPSCALE_LAUNCH(nothing<float>, 0u, 32u)(out.data()), std::invalid_argument);
+  // A warp of 16 lanes (a block of 48 threads) shuffling over 32.
+  std::vector<double> ones(48, 1.0), sum(1);
+  REQUIRE_THROWS_WITH(LOOPSCALE_LAUNCH(block_sums<double>, 1u, 48u)(ones.data(), sum.data(), int64{48}), Catch::Contains("do not exist"));
+  REQUIRE_THROWS_WITH(LOOPSCALE_LAUNCH(bad_shuffles<float>, 1u, 32u)(out.data(), 0), Catch::Contains("leaves out the calling lane"));
+  REQUIRE_THROWS_WITH(LOOPSCALE_LAUNCH(bad_shuffles<float>, 1u, 32u)(out.data(), 1), Catch::Contains("different masks"));
+  REQUIRE_THROWS_WITH(LOOPSCALE_LAUNCH(bad_shuffles<float>, 1u, 32u)(out.data(), 2), Catch::Contains("which its mask leaves out"));
+  REQUIRE_THROWS_WITH(LOOPSCALE_LAUNCH(launches_inside<float>, 1u, 32u)(out.data()), Catch::Contains("launched from inside an emulated kernel"));
+  // Two threads launching at once would share the kernels' shared memory (a static): refused.
+  std::atomic<bool> running{false}, tried{false};
+  std::string refused;
+  std::thread other([&] {
+    while (!running.load()) std::this_thread::yield();
+    try {
+      LOOPSCALE_LAUNCH(nothing<float>, 1u, 32u)(out.data());
+    } catch (const std::logic_error& e) {
+      refused = e.what();
+    }
+    tried.store(true);
+  });
+  LOOPSCALE_LAUNCH(hold<float>, 1u, 1u)(&running, &tried, out.data());
+  other.join();
+  REQUIRE_THAT(refused, Catch::Contains("launched while another thread runs a launch"));
   // After a refused launch the emulator runs the next one.
   std::vector<double> x(64, 1.0), s(1);
   LOOPSCALE_LAUNCH(block_sums<double>, 1u, 64u)(x.data(), s.data(), int64{64});
@@ -152,7 +247,8 @@ TEST_CASE("training steps with the CUDA backend's own kernels under the emulator
   // silently): every kernel of cuda_kernels.hpp a dense or MoE step uses.
   for (const char* k : {"rmsnorm_forward_rows<T>", "rmsnorm_backward_rows<T>", "rmsnorm_dg_partials<T>", "rmsnorm_forward_strided_rows<T>",
                         "rmsnorm_backward_from_output_rows<T>", "softcap_ce_fused_rows<T>", "causal_softmax_rows<T>",
-                        "causal_softmax_backward_rows<T>", "embedding_backward_runs<T>", "row_dots_rows<T>"}) {
+                        "causal_softmax_backward_rows<T>", "embedding_backward_runs<T>", "row_dots_rows<T>", "rmsnorm_dg_sum<T>",
+                        "sequence_kernel<std::int32_t>"}) {
     INFO(k);
     REQUIRE(simt::launches(k) > 0);
   }

@@ -1,10 +1,11 @@
 // The SIMT backend, for tests: the guard backend's device forms (guard.hpp: memory the host cannot
 // touch outside backend calls, attention and the MoE experts in the form a GPU runs) with the CUDA
 // backend's own kernels (cuda_kernels.hpp: RMSNorm and QK-norm, the softcapped cross-entropy, the
-// causal softmax, the embedding gradient, the experts' gate gradients, the MoE sort) compiled by
-// the host compiler and run by the SIMT emulator (simt_emulator.hpp). A model trained under it
-// runs every line of CUDA code the CUDA backend adds except cuBLASLt's GEMMs and Thrust's loops,
-// on any machine; tests/simt/ compares it with HostBackend.
+// causal softmax, the embedding gradient, the experts' gate gradients) compiled by the host
+// compiler and run by the SIMT emulator (simt_emulator.hpp). What it does not run of the CUDA
+// backend: cuBLASLt's GEMMs and their bf16 packing (the host's GEMMs instead), Thrust's CUDA
+// system (the host's parallel_for), and CUB's radix sort (the host's stable sort, the same
+// order). tests/simt/ compares it with HostBackend on any machine.
 //
 // This header defines LOOPSCALE_SIMT_EMULATION, and with it CUDA's names (threadIdx, __shared__,
 // ...) as macros, for the rest of the file that includes it: include it in test files only.

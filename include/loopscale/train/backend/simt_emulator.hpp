@@ -10,14 +10,21 @@
 // goes past the barrier, as on the device. Shared memory is a function's static (one block runs
 // at a time). Warps are 32 consecutive threads of the block; __shfl_xor_sync exchanges values
 // through a slot per lane with the named lanes waiting for each other twice (all written, all read).
-// The fibers of a block run in an order shuffled per block, so a kernel that reads what another
-// warp writes without a barrier between gets a wrong value here too, on some blocks.
+// The fibers of a block run in an order shuffled per block, under one of two schedules drawn per
+// block (run_block): warps in step, or one warp running ahead to its next __syncthreads. So a
+// kernel that reads shared memory another warp writes without a barrier between, or writes
+// shared memory again before a slower warp has read it, gets wrong values here too, on some blocks.
 //
 // What is refused, each with an exception naming the kernel and the block: a configuration a
 // device refuses (no threads, more than 1024 a block, a grid side past its limit); a shuffle whose
-// mask names a lane that has returned or does not exist (undefined on a device); threads that wait
-// for each other at barriers not all of them reach (a device hangs). Not emulated: memory
-// ordering beyond barriers, atomics, streams, timing, and anything the kernels do not use.
+// mask names a lane that has returned or does not exist, or that reads a lane its mask leaves out
+// (undefined on a device); threads that wait for each other at barriers not all of them reach (a
+// device hangs). Narrower than CUDA, and stated here: the lanes of a warp shuffle with one mask at
+// a time (two disjoint sub-warp groups shuffling at once are refused; the kernels shuffle whole
+// warps), and __syncthreads counts the threads still running, so threads that returned before it
+// are not waited for (the programming guide leaves that undefined; the kernels here return whole
+// blocks before a barrier, or threads after the last one). Not emulated: memory ordering beyond
+// barriers, atomics, streams, timing, and anything the kernels do not use.
 //
 // Use: define LOOPSCALE_SIMT_EMULATION and include backend/cuda_kernels.hpp with the host compiler
 // (backend/simt.hpp does both). The CUDA names the kernels use are this header's: threadIdx,
@@ -35,6 +42,7 @@
 
 #include <boost/context/fiber.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstddef>
@@ -61,7 +69,7 @@ struct dim3 {
 
 inline constexpr int warp_size = 32;
 inline constexpr unsigned max_threads_per_block = 1024;
-inline constexpr unsigned max_grid_y = 65535, max_grid_z = 65535;
+inline constexpr unsigned max_grid_x = 2147483647u, max_grid_y = 65535, max_grid_z = 65535;
 
 namespace builtins {
 inline thread_local uint3 threadIdx, blockIdx;
@@ -268,26 +276,45 @@ inline void run_block(Block& b, std::vector<std::size_t>& order) {
     f.waiting_on = nullptr;
     prepare(b, f, StackPool::get().stack(i));
   }
-  // A new order for each block (xorshift; Fisher-Yates).
+  // A new order for each block (xorshift; Fisher-Yates), and one of two schedules. Round robin
+  // resumes every runnable thread once a pass, so warps move through their shuffles in step, and a
+  // thread that reads what another warp writes between two barriers, before that warp has written
+  // it, is caught. Warp-greedy (every other block, by the same generator) runs a resumed thread's
+  // warp on until each of its lanes waits at __syncthreads or has returned: one warp gets a whole
+  // reduction ahead of the others, as a device allows, so a warp that writes shared memory a slower
+  // warp has not yet read (a missing barrier before the memory is reused) is caught too.
   std::uint64_t& s = schedule_state();
-  for (std::size_t i = n; i > 1; --i) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    std::swap(order[i - 1], order[s % i]);
-  }
+  const auto next = [&s] { return s ^= s << 13, s ^= s >> 7, s ^= s << 17; };
+  for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[next() % i]);
+  const bool warp_greedy = (next() >> 32) & 1u;
   std::size_t remaining = n;
+  const auto runnable = [](const Fiber& f) { return !f.done && !(f.waiting_on && f.waiting_on->generation == f.waiting_generation); };
+  const auto step = [&](Fiber& f) {
+    f.waiting_on = nullptr;
+    resume(b, f);
+    if (b.error) {
+      abort_all(b);
+      std::rethrow_exception(b.error);
+    }
+    if (f.done) --remaining;
+  };
   while (remaining > 0) {
     bool progress = false;
     for (std::size_t k = 0; k < n; ++k) {
       Fiber& f = b.fibers[order[k]];
-      if (f.done || (f.waiting_on && f.waiting_on->generation == f.waiting_generation)) continue;
-      f.waiting_on = nullptr;
-      resume(b, f);
+      if (!runnable(f)) continue;
+      step(f);
       progress = true;
-      if (b.error) {
-        abort_all(b);
-        std::rethrow_exception(b.error);
+      if (!warp_greedy) continue;
+      const std::size_t first = static_cast<std::size_t>(f.warp) * warp_size, last = std::min(n, first + warp_size);
+      for (bool again = true; again;) {
+        again = false;
+        for (std::size_t i = first; i < last; ++i)
+          if (runnable(b.fibers[i])) {
+            step(b.fibers[i]);
+            again = true;
+          }
       }
-      if (f.done) --remaining;
     }
     if (!progress && remaining > 0) {
       abort_all(b);
@@ -305,9 +332,9 @@ inline void run(const char* kernel, dim3 grid, dim3 block_dim, const std::functi
     bad("blocks of " + std::to_string(block_dim.x) + " x " + std::to_string(block_dim.y) + " x " + std::to_string(block_dim.z) +
         " threads (1 to 1024)");
   if (block_dim.z > 64) bad("block z side " + std::to_string(block_dim.z) + " (at most 64)");
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > max_grid_y || grid.z > max_grid_z)
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > max_grid_x || grid.y > max_grid_y || grid.z > max_grid_z)
     bad("a grid of " + std::to_string(grid.x) + " x " + std::to_string(grid.y) + " x " + std::to_string(grid.z) +
-        " blocks (each side at least 1; y and z at most 65535)");
+        " blocks (each side at least 1; x at most 2^31 - 1, y and z at most 65535)");
   if (running()) throw std::logic_error("simt: kernel " + std::string(kernel) + " launched from inside an emulated kernel");
   // One launch at a time in the process: shared memory is a static, which two blocks running on
   // two threads would share (a device backend's kernels are launched from one host thread).
@@ -388,8 +415,10 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
   const int lanes = std::popcount(mask);
   detail::wait(b, w.barrier, lanes);  // every named lane has written its slot
   const int src = f.lane ^ (lane_mask & (warp_size - 1));
-  T out = v;
-  if (mask & (1u << src)) std::memcpy(&out, &w.slot[src], sizeof(T));
+  if (!(mask & (1u << src)))
+    b.fail(where() + ": a shuffle reads lane " + std::to_string(src) + ", which its mask leaves out (undefined on a device)");
+  T out;
+  std::memcpy(&out, &w.slot[src], sizeof(T));
   w.mask = mask;
   detail::wait(b, w.barrier, lanes);  // every named lane has read: the slots may be written again
   return out;
