@@ -90,7 +90,7 @@ template <class T>
 __global__ void bad_shuffles(T* out, int which) {
   const unsigned lane = threadIdx.x % 32;
   T v = T(1);
-  if (which == 0) v = __shfl_xor_sync(0xfffffffeu, v, 1);
+  if (which == 0) v = __shfl_xor_sync(0xfffffffeu, v, 0);  // xor 0: every other lane reads itself, inside the mask
   if (which == 1) v = __shfl_xor_sync(lane < 16 ? 0x0000ffffu : 0xffff0000u, v, 1);
   if (which == 2) {
     if (lane >= 16) return;

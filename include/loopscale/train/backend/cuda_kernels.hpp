@@ -651,68 +651,68 @@ struct CudaKernelHooks {
   using int64 = std::int64_t;
   template <class T>
   static void rmsnorm_forward(const T* x, const T* g, T* y, T* rstd, int64 rows, int64 d, T eps) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::rmsnorm_forward(x, g, y, rstd, rows, d, eps);
   }
   template <class T>
   static void rmsnorm_backward(const T* x, const T* g, const T* rstd, const T* dy, T* dx, T* dg, int64 rows, int64 d, bool accumulate) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::rmsnorm_backward(x, g, rstd, dy, dx, dg, rows, d, accumulate);
   }
   template <class T>
   static void rmsnorm_forward_strided(const T* x, T* y, T* rstd, int64 rows, int64 d, int64 stride, int64 per_row, T eps) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::rmsnorm_forward_strided(x, y, rstd, rows, d, stride, per_row, eps);
   }
   template <class T>
   static void rmsnorm_backward_from_output(const T* y, const T* rstd, const T* dy, T* dx, int64 rows, int64 d, int64 stride, int64 per_row) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::rmsnorm_backward_from_output(y, rstd, dy, dx, rows, d, stride, per_row);
   }
   template <class T>
   static void embedding_backward(const std::int32_t* tok, const T* dout, T* dE, int64 n, int64 d) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::embedding_backward(tok, dout, dE, n, d);
   }
   template <class T>
   static void softcap_ce_forward(T* logits, const std::int32_t* targets, T* losses, T* lse, int64 rows, int64 padded_vocab, int64 vocab,
                                  T cap) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::softcap_ce_forward(logits, targets, losses, lse, rows, padded_vocab, vocab, cap);
   }
   template <class T>
   static void softcap_ce_backward(T* logits, const std::int32_t* targets, const T* lse, T scale, int64 rows, int64 padded_vocab,
                                   int64 vocab, T cap) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::softcap_ce_backward(logits, targets, lse, scale, rows, padded_vocab, vocab, cap);
   }
   // A training step's loss and gradient in one kernel.
   template <class T>
   static void softcap_ce_fused(T* logits, const std::int32_t* targets, T* losses, T* lse, T scale, int64 rows, int64 padded_vocab,
                                int64 vocab, T cap) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::softcap_ce_fused(logits, targets, losses, lse, scale, rows, padded_vocab, vocab, cap);
   }
   template <class T>
   static void causal_softmax(T* P, int64 rows, int64 Tn) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::causal_softmax(P, rows, Tn);
   }
   template <class T>
   static void causal_softmax_backward(const T* P, int64 seq_stride, T* dP, int64 rows, int64 Tn, T scale) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::causal_softmax_backward(P, seq_stride, dP, rows, Tn, scale);
   }
   // out[index[r]] = <x_r, y_r> over rows of `cols` values (the MoE experts' gate gradients).
   template <class T>
   static void row_dots(const T* x, const T* y, int64 cols, const std::int32_t* index, T* out, int64 rows) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::row_dots(x, y, cols, index, out, rows);
   }
   // The MoE grouping's stable sort of (expert, slot) pairs (kernels/moe_router.hpp).
   static void sort_pairs(const std::int32_t* keys_in, std::int32_t* keys_out, const std::int32_t* vals_in, std::int32_t* vals_out, int64 n,
                          int key_bits) {
-    const Scope scope{};
+    [[maybe_unused]] const Scope scope{};
     cuda_kernels::sort_pairs(keys_in, keys_out, vals_in, vals_out, n, key_bits);
   }
 };

@@ -9,7 +9,7 @@
 // __syncthreads() or a warp shuffle, so every thread of the block has done its part before any
 // goes past the barrier, as on the device. Shared memory is a function's static (one block runs
 // at a time). Warps are 32 consecutive threads of the block; __shfl_xor_sync exchanges values
-// through a slot per lane with the named lanes waiting for each other twice (all written, all read).
+// through a slot per lane, the named lanes waiting for each other once.
 // The fibers of a block run in an order shuffled per block, under one of two schedules drawn per
 // block (run_block): warps in step, or one warp running ahead to its next __syncthreads. So a
 // kernel that reads shared memory another warp writes without a barrier between, or writes
@@ -98,7 +98,9 @@ struct Warp {
   std::uint32_t live = 0;  // lanes that exist and have not returned
   std::uint32_t mask = 0;  // the mask of the shuffle now waited at (0: none)
   Barrier barrier;
-  std::uint64_t slot[warp_size] = {};
+  std::uint64_t slot[warp_size] = {};    // each lane's value of the shuffle now waited at
+  int source[warp_size] = {};            // the lane each lane reads
+  std::uint64_t result[warp_size] = {};  // what each lane reads: written by the last lane to arrive
 };
 
 // The block now running on this thread.
@@ -132,11 +134,11 @@ inline Block& block() {
   return *b;
 }
 
-// Stacks for the fibers, kept between launches: 256 KiB each with a guard page below, so a
+// Stacks for the fibers, kept between launches: 64 KiB each with a guard page below, so a
 // kernel that overflows its stack stops with SIGSEGV instead of writing over its neighbour's.
 class StackPool {
  public:
-  static constexpr std::size_t bytes = 256 * 1024;
+  static constexpr std::size_t bytes = 64 * 1024;
   static StackPool& get() {
     static thread_local StackPool p;
     return p;
@@ -408,19 +410,22 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
   if (!(mask & (1u << f.lane))) b.fail(where() + ": a shuffle whose mask leaves out the calling lane");
   if ((mask & w.live) != mask) b.fail(where() + ": a shuffle whose mask names lanes that have returned or do not exist");
   if (w.barrier.arrived > 0 && w.mask != mask) b.fail(where() + ": lanes of one warp shuffle with different masks");
-  w.mask = mask;
-  std::uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof(T));
-  w.slot[f.lane] = bits;
-  const int lanes = std::popcount(mask);
-  detail::wait(b, w.barrier, lanes);  // every named lane has written its slot
   const int src = f.lane ^ (lane_mask & (warp_size - 1));
   if (!(mask & (1u << src)))
     b.fail(where() + ": a shuffle reads lane " + std::to_string(src) + ", which its mask leaves out (undefined on a device)");
-  T out;
-  std::memcpy(&out, &w.slot[src], sizeof(T));
   w.mask = mask;
-  detail::wait(b, w.barrier, lanes);  // every named lane has read: the slots may be written again
+  std::memcpy(&w.slot[f.lane], &v, sizeof(T));
+  w.source[f.lane] = src;
+  const int lanes = std::popcount(mask);
+  // One wait: the last named lane to arrive hands every named lane its value before any goes on,
+  // so a lane that runs ahead into the next shuffle overwrites no value another has yet to read
+  // (its own result is written again only when it has arrived at a later shuffle).
+  if (w.barrier.arrived + 1 >= lanes)
+    for (int l = 0; l < warp_size; ++l)
+      if (mask & (1u << l)) w.result[l] = w.slot[w.source[l]];
+  detail::wait(b, w.barrier, lanes);
+  T out;
+  std::memcpy(&out, &w.result[f.lane], sizeof(T));
   return out;
 }
 
