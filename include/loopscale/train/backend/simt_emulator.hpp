@@ -19,7 +19,8 @@
 // device refuses (no threads, more than 1024 a block, a grid side past its limit); a shuffle whose
 // mask names a lane that has returned or does not exist, or that reads a lane its mask leaves out
 // (undefined on a device); threads that wait for each other at barriers not all of them reach (a
-// device hangs). Narrower than CUDA, and stated here: the lanes of a warp shuffle with one mask at
+// device hangs); a launch from inside a kernel, or while another thread's launch runs (the
+// kernels' shared memory is a static). Narrower than CUDA, and stated here: the lanes of a warp shuffle with one mask at
 // a time (two disjoint sub-warp groups shuffling at once are refused; the kernels shuffle whole
 // warps), and __syncthreads counts the threads still running, so threads that returned before it
 // are not waited for (the programming guide leaves that undefined; the kernels here return whole
@@ -96,7 +97,7 @@ struct Fiber {
 
 struct Warp {
   std::uint32_t live = 0;  // lanes that exist and have not returned
-  std::uint32_t mask = 0;  // the mask of the shuffle now waited at (0: none)
+  std::uint32_t mask = 0;  // the mask of the shuffle lanes now wait at (meaningful while barrier.arrived > 0)
   Barrier barrier;
   std::uint64_t slot[warp_size] = {};    // each lane's value of the shuffle now waited at
   int source[warp_size] = {};            // the lane each lane reads
