@@ -188,21 +188,17 @@ inline ResultsFile parse_results_file(const fs::path& file) {
     } catch (const sweep_error& e) {  // a key twice (nlohmann would keep the last) or absurd nesting
       problem = std::string(e.what()).substr(2);
     }
-    if (problem.empty() && last) {
-      try {
-        result_from_json(j);
-      } catch (const sweep_error&) {
-        problem = "not a whole result (fields missing)";
-      }
-      if (problem.empty() && !sp.newline) problem = "no newline at its end";
-    } else if (problem.empty()) {
-      // A whole JSON line before the last must be a result: another program's JSONL given as a
-      // results file is refused at its first line, before its last could be warned about as torn.
+    if (problem.empty()) {
+      // Every JSON line must be a result. The last may be one cut short (torn, below); one before
+      // it is an error here, so another program's JSONL given as a results file is refused at its
+      // first line, before its last could be warned about as torn.
       try {
         result_from_json(j);
       } catch (const sweep_error& e) {
-        throw sweep_error(fmt::format("{}:{}: {}", file.string(), sp.number, e.what()));
+        if (!last) throw sweep_error(fmt::format("{}:{}: {}", file.string(), sp.number, e.what()));
+        problem = "not a whole result (fields missing)";
       }
+      if (problem.empty() && last && !sp.newline) problem = "no newline at its end";
     }
     if (problem.empty()) {
       f.lines.push_back(std::move(j));
@@ -239,12 +235,8 @@ inline std::vector<RunResult> read_results(const fs::path& file, std::ostream* w
   ResultsFile f = parse_results_file(file);
   if (!f.torn.empty() && warn) *warn << torn_warning(file, f) << std::flush;
   std::vector<RunResult> out;
-  for (std::size_t i = 0; i < f.lines.size(); ++i) {
-    try {
-      out.push_back(result_from_json(f.lines[i]));
-    } catch (const sweep_error& e) {
-      throw sweep_error(fmt::format("{}:{}: {}", file.string(), f.numbers[i], e.what()));
-    }
+  for (std::size_t i = 0; i < f.lines.size(); ++i) {  // each line passed result_from_json in parse_results_file
+    out.push_back(result_from_json(f.lines[i]));
     out.back().where = fmt::format("{}:{}", file.string(), f.numbers[i]);
   }
   return out;

@@ -238,6 +238,8 @@ inline void fiber_main(Block& b, Fiber& f) {
 // A fresh fiber for f, started by the scheduler's first resume; it runs the kernel for its thread
 // and returns to the scheduler.
 inline void prepare(Block& b, Fiber& f, char* stack) {
+  f.done = false;
+  f.waiting_on = nullptr;
   f.handle = boost::context::fiber(std::allocator_arg, PooledStack{stack}, [&b, &f](boost::context::fiber&& sink) {
     f.sink = std::move(sink);
     if (!b.aborting) fiber_main(b, f);
@@ -273,12 +275,7 @@ inline void run_block(Block& b, std::vector<std::size_t>& order) {
     const std::size_t lanes = n - w * warp_size < static_cast<std::size_t>(warp_size) ? n - w * warp_size : warp_size;
     b.warps[w].live = lanes == 32 ? ~0u : (1u << lanes) - 1u;
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    Fiber& f = b.fibers[i];
-    f.done = false;
-    f.waiting_on = nullptr;
-    prepare(b, f, StackPool::get().stack(i));
-  }
+  for (std::size_t i = 0; i < n; ++i) prepare(b, b.fibers[i], StackPool::get().stack(i));
   // A new order for each block (xorshift; Fisher-Yates), and one of two schedules. Round robin
   // resumes every runnable thread once a pass, so warps move through their shuffles in step, and a
   // thread that reads what another warp writes between two barriers, before that warp has written
@@ -290,7 +287,6 @@ inline void run_block(Block& b, std::vector<std::size_t>& order) {
   const auto next = [&s] { return s ^= s << 13, s ^= s >> 7, s ^= s << 17; };
   for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[next() % i]);
   const bool warp_greedy = (next() >> 32) & 1u;
-  std::size_t remaining = n;
   const auto runnable = [](const Fiber& f) { return !f.done && !(f.waiting_on && f.waiting_on->generation == f.waiting_generation); };
   const auto step = [&](Fiber& f) {
     f.waiting_on = nullptr;
@@ -299,9 +295,8 @@ inline void run_block(Block& b, std::vector<std::size_t>& order) {
       abort_all(b);
       std::rethrow_exception(b.error);
     }
-    if (f.done) --remaining;
   };
-  while (remaining > 0) {
+  while (b.live > 0) {  // retire() counts the threads that return; a failure leaves through the rethrow above
     bool progress = false;
     for (std::size_t k = 0; k < n; ++k) {
       Fiber& f = b.fibers[order[k]];
@@ -319,9 +314,9 @@ inline void run_block(Block& b, std::vector<std::size_t>& order) {
           }
       }
     }
-    if (!progress && remaining > 0) {
+    if (!progress && b.live > 0) {
       abort_all(b);
-      b.fail(std::to_string(remaining) + " threads wait at barriers (__syncthreads or shuffles) that the block's other threads never reach");
+      b.fail(std::to_string(b.live) + " threads wait at barriers (__syncthreads or shuffles) that the block's other threads never reach");
     }
   }
 }
