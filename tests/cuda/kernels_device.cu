@@ -35,7 +35,9 @@
 namespace {
 
 using loopscale::Activation;
-#if defined(LOOPSCALE_SIMT_EMULATION)
+#if defined(LOOPSCALE_SIMT_HEAP)  // the sanitizer stage's build (tests/sanitize): heap memory, which ASan bounds to the byte
+using Device = loopscale::train::SimtHeapBackend;
+#elif defined(LOOPSCALE_SIMT_EMULATION)
 using Device = loopscale::train::SimtBackend;
 #else
 using Device = loopscale::train::CudaBackend;

@@ -19,6 +19,8 @@
 #define LOOPSCALE_SIMT_EMULATION 1
 #endif
 
+#include <vector>
+
 #include "loopscale/train/backend/cuda_kernels.hpp"
 #include "loopscale/train/backend/guard.hpp"
 
@@ -27,6 +29,17 @@ namespace loopscale::train {
 struct SimtBackend : GuardBackendOf<false>, CudaKernelHooks<guard_detail::Open> {
   static constexpr const char* name = "simt";
   using CudaKernelHooks<guard_detail::Open>::sort_pairs;  // the guard's device form has one too: the kernels' is this backend's
+};
+
+// SimtBackend over heap memory (a std::vector per buffer) instead of the guard's pages, for the
+// sanitizer stage (tests/sanitize): AddressSanitizer knows a heap block's bounds to the byte, so a
+// kernel reading one value past a buffer is reported there, where the guard's whole pages (which
+// ASan does not look into) would let it pass. What it gives up is the guard's own check, that the
+// host never touches this memory outside a backend call; SimtBackend keeps that in every build.
+struct SimtHeapBackend : SimtBackend {
+  static constexpr const char* name = "simt-heap";
+  template <class T>
+  using buffer = std::vector<T>;
 };
 
 }  // namespace loopscale::train

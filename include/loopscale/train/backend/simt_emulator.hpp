@@ -27,6 +27,9 @@
 // blocks before a barrier, or threads after the last one). Not emulated: memory ordering beyond
 // barriers, atomics, streams, timing, and anything the kernels do not use.
 //
+// Under AddressSanitizer, every switch between stacks is announced to it (below), so the kernels'
+// memory accesses are checked to the byte (tests/sanitize, over SimtHeapBackend's heap buffers).
+//
 // Use: define LOOPSCALE_SIMT_EMULATION and include backend/cuda_kernels.hpp with the host compiler
 // (backend/simt.hpp does both). The CUDA names the kernels use are this header's: threadIdx,
 // blockIdx, blockDim, gridDim, dim3, __syncthreads and __shfl_xor_sync in simt::builtins (which
@@ -42,6 +45,20 @@
 #include <unistd.h>
 
 #include <boost/context/fiber.hpp>
+
+// Under AddressSanitizer the emulator tells it of every switch between the scheduler's stack and a
+// fiber's (its fiber API), so ASan checks the kernels' memory accesses to the byte without taking
+// a switch for a stack overflow (tests/sanitize runs the kernel checks so).
+#if defined(__SANITIZE_ADDRESS__)
+#define LOOPSCALE_SIMT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LOOPSCALE_SIMT_ASAN 1
+#endif
+#endif
+#if defined(LOOPSCALE_SIMT_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -93,6 +110,8 @@ struct Fiber {
   bool done = false;
   const Barrier* waiting_on = nullptr;  // released once its generation moves past waiting_generation
   std::uint64_t waiting_generation = 0;
+  const char* stack = nullptr;  // the lowest address of its stack (StackPool::bytes), for ASan
+  void* fake_stack = nullptr;   // ASan's fake frames of the thread while the scheduler runs
 };
 
 struct Warp {
@@ -117,6 +136,8 @@ struct Block {
   bool aborting = false;  // the block failed: threads resumed now unwind instead of going on
   const std::function<void()>* body = nullptr;
   std::exception_ptr error;
+  const void* scheduler_stack = nullptr;  // the launching thread's stack, as ASan gives it to a fiber
+  std::size_t scheduler_stack_size = 0;
 
   [[noreturn]] void fail(const std::string& what) const {
     throw std::logic_error("simt: kernel " + std::string(kernel) + ", block (" + std::to_string(block_idx.x) + ", " +
@@ -181,14 +202,35 @@ struct PooledStack {
 
 struct Aborted {};  // thrown where a thread waits, when its block has failed
 
+// ASan's side of a switch (no-ops without it): start_switch before leaving a stack, naming the
+// one entered; finish_switch first thing on the stack entered. A fiber's last switch passes no
+// save slot, so ASan drops its fake frames.
+inline void asan_start_switch([[maybe_unused]] void** fake_stack_save, [[maybe_unused]] const void* bottom,
+                              [[maybe_unused]] std::size_t size) {
+#if defined(LOOPSCALE_SIMT_ASAN)
+  __sanitizer_start_switch_fiber(fake_stack_save, bottom, size);
+#endif
+}
+inline void asan_finish_switch([[maybe_unused]] void* fake_stack_save, [[maybe_unused]] const void** bottom_old,
+                               [[maybe_unused]] std::size_t* size_old) {
+#if defined(LOOPSCALE_SIMT_ASAN)
+  __sanitizer_finish_switch_fiber(fake_stack_save, bottom_old, size_old);
+#endif
+}
+
 inline void resume(Block& b, Fiber& f) {  // run f until it waits or returns
   b.current = &f;
   builtins::threadIdx = f.thread_idx;
+  void* scheduler_fake = nullptr;
+  asan_start_switch(&scheduler_fake, f.stack, StackPool::bytes);
   f.handle = std::move(f.handle).resume();
+  asan_finish_switch(scheduler_fake, nullptr, nullptr);
   b.current = nullptr;
 }
 inline void suspend(Block& b, Fiber& f) {  // back to the scheduler, until it resumes this thread
+  asan_start_switch(&f.fake_stack, b.scheduler_stack, b.scheduler_stack_size);
   f.sink = std::move(f.sink).resume();
+  asan_finish_switch(f.fake_stack, &b.scheduler_stack, &b.scheduler_stack_size);
   if (b.aborting) throw Aborted{};
 }
 
@@ -240,9 +282,13 @@ inline void fiber_main(Block& b, Fiber& f) {
 inline void prepare(Block& b, Fiber& f, char* stack) {
   f.done = false;
   f.waiting_on = nullptr;
+  f.stack = stack;
+  f.fake_stack = nullptr;
   f.handle = boost::context::fiber(std::allocator_arg, PooledStack{stack}, [&b, &f](boost::context::fiber&& sink) {
+    asan_finish_switch(nullptr, &b.scheduler_stack, &b.scheduler_stack_size);
     f.sink = std::move(sink);
     if (!b.aborting) fiber_main(b, f);
+    asan_start_switch(nullptr, b.scheduler_stack, b.scheduler_stack_size);
     return std::move(f.sink);
   });
 }
