@@ -112,8 +112,10 @@ void run(const FitArgs& a) {
       nlohmann::json j;
       j["comparison"] = nlohmann::json::array();
       for (const auto& r : rows) {
-        nlohmann::json e = fit_json(r.fit, false);
+        const bool fitted = r.fit.theta.size() > 0;  // false: the runs do not determine it at all
+        nlohmann::json e = fitted ? fit_json(r.fit, false) : nlohmann::json{{"law", r.fit.law}};
         e["free_params"] = r.free_parameters;
+        if (!r.not_determined.empty()) e["not_determined"] = {{"parameters", r.not_determined}, {"message", r.not_determined_why}};
         if (r.held_out) e["holdout"] = {{"column", r.held_out->column}, {"value", r.held_out->value}, {"rmse", r.held_out->rmse},
                                         {"rmse_log", r.held_out->rmse_log}, {"points", r.held_out->test_points}};
         j["comparison"].push_back(e);
@@ -125,12 +127,19 @@ void run(const FitArgs& a) {
     if (slice) fmt::print(" {:>16}", "held-out RMSE");
     fmt::print("\n");
     for (const auto& r : rows) {
+      if (r.fit.theta.size() == 0) {
+        fmt::print("{:<20} {:>5}  not determined by these runs: {}\n", r.fit.law, r.free_parameters, r.not_determined);
+        continue;
+      }
       fmt::print("{:<20} {:>5} {:>13.7g} {:>9.5f} {:>10.5g} {:>10.5g} {:>8}", r.fit.law, r.free_parameters, r.fit.objective, r.fit.r2,
                  r.fit.rmse, r.fit.rmse_log, r.fit.failed_starts);
       if (r.held_out) fmt::print(" {:>16.5g}", r.held_out->rmse);
+      if (slice && !r.not_determined.empty()) fmt::print("  not determined without the held-out runs: {}", r.not_determined);
       fmt::print("\n");
     }
     if (slice) fmt::print("held out: {} = {}\n", slice->column, slice->value);
+    for (const auto& r : rows)
+      if (!r.not_determined_why.empty()) fmt::print("{}: {}\n", r.fit.law, r.not_determined_why);
     return;
   }
 

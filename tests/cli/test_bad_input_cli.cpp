@@ -189,9 +189,9 @@ TEST_CASE("cli: a folder given as a runs file is named as a folder, a failed dat
           "[cli][files]") {
   const std::string dir = temp_dir("folders");
   // Read as an empty CSV before ("is empty (no CSV header)").
-  expect_error("fit --law chinchilla --data " + dir, "is a folder, not a CSV or JSONL file");
+  expect_error("fit --law chinchilla --data " + dir, "is a folder, not a file; runs are read from a CSV or JSONL file");
   expect_error("law --law chinchilla --param E=1 --param A=1 --param B=1 --param alpha=0.3 --param beta=0.3 --data " + dir,
-               "is a folder, not a CSV or JSONL file");
+               "is a folder, not a file; runs are read from a CSV or JSONL file");
   // These failed with the right line and exit 2 but left their --out folder (empty) behind.
   std::ofstream(dir + "/empty.jsonl").close();
   std::ofstream(dir + "/no_text.jsonl") << "{\"x\": \"a\"}\n";

@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "law_fixtures.hpp"
+#include "loopscale/law/runs_io.hpp"
 
 using namespace loopscale::law;
 
@@ -350,4 +352,56 @@ TEST_CASE("a Runs without lines fits, subsets and names a bad value by its row",
 TEST_CASE("fit without a loss column says how to read one", "[law][fit]") {
   Runs runs = loopscale::law::test::variable_grid();
   CHECK_THROWS_WITH(fit(AnyLaw(Chinchilla{}), runs), Catch::Contains("no 'loss' column") && Catch::Contains("\"loss\""));
+}
+
+TEST_CASE("runs that cannot determine a free parameter are refused, naming it and the input that does not vary", "[law][fit]") {
+  // On runs of r = 1 the iso-depth fit printed a phi of -0.68 (0.78 with another seed), exit 0.
+  const AnyLaw iso = IsoDepth{};
+  Runs g = loopscale::law::test::variable_grid();
+  g.set("r") = Eigen::ArrayXd::Ones(g.size());
+  g = with_synthetic_loss(iso, g, theta_of(iso, loopscale::law::test::test_constants("iso-depth")), 0.0, 1);
+  CHECK_THROWS_WITH(fit(iso, g), Catch::Contains("fit: the runs do not determine phi of law iso-depth") &&
+                                     Catch::Contains("(r = 1 in every row)") && Catch::Contains("--freeze"));
+  FitOptions frozen;
+  frozen.frozen["phi"] = 0.5;
+  CHECK(fit(iso, g, frozen).r2 > 0.999);  // with phi given, the rest is determined
+  // Chinchilla on one D: E, B and beta all move the same constant.
+  const AnyLaw chin = Chinchilla{};
+  Runs d;
+  d.set("N") = Eigen::ArrayXd::LinSpaced(10, 8, 10).unaryExpr([](double e) { return std::pow(10.0, e); });
+  d.set("D") = Eigen::ArrayXd::Constant(10, 1e10);
+  d = with_synthetic_loss(chin, d, theta_of(chin, loopscale::law::test::test_constants("chinchilla")), 0.0, 1);
+  CHECK_THROWS_WITH(fit(chin, d), Catch::Contains("do not determine E, B, beta of law chinchilla") && Catch::Contains("D = 1e+10 in every row"));
+  // One point eight times: more rows than parameters, one distinct point.
+  Runs same;
+  same.set("N") = Eigen::ArrayXd::Constant(8, 1e9);
+  same.set("D") = Eigen::ArrayXd::Constant(8, 2e10);
+  same.set("loss") = Eigen::ArrayXd::Constant(8, 2.5);
+  CHECK_THROWS_WITH(fit(chin, same), Catch::Contains("8 rows hold 1 distinct points, fewer than the 6 that 5 free parameters need"));
+  // The whole grid is determined, and fits as before.
+  Runs full = loopscale::law::test::variable_grid();
+  full = with_synthetic_loss(iso, full, theta_of(iso, loopscale::law::test::test_constants("iso-depth")), 0.0, 1);
+  CHECK_NOTHROW(fit(iso, full));
+}
+
+TEST_CASE("a block bootstrap over one group, and K above E, are refused", "[law][fit]") {
+  const AnyLaw chin = Chinchilla{};
+  Runs g = loopscale::law::test::variable_grid();
+  g = with_synthetic_loss(chin, g, theta_of(chin, loopscale::law::test::test_constants("chinchilla")), 0.002, 3);
+  const FitResult best = fit(chin, g);
+  // Every resample was the data itself: "E 1.72387 [1.72387, 1.72387]".
+  const std::vector<std::string> one(static_cast<std::size_t>(g.size()), "g");
+  BootstrapOptions bo;
+  bo.resamples = 4;
+  bo.groups = &one;
+  CHECK_THROWS_WITH(bootstrap(chin, g, best, {}, bo), Catch::Contains("--block: every point is in one group ('g')"));
+  // K = 4 of E = 2 experts read as a sparsity of -1 by the laws that take both.
+  g.set("K")[3] = 4;
+  g.set("E")[3] = 2;
+  CHECK_THROWS_WITH(g.check_values("fit"), "fit: line 5: K = 4 is above E = 2 (each token goes to K of the E experts, so K <= E)");
+  const RunTable t = [] {
+    std::istringstream in("N,D,E,K,loss\n1e9,1e10,2,4,3\n");
+    return read_csv(in, "moe.csv");
+  }();
+  CHECK_THROWS_WITH(RunReader(t, {}).read({"N", "D", "E", "K", "loss"}), Catch::Contains("moe.csv: line 2: K = 4 is above E = 2"));
 }

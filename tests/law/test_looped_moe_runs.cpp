@@ -29,6 +29,7 @@ const std::string four_laws = "looped-moe,looped-moe-bounded,looped-moe-power,lo
 
 struct Row {
   double rmse = 0, objective = 0, held_out = -1;
+  std::string not_determined;
 };
 
 std::map<std::string, Row> compare(const std::string& extra) {
@@ -37,7 +38,10 @@ std::map<std::string, Row> compare(const std::string& extra) {
   const auto j = nlohmann::json::parse(r.out);
   std::map<std::string, Row> out;
   for (const auto& e : j.at("comparison")) {
-    Row row{e.at("rmse").get<double>(), e.at("objective").get<double>()};
+    Row row;
+    row.rmse = e.at("rmse").get<double>();
+    row.objective = e.at("objective").get<double>();
+    if (e.contains("not_determined")) row.not_determined = e["not_determined"]["parameters"].get<std::string>();
     CHECK(e.at("failed_starts").get<int>() == 0);
     if (e.contains("holdout")) {
       CHECK(e["holdout"]["points"].get<int>() == 12);  // R = 4: 3 (C, d) x 4 E
@@ -94,19 +98,19 @@ TEST_CASE("looped MoE on the measured runs: held out R = 4, linear extrapolates 
   const auto b = compare("--seed 2 --holdout R=4");
   for (const auto* rows : {&a, &b}) {
     const double linear = rows->at("looped-moe-linear").held_out;
-    for (const char* law : {"looped-moe", "looped-moe-bounded", "looped-moe-power"}) {
+    for (const char* law : {"looped-moe", "looped-moe-power"}) {
       INFO(law << " held-out RMSE " << rows->at(law).held_out << ", linear " << linear);
       CHECK(rows->at(law).held_out > 0);
-      CHECK(linear > 1.05 * rows->at(law).held_out);  // measured 0.0337 against 0.025-0.031
+      CHECK(linear > 1.05 * rows->at(law).held_out);  // measured 0.0337 against 0.0267
     }
+    // Two R values cannot pin the bounded law's saturation: its kappa1 and kappa2 move one number
+    // (N_eff at R = 2). The 500-start searches of seeds 1 and 2 extrapolated to R = 4 with RMSEs
+    // 0.0260 and 0.0309 (4 Dec 2026) from whichever pair they kept; the fit now says so instead of
+    // printing either (law/identifiability.hpp), and still fits all 36 runs, where R = 4 is in.
+    const Row& bounded = rows->at("looped-moe-bounded");
+    CHECK(bounded.not_determined == "kappa1, kappa2");
+    CHECK(bounded.held_out < 0);
+    CHECK(bounded.objective > 0);
   }
-  // Two R values cannot pin the bounded law's saturation: the 500-start searches of seeds 1 and 2
-  // agree on the fit of all 36 runs (objective within 0.5%), but fitted on R = 1 and 2 they
-  // extrapolate to R = 4 with RMSEs 25% apart (measured 0.0260 and 0.0309 (4 Dec 2026; 0.0311 and 0.0247 before)). Which of bounded(R, m),
-  // bounded and power extrapolates best is therefore not a property of these runs.
-  const Row& s1 = a.at("looped-moe-bounded");
-  const Row& s2 = b.at("looped-moe-bounded");
-  INFO("bounded: objective " << s1.objective << " / " << s2.objective << ", held-out RMSE " << s1.held_out << " / " << s2.held_out);
-  CHECK(s1.objective == Approx(s2.objective).epsilon(0.005));
-  CHECK(std::abs(s1.held_out - s2.held_out) > 0.1 * std::min(s1.held_out, s2.held_out));
+  CHECK(a.at("looped-moe-bounded").objective == Approx(b.at("looped-moe-bounded").objective).epsilon(0.005));
 }

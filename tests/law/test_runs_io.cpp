@@ -2,7 +2,10 @@
 // of bad data.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <sstream>
+
+#include <sys/stat.h>
 
 #include "loopscale/law/resample.hpp"
 #include "loopscale/law/runs_io.hpp"
@@ -73,6 +76,25 @@ TEST_CASE("bad data gets one line naming the file, line and column", "[law][io]"
   // A number past a double is said to be one (it read "not a JSON object").
   std::istringstream huge("{\"N\": 1e400, \"D\": 4e9, \"loss\": 3.0}\n");
   CHECK_THROWS_WITH(read_jsonl(huge, "x.jsonl"), "data: x.jsonl line 1: a number beyond the range of a double");
+}
+
+TEST_CASE("a carriage return inside a line, a newline inside a bad value, a pipe as the runs file", "[law][io]") {
+  // CRLF line ends are read as before.
+  CHECK(RunReader(csv("N,D,loss\r\n1e8,1e10,3\r\n"), {}).read({"N", "D", "loss"})["loss"][0] == 3);
+  // A CR anywhere else was dropped: "3<CR>5" read as the loss 35.
+  CHECK_THROWS_WITH(csv("N,D,loss\n1e8,1e10,3\r5\n"), Catch::Contains("runs.csv line 2: a carriage return inside a line"));
+  // A quoted value holding a newline is named on one line, escaped.
+  const std::string e = error_of(csv("N,D,loss\n1e8,1e10,\"3\n5\"\n"), {}, {"N", "D", "loss"});
+  CHECK(e.find("\"3\\n5\" is not a number") != std::string::npos);
+  CHECK(e.find('\n') == std::string::npos);
+  CHECK_THROWS_WITH(csv("N,D,loss\n1e8,1e10,\"3\n"), "data: runs.csv line 2: a quote that never closes");
+  // A pipe blocked the reader until someone wrote to it, /dev/zero filled memory: refused by kind.
+  const std::string fifo = std::filesystem::temp_directory_path() / "loopscale_runs_io_fifo.csv";
+  std::filesystem::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(read_table(fifo), Catch::Contains("is not a regular file (a pipe, socket or device)"));
+  std::filesystem::remove(fifo);
+  CHECK_THROWS_WITH(read_table("/dev/zero"), Catch::Contains("/dev/zero is not a regular file"));
 }
 
 TEST_CASE("a UTF-8 byte-order mark before the header or the first line is not part of a name", "[law][io]") {

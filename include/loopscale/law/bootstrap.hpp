@@ -56,6 +56,12 @@ BootstrapResult bootstrap(const L& fitted_law, const Runs& runs, const FitResult
   runs.check();
   if (opt.groups && static_cast<Eigen::Index>(opt.groups->size()) != runs.size())
     throw data_error(concat("--block: ", opt.groups->size(), " group labels for ", runs.size(), " points"));
+  // One group is drawn whole every time: every resample is the data itself, and the "interval" is
+  // the point estimate repeated (E 1.72387 [1.72387, 1.72387]).
+  if (opt.groups && !opt.groups->empty() &&
+      std::all_of(opt.groups->begin(), opt.groups->end(), [&](const std::string& g) { return g == opt.groups->front(); }))
+    throw data_error(concat("--block: every point is in one group ('", opt.groups->front(),
+                            "'); a block bootstrap draws whole groups and needs at least 2"));
   const Parameters ps = law.parameters();
   const auto p = static_cast<Eigen::Index>(ps.size());
   const int B = opt.resamples;

@@ -15,6 +15,11 @@ struct ComparisonRow {
   FitResult fit;
   int free_parameters = 0;
   std::optional<HoldoutResult> held_out;
+  // The free parameters the runs cannot determine (identifiability.hpp), fitted on all runs or on
+  // those left beside the held-out slice; the row's fit (or held_out) is then empty, and the other
+  // laws are compared as before.
+  std::string not_determined;  // "kappa1, kappa2"; empty when determined
+  std::string not_determined_why;  // the whole line
 };
 
 struct HoldoutSpec {
@@ -35,9 +40,15 @@ std::vector<ComparisonRow> compare(const std::vector<AnyLaw>& laws, ReadRuns&& r
     FitOptions o = opt;
     // Each law its own starts: its grid, or random points in its own box.
     o.starts = make_starts(law, plan ? *plan : default_start_plan(law));
-    row.fit = fit(law, runs, o);
     row.free_parameters = static_cast<int>(law.parameters().size() - opt.frozen.size());
-    if (slice && slice_labels) row.held_out = holdout(law, runs, *slice_labels, slice->column, slice->value, o);
+    row.fit.law = law.name();
+    try {
+      row.fit = fit(law, runs, o);
+      if (slice && slice_labels) row.held_out = holdout(law, runs, *slice_labels, slice->column, slice->value, o);
+    } catch (const undetermined_error& e) {
+      row.not_determined = e.parameters;
+      row.not_determined_why = e.what();
+    }
     rows.push_back(std::move(row));
   }
   return rows;

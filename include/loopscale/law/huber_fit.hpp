@@ -21,6 +21,7 @@
 #include <omp.h>
 #endif
 
+#include "loopscale/law/identifiability.hpp"
 #include "loopscale/law/law.hpp"
 #include "loopscale/util/text.hpp"
 #include "loopscale/util/extern_templates.hpp"
@@ -502,6 +503,14 @@ FitResult fit(const L& fitted_law, const Runs& runs, const FitOptions& opt = {})
                                   "], which crosses the frozen values: at its end ", fault, "; freeze ", q.name, " too"));
       }
     }
+  // Runs that cannot determine a free parameter (identifiability.hpp) are refused before fitting:
+  // the fit would print whatever value its best start kept.
+  {
+    std::vector<int> free;
+    for (int j = 0; j < static_cast<int>(ps.size()); ++j)
+      if (!frozen.count(j)) free.push_back(j);
+    check_determined(law, *prepared, runs, ps, free, frozen);
+  }
   FitResult r = fit_prepared(*prepared, ps, runs["loss"], starts, frozen, opt);
   r.law = law.name();
   if (reads_looped_counts(law)) r.injection = runs.injection;

@@ -21,6 +21,7 @@
 #include <Eigen/Core>
 
 #include "loopscale/account/injection_convention.hpp"
+#include "loopscale/util/json_parse.hpp"
 #include "loopscale/util/text.hpp"
 
 namespace loopscale::law {
@@ -175,6 +176,18 @@ struct Runs {
           throw data_error(concat(who, ": ", row_name(i), ": ", name, " = ", col[i], " ",
                                   std::isfinite(col[i]) ? detail::domain_text(dom) : "is not finite"));
     }
+    check_routing(who);
+  }
+
+  // Values of two columns that contradict each other: an MoE routes each token to K of its E
+  // experts, so K <= E. The laws that read both took K = 4 of E = 2 as a sparsity of -1.
+  void check_routing(const std::string& who) const {
+    if (!has("E") || !has("K")) return;
+    const Eigen::ArrayXd &E = columns.at("E"), &K = columns.at("K");
+    for (Eigen::Index i = 0; i < std::min(E.size(), K.size()); ++i)
+      if (K[i] > E[i])
+        throw data_error(concat(who, ": ", row_name(i), ": K = ", K[i], " is above E = ", E[i],
+                                " (each token goes to K of the E experts, so K <= E)"));
   }
 
   // The given rows, in the given order (repeats allowed). Their lines go with them; a Runs without
@@ -263,6 +276,7 @@ class RunReader {
     for (const auto& name : optional)
       if (!runs.has(name) && available(name)) runs.columns[name] = get(name, true, needed);
     runs.injection = injection_label();
+    runs.check_routing("data: " + t_.source);
     return runs;
   }
 
@@ -322,7 +336,7 @@ class RunReader {
     for (std::size_t i = 0; i < col.size(); ++i) {
       const std::string at = where(i) + ", column '" + source_name(name) + "'";
       double x;
-      if (!detail::parse_number(col[i], x)) throw data_error("data: " + at + ": '" + col[i] + "' is not a number");
+      if (!detail::parse_number(col[i], x)) throw data_error("data: " + at + ": " + text_brief(col[i]) + " is not a number");
       if (!std::isfinite(x)) throw data_error("data: " + at + ": " + col[i] + " is not finite");
       if (!detail::in_domain(dom, x))
         throw data_error("data: " + at + ": " + name + " = " + col[i] + " " + detail::domain_text(dom));

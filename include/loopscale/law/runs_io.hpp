@@ -13,6 +13,7 @@
 
 #include "loopscale/law/runs.hpp"
 #include "loopscale/util/json_parse.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::law {
 
@@ -20,7 +21,7 @@ namespace detail {
 
 // One CSV record (RFC 4180 quoting: "a, b" and "" inside quotes). Returns false at end of input.
 // A quoted field may span lines; `line` advances by the lines consumed.
-inline bool csv_record(std::istream& in, std::vector<std::string>& fields, long& line) {
+inline bool csv_record(std::istream& in, std::vector<std::string>& fields, long& line, const std::string& source) {
   fields.clear();
   std::string text;
   if (!std::getline(in, text)) return false;
@@ -31,7 +32,7 @@ inline bool csv_record(std::istream& in, std::vector<std::string>& fields, long&
     if (i == text.size()) {
       if (quoted) {  // the quoted field goes on on the next line
         std::string more;
-        if (!std::getline(in, more)) throw data_error("data: unterminated quote in CSV at line " + std::to_string(line));
+        if (!std::getline(in, more)) throw data_error("data: " + source + " line " + std::to_string(line) + ": a quote that never closes");
         ++line;
         field += '\n';
         text += '\n' + more;
@@ -51,6 +52,10 @@ inline bool csv_record(std::istream& in, std::vector<std::string>& fields, long&
       field.clear();
     } else if (c != '\r') {
       field += c;
+    } else if (i + 1 < text.size()) {
+      // A CR is a CRLF file's line end; anywhere else it was dropped, and "3<CR>5" read as 35.
+      throw data_error("data: " + source + " line " + std::to_string(line) +
+                       ": a carriage return inside a line (outside quotes, one is read only as a CRLF line end)");
     }
   }
   fields.push_back(field);
@@ -68,7 +73,7 @@ inline RunTable read_csv(std::istream& in, const std::string& source) {
   t.source = source;
   long line = 0;
   std::vector<std::string> fields;
-  if (!detail::csv_record(in, fields, line)) throw data_error("data: " + source + " is empty (no CSV header)");
+  if (!detail::csv_record(in, fields, line, source)) throw data_error("data: " + source + " is empty (no CSV header)");
   t.header = fields;
   // A UTF-8 byte-order mark before the first column (spreadsheets write one) is not part of its name:
   // it made "N" read as "\xEF\xBB\xBFN", and the file as having "no column 'N'".
@@ -83,7 +88,7 @@ inline RunTable read_csv(std::istream& in, const std::string& source) {
   t.cells.assign(t.header.size(), {});
   while (true) {
     const long start = line + 1;
-    if (!detail::csv_record(in, fields, line)) break;
+    if (!detail::csv_record(in, fields, line, source)) break;
     if (fields.size() == 1 && detail::blank(fields[0])) continue;
     if (fields.size() != t.header.size())
       throw data_error("data: " + source + " line " + std::to_string(start) + ": " + std::to_string(fields.size()) +
@@ -144,9 +149,9 @@ inline RunTable read_jsonl(std::istream& in, const std::string& source) {
 
 // By extension: .jsonl / .ndjson / .json are JSON lines, anything else CSV.
 inline RunTable read_table(const std::string& path) {
-  // A folder opens as a stream and then reads as empty ("no CSV header"): name it as what it is.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw data_error("data: '" + path + "' is a folder, not a CSV or JSONL file");
+  // A folder opens as a stream and then reads as empty ("no CSV header"), and a pipe or device
+  // blocks the reader (/dev/zero filled memory without end): name it as what it is.
+  if (const std::string why = not_a_file(path); !why.empty()) throw data_error("data: " + why + "; runs are read from a CSV or JSONL file");
   std::ifstream in(path);
   if (!in) throw data_error("data: cannot open '" + path + "'");
   const auto ends = [&](const char* ext) {

@@ -38,6 +38,15 @@ inline std::string json_brief(const nlohmann::json& v) {
   return s;
 }
 
+// A text a user wrote (a CSV cell, a flag's value) for an error message: quoted, control
+// characters escaped so the message stays one line (a quoted CSV field may hold a newline),
+// invalid UTF-8 replaced, at most about 60 characters.
+inline std::string text_brief(const std::string& text) {
+  std::string s = nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (s.size() > 60) s = s.substr(0, 56) + "...\"";
+  return s;
+}
+
 // nlohmann::json::parse(in), refusing a document nested deeper than json_depth_limit levels with
 // Error("WHERE: JSON nested deeper than N levels"), and an object that names a key twice with
 // Error("WHERE: the key \"K\" appears twice in one object"): nlohmann keeps the last value without a
