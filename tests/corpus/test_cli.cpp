@@ -2,6 +2,13 @@
 // import) and every bad input as one line naming the file, exit code 2.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
 #include "cli/run_cli.hpp"
 #include "corpus/helpers.hpp"
 #include "loopscale/data/corpus.hpp"
@@ -11,9 +18,23 @@ using namespace loopscale::test;
 
 namespace {
 
+// run_cli under `timeout 60`: a refusal that regresses into a read of a pipe fails (rc 124)
+// instead of hanging the test program.
+CliResult run_cli_bounded(const std::string& args) {
+  CliResult r;
+  FILE* p = popen(("timeout 60 " + std::string(LOOPSCALE_CLI) + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
 // Exit code 2 and a single line that contains every one of `parts`.
 void expect_bad(const std::string& args, const std::vector<std::string>& parts) {
-  const CliResult r = run_cli(args);
+  const CliResult r = run_cli_bounded(args);
   INFO("loopscale " << args << "\n" << r.out);
   REQUIRE(r.rc == 2);
   REQUIRE(count_lines(r.out) == 1);
@@ -112,6 +133,62 @@ TEST_CASE("data CLI: every bad input is one line naming the file, exit code 2", 
     expect_bad("data tokenizer train --input " + d + "/docs.jsonl --vocab 300 --out " + d + "/t.model", {"docs.jsonl:2", "no text field 'text'"});
     write_text(dir / "notjson.jsonl", "{\"text\": \"fine\"}\nnot json\n");
     expect_bad("data prepare --input " + d + "/notjson.jsonl --out " + d + "/j", {"notjson.jsonl:2", "not a JSON line"});
+  }
+  const auto fifo = [&](const fs::path& p) {
+    fs::remove(p);
+    REQUIRE(::mkfifo(p.c_str(), 0600) == 0);
+  };
+  SECTION("a pipe or a folder where manifest.json is read (data verify and export waited for ever on a pipe, 5 Dec 2026)") {
+    fs::copy(dir / "c", dir / "m", fs::copy_options::recursive);
+    fifo(dir / "m" / "manifest.json");
+    expect_bad("data verify " + d + "/m", {"m/manifest.json is not a regular file"});
+    expect_bad("data export --format raw16 --data " + d + "/m --out " + d + "/x", {"m/manifest.json is not a regular file"});
+    expect_bad("train --d-model 16 --heads 2 --depth 6 --r 2 --tokens 1e4 --data " + d + "/m --out " + d + "/run",
+               {"m/manifest.json is not a regular file"});
+    fs::remove(dir / "m" / "manifest.json");
+    fs::create_directories(dir / "m" / "manifest.json");  // was a JSON parse error
+    expect_bad("data verify " + d + "/m", {"m/manifest.json is a folder, not a file"});
+  }
+  SECTION("a pipe or a device where tokenizer.model or an input file is read (data verify waited for ever, or read /dev/zero for ever)") {
+    // A SentencePiece corpus's tokenizer.model: a pipe, and a link to /dev/zero.
+    auto mj = nlohmann::json::parse(slurp(dir / "c" / "manifest.json"));
+    mj["tokenizer"]["kind"] = "sentencepiece";
+    mj["tokenizer"]["file"] = "tokenizer.model";
+    mj["tokenizer"]["checksum"] = "xxh3-64:0123456789abcdef";
+    write_text(dir / "c" / "manifest.json", mj.dump());
+    fifo(dir / "c" / "tokenizer.model");
+    expect_bad("data verify " + d + "/c", {"c/tokenizer.model is not a regular file"});
+    fs::remove(dir / "c" / "tokenizer.model");
+    fs::create_symlink("/dev/zero", dir / "c" / "tokenizer.model");
+    expect_bad("data verify " + d + "/c", {"c/tokenizer.model is not a regular file"});
+    // The inputs of prepare and import given by name.
+    fifo(dir / "in.jsonl");
+    expect_bad("data prepare --input " + d + "/in.jsonl --out " + d + "/p", {"in.jsonl is not a regular file"});
+    expect_bad("data prepare --input " + d + "/docs.txt --tokenizer " + d + "/in.jsonl --out " + d + "/p", {"in.jsonl is not a regular file"});
+    expect_bad("data import --format raw16 --train " + d + "/in.jsonl --vocab 300 --out " + d + "/p", {"in.jsonl is not a regular file"});
+    expect_bad("data tokenizer train --input /dev/zero --vocab 300 --out " + d + "/t.model", {"/dev/zero is not a regular file"});
+    CHECK(!fs::exists(dir / "p"));
+  }
+  SECTION("manifest counts that are not whole numbers in range (-5 and 1e30 documents, 57174.4 tokens were valid)") {
+    const std::string original = slurp(dir / "c" / "manifest.json");
+    const auto with = [&](const std::string& split, const std::string& key, const nlohmann::json& v) {
+      auto mj = nlohmann::json::parse(original);
+      mj[split][key] = v;
+      write_text(dir / "c" / "manifest.json", mj.dump());
+    };
+    with("train", "documents", -5);
+    expect_bad("data verify " + d + "/c", {"manifest.json: 'train.documents' must be a whole number", "not -5"});
+    with("train", "documents", 1e30);
+    expect_bad("data verify " + d + "/c", {"'train.documents' must be a whole number"});
+    const auto tokens = nlohmann::json::parse(original)["train"]["tokens"].get<std::uint64_t>();
+    with("train", "tokens", static_cast<double>(tokens) + 0.4);
+    expect_bad("data verify " + d + "/c", {"'train.tokens' must be a whole number"});
+    with("val", "documents", tokens * 10);
+    expect_bad("data verify " + d + "/c", {"'val.documents' = ", "is more than a split of"});
+    with("val", "tokens", "many");
+    expect_bad("data verify " + d + "/c", {"'val.tokens' must be a whole number", "not \"many\""});
+    write_text(dir / "c" / "manifest.json", original);
+    REQUIRE(run_cli("data verify " + d + "/c").rc == 0);
   }
   SECTION("missing files and folders") {
     expect_bad("data verify " + d + "/absent", {"absent"});
