@@ -169,6 +169,13 @@ TEST_CASE("data CLI: every bad input is one line naming the file, exit code 2", 
     expect_bad("data tokenizer train --input /dev/zero --vocab 300 --out " + d + "/t.model", {"/dev/zero is not a regular file"});
     CHECK(!fs::exists(dir / "p"));
   }
+  SECTION("documents that are all empty (a corpus of 0 tokens was written, exit 0, that data verify refused)") {
+    write_text(dir / "e.jsonl", "{\"text\": \"\"}\n{\"text\": \"\"}\n");
+    expect_bad("data prepare --input " + d + "/e.jsonl --out " + d + "/e", {"every document of --input " + d + "/e.jsonl is empty", "empty input"});
+    expect_bad("data prepare --input " + d + "/docs.txt --val-input " + d + "/e.jsonl --out " + d + "/e",
+               {"every document of --val-input " + d + "/e.jsonl is empty"});
+    CHECK(!fs::exists(dir / "e"));
+  }
   SECTION("manifest counts that are not whole numbers in range (-5 and 1e30 documents, 57174.4 tokens were valid)") {
     const std::string original = slurp(dir / "c" / "manifest.json");
     const auto with = [&](const std::string& split, const std::string& key, const nlohmann::json& v) {

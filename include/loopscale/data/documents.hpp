@@ -9,7 +9,7 @@
 // Folders are read recursively, files in name order (hidden files, and what is not a regular
 // file, skipped); a file given by name that is a pipe, socket or device is an error. The format is
 // chosen by extension (.jsonl, .ndjson: jsonl; anything else: text) unless given. An input with no
-// document at all is an error naming it.
+// document at all is an error naming it (an input whose documents are all empty: prepare.hpp).
 //
 // Reading is streamed: next_batch() returns records of about `batch_bytes` bytes in input order,
 // so a corpus larger than memory is read in pieces. A JSON record is parsed by text_of(), which the
