@@ -176,6 +176,11 @@ TEST_CASE("data CLI: every bad input is one line naming the file, exit code 2", 
                {"every document of --val-input " + d + "/e.jsonl is empty"});
     CHECK(!fs::exists(dir / "e"));
   }
+  SECTION("a --pack past the longest sequence (2^64 - 1 wrapped to 0: an unpacked corpus, exit 0)") {
+    expect_bad("data prepare --input " + d + "/docs.txt --pack 18446744073709551615 --out " + d + "/p", {"--pack 18446744073709551615", "1048576"});
+    expect_bad("data prepare --input " + d + "/docs.txt --pack 1048577 --out " + d + "/p", {"--pack 1048577 is above 1048576"});
+    CHECK(!fs::exists(dir / "p"));
+  }
   SECTION("manifest counts that are not whole numbers in range (-5 and 1e30 documents, 57174.4 tokens were valid)") {
     const std::string original = slurp(dir / "c" / "manifest.json");
     const auto with = [&](const std::string& split, const std::string& key, const nlohmann::json& v) {
