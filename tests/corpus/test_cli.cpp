@@ -181,6 +181,19 @@ TEST_CASE("data CLI: every bad input is one line naming the file, exit code 2", 
     expect_bad("data prepare --input " + d + "/docs.txt --pack 1048577 --out " + d + "/p", {"--pack 1048577 is above 1048576"});
     CHECK(!fs::exists(dir / "p"));
   }
+  SECTION("train.bin and val.bin without a manifest that disagree in vocab, or hold no tokens (verify and export passed them)") {
+    fs::create_directories(dir / "mix");
+    data::write_token_file((dir / "mix" / "train.bin").string(), std::vector<std::int32_t>(500, 299), 300, 2);
+    data::write_token_file((dir / "mix" / "val.bin").string(), std::vector<std::int32_t>(100, 7), 256);
+    expect_bad("data verify " + d + "/mix", {"has vocab", "the two splits of a corpus share one vocabulary"});
+    expect_bad("data export --format raw16 --data " + d + "/mix --out " + d + "/x", {"share one vocabulary"});
+    CHECK(!fs::exists(dir / "x"));
+    fs::create_directories(dir / "empty");
+    data::write_token_file((dir / "empty" / "train.bin").string(), std::vector<std::int32_t>{}, 256);
+    data::write_token_file((dir / "empty" / "val.bin").string(), std::vector<std::int32_t>{}, 256);
+    expect_bad("data verify " + d + "/empty", {"empty/train.bin holds no tokens"});
+    expect_bad("data export --format raw16 --data " + d + "/empty --out " + d + "/x", {"empty/train.bin holds no tokens"});
+  }
   SECTION("manifest counts that are not whole numbers in range (-5 and 1e30 documents, 57174.4 tokens were valid)") {
     const std::string original = slurp(dir / "c" / "manifest.json");
     const auto with = [&](const std::string& split, const std::string& key, const nlohmann::json& v) {
