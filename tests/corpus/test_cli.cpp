@@ -194,6 +194,10 @@ TEST_CASE("data CLI: every bad input is one line naming the file, exit code 2", 
     expect_bad("data verify " + d + "/empty", {"empty/train.bin holds no tokens"});
     expect_bad("data export --format raw16 --data " + d + "/empty --out " + d + "/x", {"empty/train.bin holds no tokens"});
   }
+  SECTION("a shard file the manifest does not list (verify said valid)") {
+    fs::copy_file(dir / "c" / "train_00000.bin", dir / "c" / "train_00099.bin");
+    expect_bad("data verify " + d + "/c", {"c/train_00099.bin is a shard file that", "manifest.json does not list"});
+  }
   SECTION("manifest counts that are not whole numbers in range (-5 and 1e30 documents, 57174.4 tokens were valid)") {
     const std::string original = slurp(dir / "c" / "manifest.json");
     const auto with = [&](const std::string& split, const std::string& key, const nlohmann::json& v) {
