@@ -176,6 +176,11 @@ TEST_CASE("data CLI: every bad input is one line naming the file, exit code 2", 
                {"every document of --val-input " + d + "/e.jsonl is empty"});
     CHECK(!fs::exists(dir / "e"));
   }
+  SECTION("a JSON line that names its text field twice (the last value was taken without a word)") {
+    write_text(dir / "dup.jsonl", "{\"text\": \"fine\"}\n{\"text\": \"aaaa\", \"text\": \"b\"}\n");
+    expect_bad("data prepare --input " + d + "/dup.jsonl --out " + d + "/j", {"dup.jsonl:2", "the key \"text\" appears twice"});
+    expect_bad("data tokenizer train --input " + d + "/dup.jsonl --vocab 300 --out " + d + "/t.model", {"dup.jsonl:2", "appears twice"});
+  }
   SECTION("a --pack past the longest sequence (2^64 - 1 wrapped to 0: an unpacked corpus, exit 0)") {
     expect_bad("data prepare --input " + d + "/docs.txt --pack 18446744073709551615 --out " + d + "/p", {"--pack 18446744073709551615", "1048576"});
     expect_bad("data prepare --input " + d + "/docs.txt --pack 1048577 --out " + d + "/p", {"--pack 1048577 is above 1048576"});
