@@ -186,6 +186,10 @@ TEST_CASE("data CLI: every bad input is one line naming the file, exit code 2", 
     expect_bad("data prepare --input " + d + "/docs.txt --pack 1048577 --out " + d + "/p", {"--pack 1048577 is above 1048576"});
     CHECK(!fs::exists(dir / "p"));
   }
+  SECTION("a --sample-lines that SentencePiece refuses is named (its own message named none)") {
+    expect_bad("data tokenizer train --input " + d + "/docs.txt --vocab 300 --sample-lines 1 --out " + d + "/t.model",
+               {"--sample-lines must be 0 (every line) or more than 100", "not 1"});
+  }
   SECTION("train.bin and val.bin without a manifest that disagree in vocab, or hold no tokens (verify and export passed them)") {
     fs::create_directories(dir / "mix");
     data::write_token_file((dir / "mix" / "train.bin").string(), std::vector<std::int32_t>(500, 299), 300, 2);
