@@ -18,6 +18,7 @@
 #include "cli.hpp"
 #include "loopscale/data/checksum.hpp"
 #include "loopscale/data/convert.hpp"
+#include "loopscale/data/packing.hpp"
 #include "loopscale/data/prepare.hpp"
 #include "loopscale/data/tokenizer_train.hpp"
 #include "loopscale/data/verify.hpp"
@@ -108,7 +109,7 @@ void add_prepare(CLI::App& data) {
   auto quiet_flag = std::make_shared<bool>(false);
   sub->add_flag("--quiet", *quiet_flag, "no progress lines");
   sub->callback([in, o, out, quiet_flag, pack_seq] {
-    o->pack.row_tokens = *pack_seq > 0 ? *pack_seq + 1 : 0;
+    o->pack.row_tokens = data::pack_row_tokens(*pack_seq);
     o->input = in->options();
     o->split = {in->val_fraction, in->split_seed};
     o->threads = in->thread_count();

@@ -24,6 +24,7 @@
 #include <xxhash.h>
 
 #include "loopscale/data/error.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::data {
 
@@ -60,8 +61,10 @@ class Checksum {
 inline std::uint64_t xxh3(std::string_view s) { return XXH3_64bits(s.data(), s.size()); }
 inline std::uint64_t xxh3(std::string_view s, std::uint64_t seed) { return XXH3_64bits_withSeed(s.data(), s.size(), seed); }
 
-// The checksum of a whole file, read in 4 MiB pieces.
+// The checksum of a whole file, read in 4 MiB pieces. A pipe or a device is refused before it is
+// opened: `data verify` of a tokenizer.model that was a FIFO, or a link to /dev/zero, never ended.
 inline std::string file_checksum(const std::filesystem::path& path) {
+  if (const std::string why = not_a_file(path); !why.empty()) throw corpus_error("data: " + why);
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw corpus_error("data: cannot open " + path.string());
   Checksum c;

@@ -169,6 +169,14 @@ inline Corpus open_corpus(const std::filesystem::path& dir, Split split, Verify 
                                                          : " does not exist (build one with scripts/corpus.sh or loopscale data prepare)"));
   if (!has_manifest(dir)) {
     const TokenFile f = read_token_file((dir / (std::string(split_name(split)) + ".bin")).string());
+    // The two files of this layout have no manifest to agree with, so each is held to the other's
+    // header: train.bin of vocab 300 and val.bin of 256 were verified and exported as one corpus.
+    const std::filesystem::path other = dir / (std::string(split_name(split == Split::train ? Split::val : Split::train)) + ".bin");
+    if (std::filesystem::exists(other, ec))
+      if (const TokenFile o = read_token_file(other.string()); o.vocab != f.vocab)
+        throw corpus_error("data: " + f.path + " has vocab " + std::to_string(f.vocab) + " but " + o.path + " has " + std::to_string(o.vocab) +
+                           ": the two splits of a corpus share one vocabulary");
+    if (f.count == 0) throw corpus_error("data: " + f.path + " holds no tokens");  // verify called it valid, export wrote nothing
     if (verify == Verify::checksums) verify_tokens(f);
     return Corpus(f);
   }
@@ -180,6 +188,8 @@ inline Corpus open_corpus(const std::filesystem::path& dir, Split split, Verify 
   std::vector<TokenFile> shards;
   for (const ShardInfo& x : s.shards) shards.push_back(open_shard(dir, m, x, verify));
   Corpus c(std::move(shards), (dir / manifest_name).string() + " (" + split_name(split) + ")");
+  // No writer lists shards that hold nothing (a split without tokens lists none).
+  if (c.tokens() == 0) throw corpus_error("data: " + c.name() + " holds no tokens");
   c.set_row_tokens(m.packing.row_tokens);
   return c;
 }

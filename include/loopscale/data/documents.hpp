@@ -5,10 +5,12 @@
 //          skipped)
 //   jsonl  one JSON object per line; the document is the string in its text field (--text-field,
 //          default "text"); empty lines are skipped. A line that is not a JSON object, lacks the
-//          field or holds a non-string there is an error naming the file and line.
-// Folders are read recursively, files in name order (hidden files skipped); the format is chosen
-// by extension (.jsonl, .ndjson: jsonl; anything else: text) unless given. An input with no
-// document at all is an error naming it.
+//          field, holds a non-string there or names a key twice in one object is an error naming
+//          the file and line.
+// Folders are read recursively, files in name order (hidden files, and what is not a regular
+// file, skipped); a file given by name that is a pipe, socket or device is an error. The format is
+// chosen by extension (.jsonl, .ndjson: jsonl; anything else: text) unless given. An input with no
+// document at all is an error naming it (an input whose documents are all empty: prepare.hpp).
 //
 // Reading is streamed: next_batch() returns records of about `batch_bytes` bytes in input order,
 // so a corpus larger than memory is read in pieces. A JSON record is parsed by text_of(), which the
@@ -28,6 +30,8 @@
 #include <sys/types.h>
 
 #include "loopscale/data/error.hpp"
+#include "loopscale/util/json_parse.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::data {
 
@@ -79,6 +83,8 @@ inline std::vector<std::filesystem::path> expand_inputs(const std::vector<std::s
       files.insert(files.end(), in.begin(), in.end());
     } else if (fs::is_regular_file(p, ec)) {
       files.emplace_back(p);
+    } else if (const std::string why = not_a_file(p); !why.empty()) {
+      throw corpus_error("data: the input " + why);
     } else {
       throw corpus_error("data: cannot open input " + p);
     }
@@ -116,7 +122,9 @@ class DocumentReader {
     const std::string where = files_[r.file].string() + ":" + std::to_string(r.line);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(r.raw);
+      // A key given twice is refused as every reader of users' JSON refuses it: nlohmann kept the
+      // last value, so {"text": "aaaa", "text": "b"} was the document "b" without a word.
+      j = parse_json_bounded<corpus_error>(r.raw, "data: " + where);
     } catch (const nlohmann::json::exception&) {
       throw corpus_error("data: " + where + " is not a JSON line");
     }

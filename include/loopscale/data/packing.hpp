@@ -29,9 +29,21 @@
 
 #include "loopscale/data/error.hpp"
 #include "loopscale/data/shard_writer.hpp"
+#include "loopscale/spec/limits.hpp"
 #include "loopscale/util/random.hpp"
 
 namespace loopscale::data {
+
+// The row length of `--pack T`: T + 1 tokens, T from 2 to the longest sequence a model spec may
+// ask for (SpecLimits::seq_len, 2^20): a packed corpus trains only with --seq-len T, so a longer
+// row could never be trained on, and T + 1 of 2^64 - 1 wrapped to 0, which is "not packed": the
+// corpus was written unpacked without a word. 0: not packed.
+inline std::uint64_t pack_row_tokens(std::uint64_t seq) {
+  if (seq > static_cast<std::uint64_t>(SpecLimits::seq_len))
+    throw corpus_error("data: --pack " + std::to_string(seq) + " is above " + std::to_string(SpecLimits::seq_len) +
+                       ", the longest sequence training takes (--seq-len; spec/limits.hpp)");
+  return seq > 0 ? seq + 1 : 0;
+}
 
 inline void check_pack_options(const Packing& o) {
   if (!o.packed()) return;

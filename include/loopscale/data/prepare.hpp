@@ -144,6 +144,7 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
   for (DocumentReader* r : {&main, val.get()}) {
     if (!r) continue;
     const bool all_val = r == val.get();
+    std::uint64_t text_bytes = 0;  // of this reader's documents
     for (std::vector<Record> batch; !(batch = r->next_batch()).empty();) {
       const auto e0 = clock::now();
       std::vector<detail::Encoded> enc = detail::encode_batch(*r, batch, tok, o.split, all_val, res.threads);
@@ -155,9 +156,18 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
         ++st.documents;
         st.input_bytes += d.bytes;
         st.tokens += d.tokens.size();
+        text_bytes += d.bytes;
       }
       st.seconds = std::chrono::duration<double>(clock::now() - t0).count();
       if (progress) progress(st);
+    }
+    // Documents that are all empty ({"text": ""} lines) are an empty input, as an empty file is
+    // (DocumentReader): they made a corpus of 0 tokens, exit 0, that `data verify` then refused.
+    if (text_bytes == 0) {
+      std::string names;
+      for (const std::string& p : r->options().paths) names += (names.empty() ? "" : ", ") + p;
+      throw corpus_error("data: every document of " + std::string(all_val ? "--val-input " : "--input ") + names +
+                         " is empty (empty input)");
     }
   }
   m.train = train_rows ? train_rows->finish() : train.finish();
@@ -170,6 +180,9 @@ inline PrepareResult prepare_corpus(const PrepareOptions& o, const std::function
   }
   if (m.train.documents == 0)
     throw corpus_error("data: no document went to training (every one is in validation); lower --val-fraction");
+  if (m.train.tokens == 0)  // its documents are empty, the text went to validation: no corpus training can open
+    throw corpus_error("data: the training split's " + std::to_string(m.train.documents) +
+                       " documents are empty (every one with text is in validation); lower --val-fraction");
   m.split = {{"rule", "xxh3-64 of the document text with the seed, below val_fraction of the range: validation"},
              {"val_fraction", o.split.val_fraction},
              {"seed", o.split.seed},

@@ -29,6 +29,7 @@
 #include "loopscale/data/checksum.hpp"
 #include "loopscale/data/error.hpp"
 #include "loopscale/data/utf8.hpp"
+#include "loopscale/util/regular_file.hpp"
 
 namespace loopscale::data {
 
@@ -89,6 +90,7 @@ class Tokenizer {
   static Tokenizer load(const std::string& spec) {
     if (spec == "byte") return Tokenizer();
     std::error_code ec;
+    if (const std::string why = not_a_file(spec); !why.empty()) throw corpus_error("data: the tokenizer " + why);
     if (!std::filesystem::is_regular_file(spec, ec)) throw corpus_error("data: cannot open tokenizer " + spec + " (give byte or a SentencePiece .model file)");
     return sentencepiece(read_all(spec), spec);
   }
@@ -154,7 +156,10 @@ class Tokenizer {
   // a SentencePiece model trained without one, as `data tokenizer train` does unless --bos).
   std::int32_t bos_id() const { return sp_ ? static_cast<std::int32_t>(sp_->bos_id()) : -1; }
 
+  // The whole of a file; a pipe or a device is refused before it is opened (a FIFO blocked the
+  // open for ever, /dev/zero filled memory), as anything else the data layer reads.
   static std::string read_all(const std::filesystem::path& path) {
+    if (const std::string why = not_a_file(path); !why.empty()) throw corpus_error("data: " + why);
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) throw corpus_error("data: cannot open " + path.string());
     std::string s;

@@ -103,6 +103,11 @@ inline TokenizerTrainResult train_tokenizer(const TokenizerTrainOptions& o) {
   if (o.model != "bpe" && o.model != "unigram") throw corpus_error("data: --model must be bpe or unigram, not '" + o.model + "'");
   if (o.vocab < 260 + 2) throw corpus_error("data: a SentencePiece vocab needs room for its 256 byte pieces and more; give at least 262");
   if (!(o.split.val_fraction >= 0 && o.split.val_fraction < 1)) throw corpus_error("data: --val-fraction must be in [0, 1)");
+  // SentencePiece's own check of its input_sentence_size (0: all, else above 100) ends in an
+  // "Internal: trainer_interface.cc(76)" message that names no flag of ours.
+  if (o.sample_lines > 0 && o.sample_lines <= 100)
+    throw corpus_error("data: --sample-lines must be 0 (every line) or more than 100 (SentencePiece samples at least 101), not " +
+                       std::to_string(o.sample_lines));
   // SentencePiece refuses more than 128 threads with an internal check of its own.
   if (o.threads > 128) throw corpus_error("data: --threads must be at most 128 for SentencePiece's trainer");
   DocumentReader reader(o.input);

@@ -1,21 +1,25 @@
 // `loopscale data verify`: reads every byte of a corpus folder and checks it against its
 // manifest: each shard's header, size, vocabulary, token and text-byte counts and checksum, every
 // token below the vocabulary, each split's totals, and the tokenizer file's checksum and
-// vocabulary, and each version 2 token file against the checksum in its own header. A folder
+// vocabulary, and each version 2 token file against the checksum in its own header; a file named
+// as a shard (train*.bin, val*.bin) that the manifest does not list is an error. A folder
 // without a manifest (train.bin, val.bin) gets the checks its headers allow: its version 1 files
 // record no checksum, and the report lists them (`unchecked`). A packed folder (packing.hpp) also
 // has its BOS checked: the tokenizer's own, and the first token of every row. The first problem is
 // a corpus_error naming the file.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "loopscale/data/checksum.hpp"
 #include "loopscale/data/corpus.hpp"
 #include "loopscale/data/manifest.hpp"
+#include "loopscale/data/shard_writer.hpp"
 #include "loopscale/data/token_file.hpp"
 #include "loopscale/data/tokenizer.hpp"
 
@@ -82,6 +86,27 @@ inline VerifyReport verify_corpus(const std::filesystem::path& dir) {
   // import without --val) is one; training refuses it, naming --val-fraction and --val-input.
   (void)open_corpus(dir, Split::train, Verify::headers);
   if (!m.val.shards.empty()) (void)open_corpus(dir, Split::val, Verify::headers);
+  // A token file named as a shard but not listed: a manifest that lost an entry (its tokens would
+  // be left out of training without a word), or a stray copy that the folder's next `data prepare
+  // --force` removes. Either way the folder is not what its manifest says. (Regular files or not:
+  // a folder or a pipe of that name is no more listed.) Checked after opening the splits, so that a
+  // manifest whose train list was emptied by hand is told "lists no train shard".
+  {
+    std::set<std::string> listed;
+    for (const SplitInfo* s : {&m.train, &m.val})
+      for (const ShardInfo& x : s->shards) listed.insert(x.file);
+    std::vector<std::string> stray;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+      if (is_split_token_file(it->path()) && !listed.count(it->path().filename().string())) stray.push_back(it->path().string());
+    if (ec) throw corpus_error("data: cannot list the folder " + dir.string() + ": " + ec.message());
+    if (!stray.empty()) {
+      std::sort(stray.begin(), stray.end());
+      throw corpus_error("data: " + stray.front() + " is a shard file that " + mpath + " does not list" +
+                         (stray.size() > 1 ? " (and " + std::to_string(stray.size() - 1) + " more)" : std::string()) +
+                         ": a manifest that lost an entry, or a file to remove");
+    }
+  }
   if (m.packing.row_tokens > 0)
     for (const Split s : {Split::train, Split::val}) {
       if (m.of(s == Split::val).shards.empty()) continue;
