@@ -6,9 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <fmt/core.h>
 
@@ -89,12 +87,15 @@ struct SpecFile {
 SpecFile read_spec(const std::string& arg) {
   std::filesystem::path path = arg;
   if (std::filesystem::is_directory(path)) path /= "config.json";
-  std::ifstream in(path);
-  if (!in) throw usage_error("--compare: cannot read " + path.string());
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_input(path.string(), "--compare:", "a model spec");
+  nlohmann::json j;
+  std::string key;
   try {
-    const nlohmann::json j = parse_json_bounded<usage_error>(text.str(), "--compare: " + path.string());
+    j = parse_json_bounded<usage_error>(text, "--compare: " + path.string(), &key);
+  } catch (const nlohmann::json::exception& e) {
+    throw usage_error("--compare: " + path.string() + " is not JSON (" + json_parse_fault(text, e, key) + ")");
+  }
+  try {
     const bool config = j.is_object() && j.contains("spec");
     const ModelSpec m = (config ? j.at("spec") : j).get<ModelSpec>();
     // Sizes too large to count first (spec/limits.hpp): int64 accounting past them is undefined.
@@ -105,7 +106,8 @@ SpecFile read_spec(const std::string& arg) {
     if (const std::string f = seq_len_fault(T); !f.empty()) throw usage_error("--compare: " + path.string() + ": " + f);
     return {m, T};
   } catch (const nlohmann::json::exception& e) {
-    throw usage_error("--compare: " + path.string() + " is not a model spec: " + e.what());
+    // The spec reader names the field of a wrong kind (spec/spec_json.hpp); this is what it did not foresee.
+    throw usage_error("--compare: " + path.string() + " is not a model spec: " + json_error_text(e));
   } catch (const spec_error& e) {
     throw usage_error("--compare: " + path.string() + ": " + e.what());
   }

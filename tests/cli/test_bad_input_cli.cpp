@@ -452,3 +452,47 @@ TEST_CASE("cli: train --dry-run refuses what the run refuses in its run folder: 
   CHECK(std::filesystem::is_empty(dir + "/empty"));
   std::filesystem::remove_all(dir);
 }
+
+// Found by a bad-input hunt on 5 Dec 2026 (F4): a pipe that no process writes to (a `mkfifo` left
+// alone) blocked design --fit, account --compare, sweep plan and train --config for ever, and a
+// device (/dev/zero) read without end. A pipe with a writer is still read (the test above, and
+// account --compare here).
+TEST_CASE("cli: a pipe no process writes to, or a device, given as a JSON input file is refused at once", "[cli][files]") {
+  const std::string dir = temp_dir("fifo_input");
+  const std::string fifo = dir + "/in.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string alone = fifo + " is a pipe that no process writes to";
+  const auto spec = nlohmann::json::parse(run_cli("account --json --d-model 256 --vocab 256 --seq-len 256").out).at("spec");
+  const std::string good = dir + "/spec.json";
+  std::ofstream(good) << spec.dump();
+  expect_error("design --fit " + fifo + " --n-act 6e8 --n-loop 2e8 --expert-params 4e8 --budget 1e23", "design: --fit " + alone);
+  expect_error("account --compare " + fifo + " " + good, "--compare: " + alone);
+  expect_error("account --compare " + good + " " + fifo, "--compare: " + alone);
+  expect_error("sweep plan " + fifo, "the spec file " + alone);
+  expect_error("train --tokens 320 --d-model 16 --dry-run --config " + fifo, "--config: " + alone);
+  for (const char* device : {"/dev/zero", "/dev/null"}) {
+    const std::string named = std::string(device) + " is not a regular file (a device or socket)";
+    expect_error("design --fit " + std::string(device) + " --n-act 6e8 --n-loop 2e8 --expert-params 4e8 --budget 1e23", named);
+    expect_error("account --compare " + std::string(device) + " " + good, named);
+  }
+  // The same pipe with a writer is read.
+  std::thread writer([&] { std::ofstream(fifo) << spec.dump(); });
+  const auto r = run_cli("account --compare " + fifo + " " + good);
+  writer.join();
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("iso-depth"));
+}
+
+TEST_CASE("cli: design --fit that is empty or holds a number past a double names the file and the field", "[cli][law][json]") {
+  // Both were exit 2 with nlohmann's own text: "[json.exception.parse_error.101] ...", "[json.exception.out_of_range.406] ...".
+  const std::string dir = temp_dir("fit_text");
+  const std::string space = " --n-act 6e8 --n-loop 2e8 --expert-params 4e8 --budget 1e23";
+  std::ofstream(dir + "/empty.json").close();
+  expect_error("design --fit " + dir + "/empty.json" + space, "design: --fit " + dir + "/empty.json is not JSON that loopscale can read (the file is empty;");
+  std::ofstream(dir + "/rmse.json") << R"({"law": "looped-moe", "params": {"c": 1.6}, "rmse": 1e400})";
+  expect_error("design --fit " + dir + "/rmse.json" + space,
+               "design: --fit " + dir + "/rmse.json is not JSON that loopscale can read (at the value of \"rmse\": number overflow parsing '1e400';");
+  for (const char* f : {"/empty.json", "/rmse.json"})
+    CHECK(run_cli("design --fit " + dir + f + space).out.find("json.exception") == std::string::npos);
+}
