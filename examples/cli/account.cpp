@@ -101,8 +101,16 @@ SpecFile read_spec(const std::string& arg) {
     // Sizes too large to count first (spec/limits.hpp): int64 accounting past them is undefined.
     if (const std::string f = size_fault(m); !f.empty()) throw spec_error(f);
     validate(m);
-    const int64 T = config && j.contains("seq_len") ? j.at("seq_len").get<int64>() : 0;
-    if (config && j.contains("seq_len") && T < 1) throw usage_error("--compare: " + path.string() + ": seq_len must be at least 1");
+    int64 T = 0;
+    if (config && j.contains("seq_len")) {
+      // A train config's seq_len as the config reader takes it: 4096.5 was read as 4096 and 1e300
+      // (an undefined cast) refused as "at least 1"; "4096" gave nlohmann's type_error.
+      const nlohmann::json& t = j.at("seq_len");
+      if (!t.is_number() || !json_whole<int64>(t))
+        throw usage_error("--compare: " + path.string() + ": seq_len must be a whole number that fits in 64 bits, not " + json_brief(t));
+      T = t.get<int64>();
+      if (T < 1) throw usage_error("--compare: " + path.string() + ": seq_len must be at least 1, not " + std::to_string(T));
+    }
     if (const std::string f = seq_len_fault(T); !f.empty()) throw usage_error("--compare: " + path.string() + ": " + f);
     return {m, T};
   } catch (const nlohmann::json::exception& e) {

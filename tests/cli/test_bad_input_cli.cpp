@@ -484,6 +484,35 @@ TEST_CASE("cli: a pipe no process writes to, or a device, given as a JSON input 
   CHECK_THAT(r.out, Catch::Contains("iso-depth"));
 }
 
+TEST_CASE("cli: account --compare reads a train config's seq_len as a whole number and names a spec field of the wrong kind",
+          "[cli][account][json]") {
+  const std::string dir = temp_dir("compare_seq_len");
+  const auto spec = nlohmann::json::parse(run_cli("account --json --d-model 256 --vocab 256 --seq-len 256").out).at("spec");
+  const std::string good = dir + "/spec.json";
+  std::ofstream(good) << spec.dump();
+  const auto write = [&](const nlohmann::json& j) {
+    std::ofstream(dir + "/bad.json") << j.dump();
+    return "account --compare " + dir + "/bad.json " + good;
+  };
+  // 4096.5 was read as 4096 (rc 0), 1e300 refused as "must be at least 1", "4096" as nlohmann's type_error.
+  for (const nlohmann::json& t : {nlohmann::json(4096.5), nlohmann::json(1e300), nlohmann::json("4096")})
+    expect_error(write({{"spec", spec}, {"seq_len", t}}), ": seq_len must be a whole number that fits in 64 bits, not " + t.dump());
+  expect_error(write({{"spec", spec}, {"seq_len", 0}}), ": seq_len must be at least 1, not 0");
+  CHECK_THAT(run_cli(write({{"spec", spec}, {"seq_len", 4096.0}})).out, Catch::Contains("seq_len 4096"));
+  // A field of another kind named no field: "[json.exception.type_error.302] type must be number, but is string".
+  const auto field = [&](const nlohmann::json::json_pointer& at, const nlohmann::json& v, const std::string& text) {
+    nlohmann::json bad = spec;
+    bad[at] = v;
+    const auto r = run_cli(write(bad));
+    expect_error(write(bad), text);
+    CHECK(r.out.find("json.exception") == std::string::npos);
+  };
+  field("/d_model"_json_pointer, "512", "spec: model field 'd_model' must be a number, not \"512\"");
+  field("/prelude/layer/ffn/act"_json_pointer, 5, "spec: ffn field 'act' must be a string, not 5");
+  field("/coda/layer/attn/rope"_json_pointer, 1, "spec: attn field 'rope' must be true or false, not 1");
+  field("/recur/state_norm"_json_pointer, nullptr, "spec: recur field 'state_norm' must be a string, not null");
+}
+
 TEST_CASE("cli: design --fit that is empty or holds a number past a double names the file and the field", "[cli][law][json]") {
   // Both were exit 2 with nlohmann's own text: "[json.exception.parse_error.101] ...", "[json.exception.out_of_range.406] ...".
   const std::string dir = temp_dir("fit_text");
