@@ -209,8 +209,10 @@ const bool registered_account = add_command([](CLI::App& app) {
     if (args->seq_len < 1) throw usage_error("--seq-len must be at least 1");
     if (const std::string f = seq_len_fault(args->seq_len); !f.empty()) throw usage_error("--seq-len: " + f);
     if (!args->compare.empty()) {
-      for (const char* flag : {"--d-model", "--r", "--experts"})
-        if (sub->count(flag) > 0) throw usage_error(std::string("--compare reads both specs from files; drop ") + flag);
+      // Every spec and routing flag describes the one spec the flags build; with --compare they
+      // were ignored without a word (--depth 40, --vocab 5, --router sigmoid).
+      if (const std::vector<std::string> given = given_spec_flags(*sub); !given.empty())
+        throw usage_error("--compare reads both specs from files; drop " + given.front());
       compare(*args, sub->count("--seq-len") > 0);
       return;
     }

@@ -484,6 +484,34 @@ TEST_CASE("cli: a pipe no process writes to, or a device, given as a JSON input 
   CHECK_THAT(r.out, Catch::Contains("iso-depth"));
 }
 
+TEST_CASE("cli: account --compare refuses every spec and routing flag, naming it", "[cli][account]") {
+  // Only --d-model, --r and --experts were refused; the rest were ignored (rc 0).
+  const std::string dir = temp_dir("compare_flags");
+  const std::string a = dir + "/a.json";
+  std::ofstream(a) << nlohmann::json::parse(run_cli("account --json --d-model 512 --r 4 --depth 12").out).at("spec").dump();
+  const std::string compare = "account --compare " + a + " " + a + " ";
+  for (const std::string flag : {"--vocab 5", "--activation swiglu", "--depth 40", "--heads 4", "--router sigmoid", "--shared-expert",
+                                  "--no-renormalize", "--recur-layers 2", "--inject additive", "--moe-layers recur", "--d-model 512"})
+    expect_error(compare + flag, "--compare reads both specs from files; drop " + flag.substr(0, flag.find(' ')));
+  CHECK(run_cli(compare).rc == 0);
+  CHECK(run_cli(compare + "--seq-len 1024 --convention causal").rc == 0);  // the comparison's own flags
+}
+
+TEST_CASE("cli: account refuses a --depth that contradicts --recur-layers, naming both", "[cli][account]") {
+  // --depth was ignored once --recur-layers set the block: "effective depth 16", rc 0.
+  expect_error("account --d-model 512 --r 4 --depth 20 --recur-layers 3",
+               "--depth 20 contradicts --recur-layers 3: the effective depth is prelude + recur-layers x r + coda = 2 + 3 x 4 + 2 = 16");
+  expect_error("account --d-model 512 --r 4 --depth 20 --recur-layers 99999", "--depth 20 contradicts --recur-layers 99999");
+  expect_error("train --tokens 320 --d-model 16 --heads 1 --r 2 --depth 8 --recur-layers 1 --dry-run", "--depth 8 contradicts --recur-layers 1");
+  // Values that agree, and either flag alone, are accepted.
+  const auto agree = run_cli("account --d-model 512 --r 4 --depth 16 --recur-layers 3");
+  INFO(agree.out);
+  CHECK(agree.rc == 0);
+  CHECK_THAT(agree.out, Catch::Contains("effective depth 16"));
+  CHECK(run_cli("account --d-model 512 --r 4 --recur-layers 3").rc == 0);
+  CHECK(run_cli("account --d-model 512 --r 4 --depth 12").rc == 0);
+}
+
 TEST_CASE("cli: account --compare reads a train config's seq_len as a whole number and names a spec field of the wrong kind",
           "[cli][account][json]") {
   const std::string dir = temp_dir("compare_seq_len");
