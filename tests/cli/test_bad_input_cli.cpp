@@ -484,6 +484,17 @@ TEST_CASE("cli: a pipe no process writes to, or a device, given as a JSON input 
   CHECK_THAT(r.out, Catch::Contains("iso-depth"));
 }
 
+TEST_CASE("cli: optimal refuses --r for a law that has no r", "[cli][law]") {
+  // --r 4 was ignored and the table printed r = 1 rows (rc 0).
+  const std::string chinchilla = "optimal --law chinchilla --param E=1.69 --param A=406.4 --param B=410.7 --param alpha=0.34 --param beta=0.28 "
+                                 "--budget 1e20 --budget 1e21 ";
+  expect_error(chinchilla + "--r 4", "optimal: law chinchilla has no r");
+  expect_error(chinchilla + "--r 1", "optimal: law chinchilla has no r");
+  const auto ok = run_cli(chinchilla);
+  INFO(ok.out);
+  CHECK(ok.rc == 0);
+}
+
 TEST_CASE("cli: account --compare refuses every spec and routing flag, naming it", "[cli][account]") {
   // Only --d-model, --r and --experts were refused; the rest were ignored (rc 0).
   const std::string dir = temp_dir("compare_flags");
@@ -539,6 +550,24 @@ TEST_CASE("cli: account --compare reads a train config's seq_len as a whole numb
   field("/prelude/layer/ffn/act"_json_pointer, 5, "spec: ffn field 'act' must be a string, not 5");
   field("/coda/layer/attn/rope"_json_pointer, 1, "spec: attn field 'rope' must be true or false, not 1");
   field("/recur/state_norm"_json_pointer, nullptr, "spec: recur field 'state_norm' must be a string, not null");
+}
+
+TEST_CASE("cli: design refuses routed experts of no parameters", "[cli][law]") {
+  // --expert-params 0 chose E = 16 experts that hold nothing, for a lower predicted loss (rc 0).
+  const std::string zero = design + "--param E_start=1 --param E_max=1e5 ";
+  const std::string no_experts = replace_all(zero, "--expert-params 5e7", "--expert-params 0");
+  expect_error(no_experts, "design: expert params 0 with E = 2: routed experts of no parameters");
+  const auto dense = run_cli(no_experts + "--E 1");  // a dense design has no experts to size
+  INFO(dense.out);
+  CHECK(dense.rc == 0);
+}
+
+TEST_CASE("cli: equivalent refuses --vocab without --d-model, as it refuses --injection", "[cli][law]") {
+  const std::string sizes = "equivalent --param phi=0.459 --n-once 2e8 --n-rec 2e8 --r 4 ";
+  expect_error(sizes + "--vocab 5", "equivalent: --vocab goes with --d-model");
+  expect_error(sizes + "--injection once", "equivalent: --injection goes with --d-model");
+  CHECK(run_cli(sizes).rc == 0);
+  CHECK(run_cli("equivalent --param phi=0.459 --d-model 512 --r 4 --vocab 256").rc == 0);
 }
 
 TEST_CASE("cli: design --fit that is empty or holds a number past a double names the file and the field", "[cli][law][json]") {
