@@ -178,6 +178,17 @@ inline void refuse_folder(const std::string& path, const std::string& what, cons
   if (std::filesystem::is_directory(path)) throw usage_error(what + " " + path + " is a folder, not " + kind);
 }
 
+// The text of a JSON input file the user names (design --fit, account --compare, a sweep spec,
+// train --config), read whole by read_input_file (util/regular_file.hpp): a folder is refused as
+// not `kind`, and a device, a socket or a pipe that no process writes to (each blocked the reader
+// for ever, or read without end) as that, after `what`; a pipe with a writer (`<(jq ...)`) is read.
+inline std::string read_input(const std::string& path, const std::string& what, const std::string& kind) {
+  refuse_folder(path, what, kind);
+  InputFile f = read_input_file(path);
+  if (!f.fault.empty()) throw usage_error(what + " " + f.fault);
+  return std::move(f.text);
+}
+
 // A list whose entries each make a run, a row or a member of a set (`optimal --r 1,2,4`, `design
 // --R`/`--E`, `eval --r-eval`, a repeated `optimal --budget`, `fit --law a,b`): an entry given twice
 // would plan the same run or print the same row twice, so the first repeat is refused, naming the

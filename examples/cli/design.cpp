@@ -2,7 +2,6 @@
 // that fits the compute and memory limits, a step of R or E only while it lowers the predicted
 // loss by at least epsilon.
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -37,14 +36,16 @@ struct FitFile {
 
 // `rmse_used`: no --epsilon, so the fit's RMSE is epsilon and must be one.
 FitFile read_fit(const std::string& path, bool rmse_used) {
-  refuse_folder(path, "design: --fit", "a fit file");
-  std::ifstream in(path);
-  if (!in) throw usage_error("design: cannot open --fit '" + path + "'");
+  const std::string text = read_input(path, "design: --fit", "a fit file");
   nlohmann::json j;
+  std::string key;
   try {
-    j = parse_json_bounded<usage_error>(in, "design: --fit " + path);
+    j = parse_json_bounded<usage_error>(text, "design: --fit " + path, &key);
   } catch (const nlohmann::json::exception& e) {
-    throw usage_error("design: --fit " + path + " is not JSON that loopscale can read (" + e.what() + "; write it with `loopscale fit --json`)");
+    // nlohmann's own text ("[json.exception.out_of_range.406] number overflow parsing '1e400'")
+    // named neither the field nor, for an empty file, the fault.
+    throw usage_error("design: --fit " + path + " is not JSON that loopscale can read (" + json_parse_fault(text, e, key) +
+                      "; write it with `loopscale fit --json`)");
   }
   FitFile f;
   try {

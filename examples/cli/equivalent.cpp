@@ -16,7 +16,7 @@ struct EquivalentArgs {
   std::optional<double> n_once, n_rec;
   std::optional<int64> d_model;
   double r = 0;
-  int64 vocab = 32064;
+  std::optional<int64> vocab;  // with --d-model; default 32064
   std::string injection;
   bool json = false;
 };
@@ -41,7 +41,7 @@ void run(const EquivalentArgs& a) {
       throw usage_error(concat("equivalent: --r must be a whole number of at most ", SpecLimits::depth, " with --d-model, not ", rr));
     const InjectionCount inj = injection_option(a.injection.empty() ? "rec" : a.injection);
     try {
-      e = law::looped_equivalence(law::paper_member(*a.d_model, static_cast<int64>(rr), a.vocab), phi, inj);
+      e = law::looped_equivalence(law::paper_member(*a.d_model, static_cast<int64>(rr), a.vocab.value_or(32064)), phi, inj);
     } catch (const law::data_error& err) {
       const std::string what = err.what();  // the family's errors say no command, looped_equivalence's do
       throw usage_error(what.starts_with("equivalent: ") ? what : "equivalent: " + what);
@@ -52,6 +52,8 @@ void run(const EquivalentArgs& a) {
   } else {
     if (!a.n_once || !a.n_rec) throw usage_error("equivalent: needs --n-once and --n-rec (or --d-model for the paper's family)");
     if (!a.injection.empty()) throw usage_error("equivalent: --injection goes with --d-model; --n-once and --n-rec are taken as given");
+    // It chose the family member's vocabulary; without --d-model there is none (it was ignored).
+    if (a.vocab) throw usage_error("equivalent: --vocab goes with --d-model; --n-once and --n-rec are taken as given");
     e = law::looped_equivalence(*a.n_once, *a.n_rec, a.r, phi);
   }
   if (a.json) {
@@ -77,7 +79,7 @@ const bool registered_equivalent = add_command([](CLI::App& app) {
   sub->add_option("--n-once", a->n_once, "params run once (prelude, coda, outer norms)");
   sub->add_option("--n-rec", a->n_rec, "params of the shared block and its injection");
   sub->add_option("--d-model", a->d_model, "instead of --n-once/--n-rec: the paper family's member of this width");
-  sub->add_option("--vocab", a->vocab, "vocabulary with --d-model")->capture_default_str();
+  sub->add_option("--vocab", a->vocab, "vocabulary with --d-model (default 32064)");
   sub->add_option("--injection", a->injection, std::string(injection_help) + "; with --d-model (default rec)");
   sub->add_option("--r", a->r, "recurrences")->required();
   sub->add_flag("--json", a->json, "print JSON");

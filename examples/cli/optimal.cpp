@@ -1,4 +1,5 @@
 // `loopscale optimal`: the compute-optimal width, parameters and tokens per r for given budgets.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -19,7 +20,8 @@ struct OptimalArgs {
   bool json = false;
 };
 
-void run(const OptimalArgs& a) {
+// `r_given`: --r was on the command line (a.rs is its default otherwise).
+void run(const OptimalArgs& a, bool r_given) {
   const law::AnyLaw l = law::law_by_name(a.law);
   const std::vector<std::string> cols = l.columns();
   for (const auto& c : cols)
@@ -37,7 +39,12 @@ void run(const OptimalArgs& a) {
   o.seq_len = a.seq_len, o.vocab = a.vocab, o.max_width = a.max_width;
   o.injection = injection_option(a.injection);
   std::vector<int64> rs = a.rs;
-  if (l.name() == "chinchilla") rs = {1};  // a dense law knows no r
+  // A dense law (chinchilla: N and D) knows no r: its one row is r = 1. An --r given to it was
+  // ignored without a word, and the table printed r = 1 rows only.
+  if (std::find(cols.begin(), cols.end(), "r") == cols.end()) {
+    if (r_given) throw usage_error("optimal: law " + l.name() + " has no r (a dense law, its rows are r = 1); drop --r");
+    rs = {1};
+  }
   nlohmann::json j{{"law", l.name()}, {"injection", a.injection}, {"allocations", nlohmann::json::array()},
                    {"exponents", nlohmann::json::object()}};
   // Every allocation and every r's exponents first, then the table: a bad budget or r, or budgets
@@ -91,7 +98,7 @@ const bool registered_optimal = add_command([](CLI::App& app) {
   sub->add_option("--max-width", a->max_width, "largest d_model tried (widths step by 128)")->capture_default_str();
   sub->add_option("--injection", a->injection, injection_help)->capture_default_str();
   sub->add_flag("--json", a->json, "print JSON");
-  sub->callback([a] { run(*a); });
+  sub->callback([a, sub] { run(*a, sub->count("--r") > 0); });
 });
 
 }  // namespace

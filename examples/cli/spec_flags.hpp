@@ -32,6 +32,9 @@ struct SpecFlags {
   int64 prelude = 2;
   int64 coda = 2;
   int64 depth = 20;
+  // --depth was given (on the command line, not the default nor read back from a spec): with
+  // --recur-layers, which then sets the block, it must agree with prelude + recur-layers x r + coda.
+  bool depth_given = false;
   std::optional<int64> recur_layers;
   int64 r = 1;
   std::string inject;  // empty: linear for r > 1, none for r = 1
@@ -63,7 +66,8 @@ struct SpecFlags {
     app.add_option("--prelude", prelude, "unshared layers before the recurrence")->capture_default_str();
     app.add_option("--coda", coda, "unshared layers after the recurrence")->capture_default_str();
     app.add_option("--depth", depth, "effective depth; sets --recur-layers = (depth - prelude - coda) / r when that is not given")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->each([this](const std::string&) { depth_given = true; });
     app.add_option("--recur-layers", recur_layers, "layers k of the shared block");
     app.add_option("--r", r, "recurrences of the shared block")->capture_default_str();
     app.add_option("--inject", inject, "none | linear | additive | passthrough | hyper:L | hyper-shared:L (L lanes) (default: linear for r > 1, none for r = 1)");
@@ -109,6 +113,7 @@ struct SpecFlags {
       if (app.get_option(name)->count() > 0) this->*member = given.*member;
     });
     if (app.get_option("--mlp-mult")->count() > 0) mlp_fraction.reset();
+    depth_given = app.get_option("--depth")->count() > 0;
     // --experts 0 over an MoE spec makes it dense: the MoE settings read back from it go with the
     // experts (those given stay, and are refused as needing experts).
     if (experts == 0) {
@@ -209,6 +214,15 @@ struct SpecFlags {
     if (recur_layers) {
       if (*recur_layers < 0) throw usage_error("--recur-layers must not be negative");
       f.block_layers = *recur_layers;
+      // --recur-layers sets the block, so a --depth given beside it was ignored without a word
+      // (`--depth 20 --recur-layers 3 --r 4` counted depth 16). Each term is at most --depth
+      // (<= SpecLimits::depth, checked by build) before the sum is taken: no overflow.
+      const bool fits = prelude <= depth && coda <= depth && *recur_layers <= depth;
+      if (depth_given && !(fits && prelude + *recur_layers * r + coda == depth))
+        throw usage_error(concat("--depth ", depth, " contradicts --recur-layers ", *recur_layers, ": the effective depth is prelude + recur-layers x r + coda = ",
+                                 prelude, " + ", *recur_layers, " x ", r, " + ", coda, " = ",
+                                 static_cast<double>(prelude) + static_cast<double>(*recur_layers) * static_cast<double>(r) + static_cast<double>(coda),
+                                 " (give one of --depth and --recur-layers, or values that agree)"));
     } else if (depth < prelude + coda) {
       throw usage_error("--depth must be at least --prelude + --coda");
     }
@@ -305,12 +319,18 @@ struct MoeFlags {
   std::optional<double> z_loss, capacity;
   bool no_renormalize = false;
 
+  // The help's heading of the routing flags.
+  static constexpr const char* group = "MoE routing";
+
   void add_to(CLI::App& app) {
+    const std::size_t before = app.get_options().size();
     app.add_option("--router", router, "MoE router scores: softmax | sigmoid (default softmax)");
     app.add_option("--balance", balance, "MoE load balancing: none | aux:COEF (Switch aux loss) | bias:RATE (aux-loss-free); default aux:0.01");
     app.add_option("--z-loss", z_loss, "router z-loss coefficient (default 0: off)");
     app.add_option("--capacity", capacity, "expert capacity factor > 0; tokens beyond it are dropped (default: dropless)");
     app.add_flag("--no-renormalize", no_renormalize, "use the chosen experts' scores as gates without renormalising them");
+    const std::vector<CLI::Option*> options = app.get_options();
+    for (std::size_t i = before; i < options.size(); ++i) options[i]->group(group);
   }
 
   bool any() const { return router || balance || z_loss || capacity || no_renormalize; }
@@ -333,5 +353,15 @@ struct MoeFlags {
     return r;
   }
 };
+
+// The spec and routing flags given on `app`, as named in the help: every option under the headings
+// SpecFlags::group and MoeFlags::group. `account --compare` refuses them, for they describe the one
+// spec the flags build, not the two it reads.
+inline std::vector<std::string> given_spec_flags(const CLI::App& app) {
+  std::vector<std::string> given;
+  for (const CLI::Option* o : app.get_options())
+    if ((o->get_group() == SpecFlags::group || o->get_group() == MoeFlags::group) && o->count() > 0) given.push_back(o->get_name());
+  return given;
+}
 
 }  // namespace loopscale::cli

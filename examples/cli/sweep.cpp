@@ -42,14 +42,13 @@ struct SpecSource {
     if (!file.empty() && !preset.empty()) throw usage_error("give a spec file or --preset, not both");
     if (!preset.empty()) return sweep::preset(preset);
     if (file.empty()) throw usage_error("a sweep spec file or --preset NAME is required");
-    refuse_folder(file, "the spec file", "a JSON file");
-    std::ifstream in(file);
-    if (!in) throw usage_error("cannot read spec file " + file);
+    const std::string text = read_input(file, "the spec file", "a JSON file");
     nlohmann::json j;
+    std::string key;
     try {
-      j = parse_json_bounded<usage_error>(in, file);
+      j = parse_json_bounded<usage_error>(text, file, &key);
     } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e400 (tests/fuzz)
-      throw usage_error(file + ": not valid JSON (" + std::string(e.what()) + ")");
+      throw usage_error(file + ": not valid JSON (" + json_parse_fault(text, e, key) + ")");
     }
     try {
       return j.get<SweepSpec>();

@@ -147,13 +147,12 @@ const bool registered_train = add_command([](CLI::App& app) {
     // every key neither gives takes the recipe's default.
     nlohmann::json j = nlohmann::json::object();
     if (!a->config_file.empty()) {
-      refuse_folder(a->config_file, "--config:", "a JSON file");
-      std::ifstream f(a->config_file);
-      if (!f) throw usage_error("--config: cannot open " + a->config_file);
+      const std::string text = read_input(a->config_file, "--config:", "a JSON file");
+      std::string key;
       try {
-        j = parse_json_bounded<usage_error>(f, "--config: " + a->config_file);
+        j = parse_json_bounded<usage_error>(text, "--config: " + a->config_file, &key);
       } catch (const nlohmann::json::exception& e) {
-        throw usage_error("--config: " + a->config_file + " is not valid JSON: " + e.what());
+        throw usage_error("--config: " + a->config_file + " is not valid JSON: " + json_parse_fault(text, e, key));
       }
       if (!j.is_object()) throw usage_error("--config: " + a->config_file + " does not hold a JSON object");
     }

@@ -452,3 +452,133 @@ TEST_CASE("cli: train --dry-run refuses what the run refuses in its run folder: 
   CHECK(std::filesystem::is_empty(dir + "/empty"));
   std::filesystem::remove_all(dir);
 }
+
+// Found by a bad-input hunt on 5 Dec 2026 (F4): a pipe that no process writes to (a `mkfifo` left
+// alone) blocked design --fit, account --compare, sweep plan and train --config for ever, and a
+// device (/dev/zero) read without end. A pipe with a writer is still read (the test above, and
+// account --compare here).
+TEST_CASE("cli: a pipe no process writes to, or a device, given as a JSON input file is refused at once", "[cli][files]") {
+  const std::string dir = temp_dir("fifo_input");
+  const std::string fifo = dir + "/in.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string alone = fifo + " is a pipe that no process writes to";
+  const auto spec = nlohmann::json::parse(run_cli("account --json --d-model 256 --vocab 256 --seq-len 256").out).at("spec");
+  const std::string good = dir + "/spec.json";
+  std::ofstream(good) << spec.dump();
+  expect_error("design --fit " + fifo + " --n-act 6e8 --n-loop 2e8 --expert-params 4e8 --budget 1e23", "design: --fit " + alone);
+  expect_error("account --compare " + fifo + " " + good, "--compare: " + alone);
+  expect_error("account --compare " + good + " " + fifo, "--compare: " + alone);
+  expect_error("sweep plan " + fifo, "the spec file " + alone);
+  expect_error("train --tokens 320 --d-model 16 --dry-run --config " + fifo, "--config: " + alone);
+  for (const char* device : {"/dev/zero", "/dev/null"}) {
+    const std::string named = std::string(device) + " is not a regular file (a device or socket)";
+    expect_error("design --fit " + std::string(device) + " --n-act 6e8 --n-loop 2e8 --expert-params 4e8 --budget 1e23", named);
+    expect_error("account --compare " + std::string(device) + " " + good, named);
+  }
+  // The same pipe with a writer is read.
+  std::thread writer([&] { std::ofstream(fifo) << spec.dump(); });
+  const auto r = run_cli("account --compare " + fifo + " " + good);
+  writer.join();
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("iso-depth"));
+}
+
+TEST_CASE("cli: optimal refuses --r for a law that has no r", "[cli][law]") {
+  // --r 4 was ignored and the table printed r = 1 rows (rc 0).
+  const std::string chinchilla = "optimal --law chinchilla --param E=1.69 --param A=406.4 --param B=410.7 --param alpha=0.34 --param beta=0.28 "
+                                 "--budget 1e20 --budget 1e21 ";
+  expect_error(chinchilla + "--r 4", "optimal: law chinchilla has no r");
+  expect_error(chinchilla + "--r 1", "optimal: law chinchilla has no r");
+  const auto ok = run_cli(chinchilla);
+  INFO(ok.out);
+  CHECK(ok.rc == 0);
+}
+
+TEST_CASE("cli: account --compare refuses every spec and routing flag, naming it", "[cli][account]") {
+  // Only --d-model, --r and --experts were refused; the rest were ignored (rc 0).
+  const std::string dir = temp_dir("compare_flags");
+  const std::string a = dir + "/a.json";
+  std::ofstream(a) << nlohmann::json::parse(run_cli("account --json --d-model 512 --r 4 --depth 12").out).at("spec").dump();
+  const std::string compare = "account --compare " + a + " " + a + " ";
+  for (const std::string flag : {"--vocab 5", "--activation swiglu", "--depth 40", "--heads 4", "--router sigmoid", "--shared-expert",
+                                  "--no-renormalize", "--recur-layers 2", "--inject additive", "--moe-layers recur", "--d-model 512"})
+    expect_error(compare + flag, "--compare reads both specs from files; drop " + flag.substr(0, flag.find(' ')));
+  CHECK(run_cli(compare).rc == 0);
+  CHECK(run_cli(compare + "--seq-len 1024 --convention causal").rc == 0);  // the comparison's own flags
+}
+
+TEST_CASE("cli: account refuses a --depth that contradicts --recur-layers, naming both", "[cli][account]") {
+  // --depth was ignored once --recur-layers set the block: "effective depth 16", rc 0.
+  expect_error("account --d-model 512 --r 4 --depth 20 --recur-layers 3",
+               "--depth 20 contradicts --recur-layers 3: the effective depth is prelude + recur-layers x r + coda = 2 + 3 x 4 + 2 = 16");
+  expect_error("account --d-model 512 --r 4 --depth 20 --recur-layers 99999", "--depth 20 contradicts --recur-layers 99999");
+  expect_error("train --tokens 320 --d-model 16 --heads 1 --r 2 --depth 8 --recur-layers 1 --dry-run", "--depth 8 contradicts --recur-layers 1");
+  // Values that agree, and either flag alone, are accepted.
+  const auto agree = run_cli("account --d-model 512 --r 4 --depth 16 --recur-layers 3");
+  INFO(agree.out);
+  CHECK(agree.rc == 0);
+  CHECK_THAT(agree.out, Catch::Contains("effective depth 16"));
+  CHECK(run_cli("account --d-model 512 --r 4 --recur-layers 3").rc == 0);
+  CHECK(run_cli("account --d-model 512 --r 4 --depth 12").rc == 0);
+}
+
+TEST_CASE("cli: account --compare reads a train config's seq_len as a whole number and names a spec field of the wrong kind",
+          "[cli][account][json]") {
+  const std::string dir = temp_dir("compare_seq_len");
+  const auto spec = nlohmann::json::parse(run_cli("account --json --d-model 256 --vocab 256 --seq-len 256").out).at("spec");
+  const std::string good = dir + "/spec.json";
+  std::ofstream(good) << spec.dump();
+  const auto write = [&](const nlohmann::json& j) {
+    std::ofstream(dir + "/bad.json") << j.dump();
+    return "account --compare " + dir + "/bad.json " + good;
+  };
+  // 4096.5 was read as 4096 (rc 0), 1e300 refused as "must be at least 1", "4096" as nlohmann's type_error.
+  for (const nlohmann::json& t : {nlohmann::json(4096.5), nlohmann::json(1e300), nlohmann::json("4096")})
+    expect_error(write({{"spec", spec}, {"seq_len", t}}), ": seq_len must be a whole number that fits in 64 bits, not " + t.dump());
+  expect_error(write({{"spec", spec}, {"seq_len", 0}}), ": seq_len must be at least 1, not 0");
+  CHECK_THAT(run_cli(write({{"spec", spec}, {"seq_len", 4096.0}})).out, Catch::Contains("seq_len 4096"));
+  // A field of another kind named no field: "[json.exception.type_error.302] type must be number, but is string".
+  const auto field = [&](const nlohmann::json::json_pointer& at, const nlohmann::json& v, const std::string& text) {
+    nlohmann::json bad = spec;
+    bad[at] = v;
+    const auto r = run_cli(write(bad));
+    expect_error(write(bad), text);
+    CHECK(r.out.find("json.exception") == std::string::npos);
+  };
+  field("/d_model"_json_pointer, "512", "spec: model field 'd_model' must be a number, not \"512\"");
+  field("/prelude/layer/ffn/act"_json_pointer, 5, "spec: ffn field 'act' must be a string, not 5");
+  field("/coda/layer/attn/rope"_json_pointer, 1, "spec: attn field 'rope' must be true or false, not 1");
+  field("/recur/state_norm"_json_pointer, nullptr, "spec: recur field 'state_norm' must be a string, not null");
+}
+
+TEST_CASE("cli: design refuses routed experts of no parameters", "[cli][law]") {
+  // --expert-params 0 chose E = 16 experts that hold nothing, for a lower predicted loss (rc 0).
+  const std::string zero = design + "--param E_start=1 --param E_max=1e5 ";
+  const std::string no_experts = replace_all(zero, "--expert-params 5e7", "--expert-params 0");
+  expect_error(no_experts, "design: expert params 0 with E = 2: routed experts of no parameters");
+  const auto dense = run_cli(no_experts + "--E 1");  // a dense design has no experts to size
+  INFO(dense.out);
+  CHECK(dense.rc == 0);
+}
+
+TEST_CASE("cli: equivalent refuses --vocab without --d-model, as it refuses --injection", "[cli][law]") {
+  const std::string sizes = "equivalent --param phi=0.459 --n-once 2e8 --n-rec 2e8 --r 4 ";
+  expect_error(sizes + "--vocab 5", "equivalent: --vocab goes with --d-model");
+  expect_error(sizes + "--injection once", "equivalent: --injection goes with --d-model");
+  CHECK(run_cli(sizes).rc == 0);
+  CHECK(run_cli("equivalent --param phi=0.459 --d-model 512 --r 4 --vocab 256").rc == 0);
+}
+
+TEST_CASE("cli: design --fit that is empty or holds a number past a double names the file and the field", "[cli][law][json]") {
+  // Both were exit 2 with nlohmann's own text: "[json.exception.parse_error.101] ...", "[json.exception.out_of_range.406] ...".
+  const std::string dir = temp_dir("fit_text");
+  const std::string space = " --n-act 6e8 --n-loop 2e8 --expert-params 4e8 --budget 1e23";
+  std::ofstream(dir + "/empty.json").close();
+  expect_error("design --fit " + dir + "/empty.json" + space, "design: --fit " + dir + "/empty.json is not JSON that loopscale can read (the file is empty;");
+  std::ofstream(dir + "/rmse.json") << R"({"law": "looped-moe", "params": {"c": 1.6}, "rmse": 1e400})";
+  expect_error("design --fit " + dir + "/rmse.json" + space,
+               "design: --fit " + dir + "/rmse.json is not JSON that loopscale can read (at the value of \"rmse\": number overflow parsing '1e400';");
+  for (const char* f : {"/empty.json", "/rmse.json"})
+    CHECK(run_cli("design --fit " + dir + f + space).out.find("json.exception") == std::string::npos);
+}

@@ -310,6 +310,32 @@ TEST_CASE("spec JSON: an integer field given a fraction or a number past int64 i
   CHECK(whole.get<ModelSpec>() == paper_r4());
 }
 
+// Found 5 Dec 2026: nlohmann's get said "[json.exception.type_error.302] type must be number, but
+// is string", naming no field, for a field of another kind than its type's.
+TEST_CASE("spec JSON: a field of the wrong kind is refused, naming the field and the kind it must be", "[spec][json]") {
+  const nlohmann::json good = paper_r4();
+  const auto refused = [&](const nlohmann::json::json_pointer& at, const nlohmann::json& v, const std::string& text) {
+    nlohmann::json j = good;
+    j[at] = v;
+    INFO(at.to_string());
+    CHECK_THROWS_AS(j.get<ModelSpec>(), spec_error);
+    CHECK_THROWS_WITH(j.get<ModelSpec>(), Catch::Contains(text));
+  };
+  refused("/d_model"_json_pointer, "384", "spec: model field 'd_model' must be a number, not \"384\"");
+  refused("/vocab"_json_pointer, true, "field 'vocab' must be a number, not true");
+  refused("/recur/r"_json_pointer, nullptr, "spec: recur field 'r' must be a number, not null");
+  refused("/recur/state_norm"_json_pointer, 1, "spec: recur field 'state_norm' must be a string, not 1");
+  refused("/recur/inject/kind"_json_pointer, 2, "spec: inject field 'kind' must be a string, not 2");
+  refused("/prelude/layer/ffn/act"_json_pointer, 5, "spec: ffn field 'act' must be a string, not 5");
+  refused("/prelude/layer/ffn/shared_expert"_json_pointer, 0, "spec: ffn field 'shared_expert' must be true or false, not 0");
+  refused("/coda/layer/attn/rope"_json_pointer, 1, "spec: attn field 'rope' must be true or false, not 1");
+  refused("/coda/layer/attn/heads"_json_pointer, nlohmann::json::array({3}), "spec: attn field 'heads' must be a number, not [3]");
+  // An object field of the wrong kind is its own reader's to name, as before.
+  refused("/recur"_json_pointer, 5, "recur must be an object, got 5");
+  refused("/prelude"_json_pointer, 2, "a stack must be an object");
+  CHECK(good.get<ModelSpec>() == paper_r4());
+}
+
 TEST_CASE("JSON nested past the depth limit is refused at parse time, and a deep bad value is described without dumping it",
           "[spec][json]") {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');

@@ -83,6 +83,13 @@ inline MoEDesign design_looped_moe(const AnyLaw& law, const Eigen::VectorXd& the
   for (const double e : s.E)
     if (!(e >= s.top_k) || !std::isfinite(e) || e != std::floor(e))
       throw data_error(concat("design: every E must be a whole number >= top_k, not ", e));
+  // Routed experts of no parameters: every E is the dense model's size (m = 1), yet the law reads E
+  // and credits it a loss that no memory pays for (expert params 0 chose E = 16, exit 0).
+  if (s.n_expert_active == 0)
+    for (const double e : s.E)
+      if (e > 1)
+        throw data_error(concat("design: expert params 0 with E = ", e, ": routed experts of no parameters (give the parameters of the top-k "
+                                "experts, or only E = 1)"));
   // A law that does not read R cannot tell the recurrences apart: every design would predict the same loss.
   {
     const std::vector<std::string> cols = law.columns();

@@ -149,11 +149,12 @@ inline RunTable read_jsonl(std::istream& in, const std::string& source) {
 
 // By extension: .jsonl / .ndjson / .json are JSON lines, anything else CSV.
 inline RunTable read_table(const std::string& path) {
-  // A folder opens as a stream and then reads as empty ("no CSV header"), and a pipe or device
-  // blocks the reader (/dev/zero filled memory without end): name it as what it is.
-  if (const std::string why = not_a_file(path); !why.empty()) throw data_error("data: " + why + "; runs are read from a CSV or JSONL file");
-  std::ifstream in(path);
-  if (!in) throw data_error("data: cannot open '" + path + "'");
+  // A folder opened as a stream and read as empty ("no CSV header"), a pipe nobody writes to
+  // blocked the reader and /dev/zero filled memory: read_input_file names each (a pipe with a
+  // writer, `fit --data <(...)`, is read).
+  const InputFile file = read_input_file(path);
+  if (!file.fault.empty()) throw data_error("data: " + file.fault + "; runs are read from a CSV or JSONL file");
+  std::istringstream in(file.text);
   const auto ends = [&](const char* ext) {
     const std::string e(ext);
     return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;

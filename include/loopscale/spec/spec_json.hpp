@@ -10,6 +10,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -57,15 +58,30 @@ inline void whole_fields(const nlohmann::json& j, const char* what, std::initial
     if (j.contains(f) && !json_whole<int64>(j.at(f)))
       throw spec_error(concat("spec: ", what, " field '", f, "' must be a whole number that fits in 64 bits, got ", json_brief(j.at(f))));
 }
+// A number, string or true/false field of another kind than the same field of `defaults` (the
+// type's default, as JSON): "d_model": "512", "act": 5 or "rope": 1 failed in nlohmann's get as
+// "type must be number, but is string", naming no field. Said as a train config says it (json_kind,
+// util/json_parse.hpp). An object field (a stack, "recur", "attn") is checked by its own reader.
+inline void same_kinds(const nlohmann::json& j, const char* what, const nlohmann::json& defaults) {
+  for (const auto& [k, v] : j.items())
+    if (defaults.contains(k) && !defaults.at(k).is_structured() && std::string_view(json_kind(defaults.at(k))) != json_kind(v))
+      throw spec_error(concat("spec: ", what, " field '", k, "' must be ", json_kind(defaults.at(k)), ", not ", json_brief(v)));
+}
+// A default LayerSpec as JSON, for same_kinds (defined below, once LayerSpec has its to_json).
+inline nlohmann::json layer_defaults();
 // A layer object and its attn and ffn objects.
 inline void check_layer_fields(const nlohmann::json& j) {
   only_fields(j, "layer", {"attn", "ffn"});
+  const nlohmann::json defaults = layer_defaults();
+  same_kinds(j, "layer", defaults);
   if (j.contains("attn")) {
     only_fields(j.at("attn"), "attn", {"heads", "head_dim", "kv_heads", "rope", "qk_norm"});
+    same_kinds(j.at("attn"), "attn", defaults.at("attn"));
     whole_fields(j.at("attn"), "attn", {"heads", "head_dim", "kv_heads"});
   }
   if (j.contains("ffn")) {
     only_fields(j.at("ffn"), "ffn", {"act", "mult_num", "mult_den", "hidden", "experts", "top_k", "shared_expert"});
+    same_kinds(j.at("ffn"), "ffn", defaults.at("ffn"));
     whole_fields(j.at("ffn"), "ffn", {"mult_num", "mult_den", "hidden", "experts", "top_k"});
   }
 }
@@ -74,6 +90,8 @@ inline void check_layer_fields(const nlohmann::json& j) {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AttentionSpec, heads, head_dim, kv_heads, rope, qk_norm)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FfnSpec, act, mult_num, mult_den, hidden, experts, top_k, shared_expert)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LayerSpec, attn, ffn)
+
+inline nlohmann::json detail::layer_defaults() { return LayerSpec{}; }
 
 inline void to_json(nlohmann::json& j, const StackSpec& s) {
   if (s.uniform()) {
@@ -122,9 +140,12 @@ inline void to_json(nlohmann::json& j, const RecurSpec& r) {
 }
 inline void from_json(const nlohmann::json& j, RecurSpec& r) {
   detail::only_fields(j, "recur", {"block", "r", "inject", "bptt", "state_norm"});
+  const nlohmann::json kinds = RecurSpec{};
+  detail::same_kinds(j, "recur", kinds);
   detail::whole_fields(j, "recur", {"r", "bptt"});
   if (j.contains("inject")) {
     detail::only_fields(j.at("inject"), "inject", {"kind", "lanes"});
+    detail::same_kinds(j.at("inject"), "inject", kinds.at("inject"));
     detail::whole_fields(j.at("inject"), "inject", {"lanes"});
   }
   const RecurSpec defaults{};
@@ -145,6 +166,7 @@ inline void to_json(nlohmann::json& j, const ModelSpec& m) {
 }
 inline void from_json(const nlohmann::json& j, ModelSpec& m) {
   detail::only_fields(j, "model", {"d_model", "vocab", "vocab_multiple", "prelude", "recur", "coda"});
+  detail::same_kinds(j, "model", ModelSpec{});
   detail::whole_fields(j, "model", {"d_model", "vocab", "vocab_multiple"});
   const ModelSpec defaults{};
   m.d_model = j.value("d_model", defaults.d_model);

@@ -187,11 +187,8 @@ inline TrainConfig config_from_json(const nlohmann::json& j) {
     if (!full.contains(k)) throw config_error("config: unknown key '" + k + "'");
     // A value of another kind than the setting's ("lr": "0.1") said "type must be number, but is
     // string", naming neither the key nor the value.
-    const auto kind = [](const nlohmann::json& x) {
-      return x.is_number() ? "a number" : x.is_string() ? "a string" : x.is_boolean() ? "true or false" : x.is_object() ? "an object" : x.is_array() ? "a list" : "null";
-    };
-    if (!full[k].is_null() && std::string_view(kind(full[k])) != kind(v))
-      throw config_error("config: " + k + " must be " + kind(full[k]) + ", not " + json_brief(v));
+    if (!full[k].is_null() && std::string_view(json_kind(full[k])) != json_kind(v))
+      throw config_error("config: " + k + " must be " + json_kind(full[k]) + ", not " + json_brief(v));
     // A float where a whole number belongs: get<int64>() of 1e300 would be undefined (json_number.hpp).
     const nlohmann::json& d = full[k];
     const bool whole = k == "spec"               ? json_all_whole(v)

@@ -47,13 +47,30 @@ inline std::string text_brief(const std::string& text) {
   return s;
 }
 
+// The kind of a JSON value in words, for "KEY must be a number, not \"512\"": nlohmann's own
+// type_error ("type must be number, but is string") names neither the key nor the value, so readers
+// compare a value's kind with the kind its setting has first (train configs, model specs).
+inline const char* json_kind(const nlohmann::json& x) {
+  return x.is_number() ? "a number" : x.is_string() ? "a string" : x.is_boolean() ? "true or false" : x.is_object() ? "an object" : x.is_array() ? "a list" : "null";
+}
+
+// nlohmann's message without its "[json.exception.type_error.302] " tag, for the last-resort
+// catch of a reader whose own checks did not foresee the fault.
+inline std::string json_error_text(const nlohmann::json::exception& e) {
+  const std::string what = e.what();
+  const std::size_t tag = what.rfind("[json.exception.", 0) == 0 ? what.find("] ") : std::string::npos;
+  return tag == std::string::npos ? what : what.substr(tag + 2);
+}
+
 // nlohmann::json::parse(in), refusing a document nested deeper than json_depth_limit levels with
 // Error("WHERE: JSON nested deeper than N levels"), and an object that names a key twice with
 // Error("WHERE: the key \"K\" appears twice in one object"): nlohmann keeps the last value without a
 // word, so `{"loss": 3.5, "loss": 9}` fitted 9 and a config's second "lr" trained. Other parse
-// failures throw nlohmann's exceptions as parse does, for the caller's existing handling.
+// failures throw nlohmann's exceptions as parse does, for the caller's existing handling; where
+// `last_key` is given it holds the last key the parse reached, which json_parse_fault names (a
+// number past a double, "rmse": 1e400, fails without saying where).
 template <class Error, class Input>
-nlohmann::json parse_json_bounded(Input&& in, const std::string& where) {
+nlohmann::json parse_json_bounded(Input&& in, const std::string& where, std::string* last_key = nullptr) {
   using event_t = nlohmann::json::parse_event_t;
   std::vector<std::set<std::string>> keys;  // the keys seen so far in each object open around the event
   // depth is the number of arrays and objects already open around the event.
@@ -64,9 +81,22 @@ nlohmann::json parse_json_bounded(Input&& in, const std::string& where) {
     if (event == event_t::object_end && !keys.empty()) keys.pop_back();
     if (event == event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
       throw Error(where + ": the key " + json_brief(parsed) + " appears twice in one object");  // quoted and escaped: one line
+    if (event == event_t::key && last_key) *last_key = parsed.get<std::string>();
     return true;
   };
   return nlohmann::json::parse(std::forward<Input>(in), cb);
+}
+
+// Why a JSON text did not parse, in words, for "F is not JSON ... (WHY)": empty, or nlohmann's
+// message without its tag. A syntax error says its line and column; a number past a double
+// (out_of_range) says nothing of where, so it gets the key whose value was being read (`last_key`
+// from parse_json_bounded).
+inline std::string json_parse_fault(const std::string& text, const nlohmann::json::exception& e, const std::string& last_key) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return "the file is empty";
+  std::string why = json_error_text(e);
+  if (!last_key.empty() && dynamic_cast<const nlohmann::json::out_of_range*>(&e))
+    why = "at the value of " + json_brief(nlohmann::json(last_key)) + ": " + why;
+  return why;
 }
 
 }  // namespace loopscale
