@@ -154,8 +154,16 @@ void run_eval(EvalArgs a) {
   }
   if (a.val_tokens != 0 && !corpus.empty()) {
     val = data::open_corpus(corpus, data::Split::val);
-    windows = a.val_tokens ? std::max<int64>(1, *a.val_tokens / seq)
-                           : eval::trainer_validation_windows(cfg.value("eval_tokens", train::TrainConfig{}.eval_tokens), cfg.value("batch", train::TrainConfig{}.batch), seq, *val);
+    // Bounded as the trainer's sample is (train::check_validation_windows: the split's distinct
+    // windows): a huge --val-tokens or config.json eval_tokens ran for ever, printing nothing.
+    if (a.val_tokens) {
+      windows = std::max<int64>(1, *a.val_tokens / seq);
+      train::check_validation_windows(windows, 1, seq, *val, "--val-tokens", *a.val_tokens);
+    } else {
+      const train::TrainConfig defaults;  // one named object: g++ 12 -O3 warned (maybe-uninitialized) about two temporaries here
+      windows = eval::trainer_validation_windows(cfg.value("eval_tokens", defaults.eval_tokens), cfg.value("batch", defaults.batch), seq, *val,
+                                                 (std::filesystem::path(a.run) / "config.json").string() + ": eval_tokens (the default of --val-tokens)");
+    }
   } else if (a.val_tokens > 0) {
     throw usage_error("--val-tokens: the run's corpus was not found; give --corpus DIR");
   }

@@ -146,6 +146,20 @@ TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
   // Its corpus not found from here (config.json's relative path, read from another folder): an
   // error where nothing else is asked for, not an empty report.
   bad("eval " + run.string() + " --tasks none --corpus /nonexistent/corpus", "/nonexistent/corpus");
+  // A sample past the split's distinct windows (1.3M of them) is refused, as the trainer's is; it
+  // ran for ever, printing nothing. From --val-tokens, and from config.json's eval_tokens.
+  bad("eval " + run.string() + " --tasks none --val-tokens 99999999999999", "--val-tokens (99999999999999) asks for");
+  {
+    const fs::path huge = run.parent_path() / "huge_eval_tokens";
+    fs::remove_all(huge);
+    fs::copy(run, huge, fs::copy_options::recursive);
+    std::ifstream cf(run / "config.json");
+    nlohmann::json cfg = nlohmann::json::parse(cf);
+    cfg["eval_tokens"] = 100000000000000;
+    std::ofstream(huge / "config.json") << cfg.dump();
+    bad("eval " + huge.string() + " --tasks none", "config.json: eval_tokens (the default of --val-tokens) (100000000000000) asks for");
+    fs::remove_all(huge);
+  }
   // A run folder's errors name the folder, not a subcommand (sample once printed "eval: ...").
   const auto missing = run_cli("sample /nonexistent/run --prompt x");
   CHECK(missing.rc == 2);

@@ -385,6 +385,9 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
   in.val = open_run_corpus(cfg, data::Split::val);
   in.tokenizer = data::tokenizer_record(data, in.train);
   in.corpus = data::corpus_digest(in.train, in.val);
+  // The validation sample's bound (train/data.hpp), here and not first in the Trainer: a sample
+  // past it failed only when the run's last step was trained.
+  (void)validation_batches(cfg.eval_tokens, cfg.batch, cfg.seq_len, in.val);
   if (cfg.mix_frac > 0) {
     const data::TokenFile mix = data::read_token_file(cfg.mix_data);
     data::verify_tokens(mix);  // as open_corpus does: its checksum and its tokens, before the run folder is written
@@ -871,17 +874,27 @@ class Trainer {
   // rank count). `interruptible`: nothing where a signal comes during it (one rank only: ranks
   // would have to agree first), so a stop request waits for a forward pass, not for a whole
   // validation sample that can take minutes.
+  //
+  // The losses are gathered in blocks of eval_block passes, the same for every rank count, and
+  // added in order as they come, so the sum is the one a gather of all of them gives, in memory
+  // that does not grow with the sample (one loss per pass of the whole sample was allocated after
+  // the whole run had trained: 3e12 of them for eval_tokens 1e14, std::bad_alloc, the run lost).
+  static constexpr int64 eval_block = 4096;
   std::optional<double> evaluate(bool interruptible = false) {
     const int64 calls = eval_batches_ * cfg_.batch / micro_;
-    eval_loss_.assign(static_cast<std::size_t>(calls), 0.0);
-    for (int64 k = comm_.rank(); k < calls; k += comm_.size()) {
-      if (interruptible && comm_.size() == 1 && interrupt_signal() != 0) return std::nullopt;
-      valset_.batch(k * micro_, micro_, inputs_.data(), targets_.data());
-      eval_loss_[static_cast<std::size_t>(k)] = micro_pass(false);
-    }
-    comm_.sum(std::span<double>(eval_loss_), Reduction::allreduce, "the gather of the validation losses");
+    const int64 ranks = comm_.size();
     double sum = 0;
-    for (const double l : eval_loss_) sum += l;
+    for (int64 first = 0; first < calls; first += eval_block) {
+      const int64 n = std::min(eval_block, calls - first);
+      eval_loss_.assign(static_cast<std::size_t>(n), 0.0);
+      for (int64 k = first + ((comm_.rank() - first) % ranks + ranks) % ranks; k < first + n; k += ranks) {  // pass k is rank k % ranks's
+        if (interruptible && ranks == 1 && interrupt_signal() != 0) return std::nullopt;
+        valset_.batch(k * micro_, micro_, inputs_.data(), targets_.data());
+        eval_loss_[static_cast<std::size_t>(k - first)] = micro_pass(false);
+      }
+      comm_.sum(std::span<double>(eval_loss_), Reduction::allreduce, "the gather of the validation losses");
+      for (const double l : eval_loss_) sum += l;
+    }
     return sum / static_cast<double>(calls);
   }
 
@@ -1117,7 +1130,7 @@ class Trainer {
   std::int64_t device_used_ = -1, device_total_ = 0;  // device backends: memory in use after the first step
   std::vector<kernels::MoeStats> moe_sum_;  // with MoE and chunks_ > 1: the step's routing statistics
   std::vector<double> moe_flat_;            // sum_moe_stats: moe_sum_ as one buffer for the sum over the ranks
-  std::vector<double> eval_loss_;   // evaluate(): the loss of each forward pass
+  std::vector<double> eval_loss_;   // evaluate(): the loss of each forward pass of a block
   std::string resplit_;             // resumed with another split of the batch: what changed
   TrainResult res_;
   int64 step0_ = 0;      // the step the run starts (or resumes) from

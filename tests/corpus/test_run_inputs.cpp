@@ -1,0 +1,137 @@
+// Bad input in a run folder and in a run's settings, on the real corpus (tests/real_corpus.hpp):
+// each is refused before any work with one line, exit 2, and leaves the folder as it was, or (a
+// signal) stops the run cleanly. Found by a hunt for bad input on 5 Dec 2026, each one a finished
+// run lost, silently wrong files, or a process only SIGKILL could stop.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/run_cli.hpp"
+#include "corpus/tiny_run.hpp"
+#include "loopscale/train/trainer.hpp"
+#include "loopscale/util/interrupt.hpp"
+#include "real_corpus.hpp"
+#include "test_files.hpp"
+
+using namespace loopscale;
+using namespace loopscale::test;
+
+namespace run_inputs_test {
+
+namespace fs = std::filesystem;
+
+// The model of the CLI cases: 156 steps of 4 x 32 tokens, a few seconds on one thread.
+std::string cli_args(const fs::path& data) {
+  return "train --data " + data.string() +
+         " --d-model 32 --head-dim 16 --prelude 1 --coda 1 --recur-layers 1 --r 2 --depth 4 --seq-len 32 --batch 4 --tokens 2e4 "
+         "--threads 1 --peak-flops 1e11";
+}
+
+// `loopscale ARGS` is refused: exit 2 and one line that contains `what`.
+void refused(const std::string& args, const std::string& what) {
+  const CliResult r = run_cli(args);
+  INFO(args << "\n" << r.out);
+  CHECK(r.rc == 2);
+  CHECK(count_lines(r.out) == 1);
+  CHECK_THAT(r.out, Catch::Contains(what));
+}
+
+// A tiny run of the library (tests/corpus/tiny_run.hpp: 12 steps), stopped by its callback after
+// `stop` steps (0: to the end), with a checkpoint every 2 steps.
+train::TrainResult tiny_train(const fs::path& out, std::int64_t stop = 0) {
+  train::TrainConfig c = tiny_run(real_corpus(), out, 256);
+  c.checkpoint_every = 2;
+  c.resume = true;
+  return train::train(c, [stop](const train::TrainProgress& p) { return stop == 0 || p.step < stop; });
+}
+
+train::TrainConfig tiny_config(const fs::path& out) {
+  train::TrainConfig c = tiny_run(real_corpus(), out, 256);
+  c.checkpoint_every = 2;
+  c.resume = true;
+  return c;
+}
+
+// Starts `loopscale ARGS` in a child with its output in ERR; returns its pid.
+pid_t start(const std::string& args, const fs::path& err) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = "exec " + std::string(LOOPSCALE_CLI) + " " + args + " > '" + err.string() + "' 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+std::size_t lines_of(const fs::path& p) {
+  std::ifstream f(p);
+  std::size_t n = 0;
+  for (std::string l; std::getline(f, l);) n += !l.empty();
+  return n;
+}
+
+// The exit status of `pid` within `seconds`, or -1 (then it is killed).
+int exit_within(pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+// checkpoint.bin rewritten as a version 2 checkpoint (no checksum) whose JSON `change` edits.
+template <class F>
+void rewrite_as_v2(const fs::path& p, F change) {
+  train::Checkpoint<float> c = train::load_checkpoint<float>(p);
+  change(c.meta);
+  train::save_checkpoint<float>(p, c.meta, c.params, c.m, c.v);
+  std::string b = slurp(p);
+  b.resize(b.size() - 8);  // version 2: no checksum trailer
+  const std::uint32_t two = 2;
+  std::memcpy(b.data() + 8, &two, 4);
+  write_text(p, b);
+}
+
+}  // namespace run_inputs_test
+
+using namespace run_inputs_test;
+
+TEST_CASE("run inputs: an eval_tokens past the validation split is refused by train and --dry-run before a run folder is written",
+          "[corpus][training][inputs]") {
+  const fs::path data = real_corpus(), out = temp_path("evaltokens");
+  // Before: the dry run said yes, the run trained all 156 steps and then died of std::bad_alloc in
+  // its final validation (3e12 losses), exit 1, with no checkpoint and no summary.
+  for (const std::string extra : {"", " --dry-run", " --eval-every 1"})
+    refused(cli_args(data) + " --eval-tokens 99999999999999 --out " + out.string() + extra, "eval_tokens (99999999999999) asks for");
+  CHECK_FALSE(fs::exists(out));
+  // The bound: the split's distinct windows (one per start), rounded up to whole batches.
+  const data::Corpus val = data::open_corpus(data, data::Split::val, data::Verify::headers);
+  const std::int64_t most = train::max_validation_windows(val, 32);
+  CHECK(most == static_cast<std::int64_t>(val.tokens()) - 32);
+  const std::int64_t limit = (most + 3) / 4 * 4 * 32;
+  CHECK(train::validation_batches(limit, 4, 32, val) == (most + 3) / 4);
+  CHECK_THROWS_WITH(train::validation_batches(limit + 4 * 32, 4, 32, val),
+                    Catch::Contains("give at most " + std::to_string(limit) + " tokens"));
+  // A split shorter than the default sample keeps it (the windows overlap, as they always did).
+  const fs::path tiny = temp_dir("evaltokens_tiny");
+  std::vector<std::int32_t> t(3000);
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::int32_t>(i * 7 % 256);
+  data::write_token_file((tiny / "val.bin").string(), t, 256);
+  const data::Corpus small = data::open_corpus(tiny, data::Split::val);
+  const train::TrainConfig defaults;  // a named object: g++ 12 -O3 warns (maybe-uninitialized) about temporaries here
+  CHECK(train::validation_batches(defaults.eval_tokens, 4, 32, small) == 1024);
+  CHECK_THROWS_WITH(train::validation_batches(2 * defaults.eval_tokens, 4, 32, small), Catch::Contains("2968 distinct ones"));
+  fs::remove_all(tiny);
+}
+
