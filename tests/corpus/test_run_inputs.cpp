@@ -135,3 +135,37 @@ TEST_CASE("run inputs: an eval_tokens past the validation split is refused by tr
   fs::remove_all(tiny);
 }
 
+TEST_CASE("run inputs: SIGTERM or SIGINT stops a resumed run in its final validation, exit 75", "[corpus][training][interrupt]") {
+  // A validation of 40M tokens (within the split's bound) takes minutes: the run is stopped in it,
+  // then resumed, which does nothing but that validation, and stopped again.
+  const fs::path data = real_corpus(), out = temp_path("final_validation");
+  const std::string args = cli_args(data) + " --eval-tokens 40000000 --out " + out.string();
+  const fs::path err = out.string() + ".err";
+  const pid_t first = start(args, err);
+  for (int i = 0; i < 3000 && lines_of(out / "log.jsonl") < 155; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(lines_of(out / "log.jsonl") == 155);  // step 156 is written after its validation
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(first, SIGTERM);
+  REQUIRE(exit_within(first, 20) == exit_interrupted);
+  INFO(slurp(err));
+  REQUIRE(nlohmann::json::parse(slurp(out / "summary.json")).at("steps") == 156);
+  for (const int sig : {SIGTERM, SIGINT}) {
+    const pid_t again = start(args + " --resume", err);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const auto t0 = std::chrono::steady_clock::now();
+    kill(again, sig);
+    // Before: caught and ignored; the validation ran on, and only SIGKILL ended it.
+    const int rc = exit_within(again, 20);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    INFO(signal_name(sig) << ": " << slurp(err));
+    CHECK(rc == exit_interrupted);
+    CHECK(took < 5);
+    const nlohmann::json summary = nlohmann::json::parse(slurp(out / "summary.json"));
+    CHECK(summary.at("status") == "interrupted");
+    CHECK(summary.at("signal") == signal_name(sig));
+    CHECK(train::load_checkpoint<float>(out / "checkpoint.bin").meta.at("step") == 156);
+  }
+  fs::remove_all(out);
+  fs::remove(err);
+}
+

@@ -639,7 +639,12 @@ class Trainer {
       }
     }
     if (!std::isfinite(res_.val_loss)) {  // resumed after the last step: evaluate the final model
-      res_.val_loss = *evaluate();
+      // Interruptible as the validations of the loop are: a run stopped by a signal in its final
+      // validation is resumed here, and a second signal was caught and then ignored, so only
+      // SIGKILL ended it. The last step's checkpoint is on disk (the run resumed from it).
+      const std::optional<double> v = evaluate(true);
+      if (!v) return interrupted(interrupt_signal(), res_.steps);
+      res_.val_loss = *v;
       res_.val_bpb = valset_.corpus().bits_per_byte(res_.val_loss);
     }
     return finish("done", "trained " + std::to_string(res_.steps) + " steps, " + std::to_string(res_.tokens) + " tokens");
