@@ -169,3 +169,52 @@ TEST_CASE("run inputs: SIGTERM or SIGINT stops a resumed run in its final valida
   fs::remove(err);
 }
 
+TEST_CASE("run inputs: a resume refuses a log.jsonl damaged before its last line and cuts only a torn one", "[corpus][training][inputs]") {
+  const fs::path out = temp_path("damaged_log");
+  REQUIRE(tiny_train(out, 6).status == "stopped");  // checkpoint at step 6, log lines 1..6
+  const std::string log = slurp(out / "log.jsonl");
+  REQUIRE(lines_of(out / "log.jsonl") == 6);
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(log);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  const auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& l : v) s += l + "\n";
+    return s;
+  };
+  // A damaged line in the middle (cut JSON, a step that is not a number, not an object): refused,
+  // naming file:line, the log untouched. Before: the resume kept the lines before it and deleted
+  // the rest, without a word.
+  for (const std::string& bad : {std::string(R"({"step": 3, "loss": 3.1)"), std::string(R"({"step": "3", "loss": 3.1})"), std::string("[3]")}) {
+    std::vector<std::string> v = lines;
+    v[2] = bad;
+    write_text(out / "log.jsonl", join(v));
+    INFO(bad);
+    CHECK_THROWS_WITH(train::train(tiny_config(out)), Catch::Contains((out / "log.jsonl").string() + ":3 is not a JSON object with a whole-number step"));
+    CHECK(slurp(out / "log.jsonl") == join(v));
+  }
+  refused("train --config " + (out / "config.json").string() + " --resume", "log.jsonl:3 is not a JSON object");
+  // The dry run refuses it too.
+  refused("train --config " + (out / "config.json").string() + " --resume --dry-run", "log.jsonl:3 is not a JSON object");
+
+  // A torn last line, and a damaged line among the lines after the checkpoint's step (trained
+  // again): cut, the run resumes and ends with one line per step.
+  nlohmann::json past = nlohmann::json::parse(lines[5]);
+  past["step"] = 8;
+  const std::string torn = R"({"step": 7, "lo)";
+  for (const std::string& tail : {torn, torn + "\n" + past.dump() + "\n"}) {
+    const std::string text = log + tail;
+    const fs::path o2 = temp_path("damaged_log_tail");
+    fs::copy(out, o2);
+    write_text(o2 / "log.jsonl", text);
+    REQUIRE(tiny_train(o2).status == "done");
+    const std::string after = slurp(o2 / "log.jsonl");
+    CHECK(after.substr(0, log.size()) == log);
+    CHECK(lines_of(o2 / "log.jsonl") == 12);
+    fs::remove_all(o2);
+  }
+  fs::remove_all(out);
+}
+

@@ -209,21 +209,38 @@ void set_moe_bias(M& model, const nlohmann::json& b) {
   }
 }
 
-// Keeps the lines of log.jsonl up to and including `step`.
-inline void cut_log(const std::filesystem::path& log, int64 step) {
-  std::ifstream in(log);
+// The text of log.jsonl up to and including the lines of `step` (its lines are in step order; the
+// lines after it are the steps a resume trains again, and are cut). A damaged line (not a JSON
+// object, or a "step" that is not a whole number) is cut with them where it is the file's last
+// line (one torn by a kill: it never parses, every line begins with '{') or the next whole line is
+// past `step`. A damaged line before a line the resume keeps is a config_error naming file:line,
+// and the log is left as it is: cutting there, as happened until 5 Dec 2026, deleted every
+// finished line after it without a word. A missing log is empty.
+inline std::string log_through(const std::filesystem::path& log, int64 step) {
+  std::ifstream in(log, std::ios::binary);
   std::string line, kept;
+  std::int64_t number = 0, damaged = 0;  // the first damaged line's number (1-based), 0: none yet
   while (std::getline(in, line)) {
+    ++number;
     if (line.empty()) continue;
-    try {
-      if (nlohmann::json::parse(line).value("step", int64{0}) > step) break;
-    } catch (const nlohmann::json::exception&) {
-      break;  // a line torn by the kill
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    const bool whole = !j.is_discarded() && j.is_object() && (!j.contains("step") || j.at("step").is_number_integer());
+    if (whole && j.value("step", int64{0}) > step) break;
+    if (damaged != 0)  // a line the resume would keep after the damaged one: that one was not torn by a kill
+      throw config_error("config: cannot resume: " + log.string() + ":" + std::to_string(damaged) +
+                         " is not a JSON object with a whole-number step, and it is not the last line (one torn by a kill); "
+                         "repair or remove that line, then resume again");
+    if (!whole) {
+      damaged = number;
+      continue;
     }
     kept += line + "\n";
   }
-  write_file_atomic(log, kept);
+  return kept;
 }
+
+// Keeps the lines of log.jsonl up to and including `step` (log_through).
+inline void cut_log(const std::filesystem::path& log, int64 step) { write_file_atomic(log, log_through(log, step)); }
 
 // The files of a run folder (see the top of this file).
 struct RunFiles {
@@ -345,6 +362,9 @@ inline std::optional<Checkpoint<float>> resumable_checkpoint(const TrainConfig& 
                                                              const std::string& corpus) {
   std::optional<Checkpoint<float>> c = checkpoint_to_resume(cfg, files);
   if (!c) return c;
+  // A log damaged before its last line is refused now, before anything is written (and by
+  // --dry-run), not when the resume cuts it.
+  (void)log_through(files.log, c->meta.at("step").get<int64>());
   data::check_same_tokenizer(c->meta.value("tokenizer", nlohmann::json()), tokenizer, c->path.string());
   const auto it = c->meta.find("corpus");
   if (it != c->meta.end() && *it != corpus)
