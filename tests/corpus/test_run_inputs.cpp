@@ -218,3 +218,25 @@ TEST_CASE("run inputs: a resume refuses a log.jsonl damaged before its last line
   fs::remove_all(out);
 }
 
+TEST_CASE("run inputs: a damaged summary.json in a run folder without checkpoints is refused, not taken for an unfinished run",
+          "[corpus][training][inputs]") {
+  const fs::path out = temp_path("damaged_summary");
+  REQUIRE(tiny_train(out).status == "done");
+  fs::remove(out / "checkpoint.bin");
+  fs::remove(out / "checkpoint.prev.bin");
+  const std::string log = slurp(out / "log.jsonl");
+  // Before: a status of another kind escaped as "[json.exception.type_error.302] ...", exit 1; a
+  // torn summary was taken for "not finished" and the run trained again from step 1 over its log.
+  for (const std::string s : {R"({"status": 5})", R"({"status": null})", R"({"status": true})", R"({"status": ["done"]})", R"({"status": "do)", "", "[]"}) {
+    write_text(out / "summary.json", s);
+    INFO(s);
+    CHECK_THROWS_WITH(train::train(tiny_config(out)), Catch::Contains("summary.json is damaged"));
+    CHECK(slurp(out / "log.jsonl") == log);
+  }
+  write_text(out / "summary.json", R"({"status": 5})");
+  for (const std::string extra : {"", " --dry-run"})
+    refused("train --config " + (out / "config.json").string() + " --resume" + extra, "summary.json is damaged");
+  CHECK(slurp(out / "log.jsonl") == log);
+  fs::remove_all(out);
+}
+

@@ -275,10 +275,18 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
   // again from step 1 and replaced its log and summary without a word. A folder with a log only is
   // a run killed before its first checkpoint, and one whose summary says it diverged or stopped
   // before one: those start again, as they must.
+  // A summary that cannot say (not JSON, torn, or a status that is not a string) is refused: taken
+  // for "not finished" (until 5 Dec 2026) it restarted a finished run from step 1, and a status of
+  // another kind escaped as the JSON library's own error, exit 1. loopscale writes summary.json
+  // atomically, so such a file was damaged or edited.
   const auto finished = [&] {
     std::ifstream in(files.summary);
     const nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
-    return !s.is_discarded() && s.is_object() && s.value("status", std::string()) == "done";
+    if (s.is_discarded() || !s.is_object() || !s.contains("status") || !s.at("status").is_string())
+      throw config_error("config: " + files.summary.string() + " is damaged (not a JSON object with a string \"status\"), and " +
+                         files.out.string() + " holds no checkpoint: it may be a finished run; choose another --out, or remove " +
+                         files.summary.string() + " to train it again from the start");
+    return s.at("status").get<std::string>() == "done";
   };
   if (!current && !previous && std::filesystem::is_regular_file(files.summary) && finished())
     throw config_error("config: " + files.out.string() + " holds a finished run (summary.json) but neither " + files.checkpoint.filename().string() +
