@@ -240,3 +240,16 @@ TEST_CASE("run inputs: a damaged summary.json in a run folder without checkpoint
   fs::remove_all(out);
 }
 
+TEST_CASE("run inputs: --dry-run refuses a mix_data the run refuses", "[corpus][training][inputs]") {
+  const fs::path dir = temp_dir("dry_mix");
+  const train::TrainConfig c0 = tiny_run(real_corpus(), dir / "run", 256);
+  nlohmann::json j = c0;
+  j["mix_data"] = (dir / "missing.bin").string();
+  j["mix_frac"] = 0.5;
+  write_text(dir / "cfg.json", j.dump());
+  // Before: the dry run said yes (exit 0) and the run said "data: cannot open ...".
+  for (const std::string extra : {" --dry-run", ""}) refused("train --config " + (dir / "cfg.json").string() + extra, "missing.bin");
+  CHECK_FALSE(fs::exists(dir / "run"));
+  fs::remove_all(dir);
+}
+

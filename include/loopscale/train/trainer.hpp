@@ -392,6 +392,21 @@ inline Corpus open_run_corpus(const TrainConfig& cfg, data::Split split, data::V
   return c;
 }
 
+// The token file mixed into the training windows (TrainConfig::mix_data, when mix_frac > 0),
+// checked against the run as the splits are: its checksum and its tokens (as open_corpus does,
+// before the run folder is written; `--dry-run`, Verify::headers, maps it and reads its header),
+// the model's vocabulary and a window. One function for both, so the dry run refuses what the run
+// refuses (it approved a mix_data that did not exist until 5 Dec 2026).
+inline std::optional<Corpus> open_mix_corpus(const TrainConfig& cfg, data::Verify verify = data::Verify::checksums) {
+  if (!(cfg.mix_frac > 0)) return std::nullopt;
+  const data::TokenFile mix = data::read_token_file(cfg.mix_data);
+  if (verify == data::Verify::checksums) data::verify_tokens(mix);
+  Corpus c(mix);
+  data::check_vocab(c, cfg.spec, c.name());
+  data::check_fits(c, cfg.seq_len);
+  return c;
+}
+
 // The run's memory estimate against `avail` bytes (0: unknown) of the host or of a device
 // (`where`: " on DEVICE"): config_error naming what to change where it does not fit.
 inline void check_memory_fits(const TrainConfig& cfg, int64 micro, const LanePlan& plan, int64 avail, const std::string& where = {}) {
@@ -416,13 +431,7 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
   // The validation sample's bound (train/data.hpp), here and not first in the Trainer: a sample
   // past it failed only when the run's last step was trained.
   (void)validation_batches(cfg.eval_tokens, cfg.batch, cfg.seq_len, in.val);
-  if (cfg.mix_frac > 0) {
-    const data::TokenFile mix = data::read_token_file(cfg.mix_data);
-    data::verify_tokens(mix);  // as open_corpus does: its checksum and its tokens, before the run folder is written
-    in.mix = Corpus(mix);
-    data::check_vocab(*in.mix, cfg.spec, in.mix->name());
-    data::check_fits(*in.mix, cfg.seq_len);
-  }
+  in.mix = open_mix_corpus(cfg);
 
   B::set_threads(cfg.threads);
   in.length = training_length(cfg);
