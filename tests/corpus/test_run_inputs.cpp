@@ -253,3 +253,35 @@ TEST_CASE("run inputs: --dry-run refuses a mix_data the run refuses", "[corpus][
   fs::remove_all(dir);
 }
 
+TEST_CASE("run inputs: a version 2 checkpoint whose step, update count, seconds or batch split is impossible is refused, naming the field",
+          "[corpus][training][inputs]") {
+  const fs::path out = temp_path("v2_fields");
+  REQUIRE(tiny_train(out, 6).status == "stopped");
+  fs::remove(out / "checkpoint.prev.bin");
+  const std::string good = slurp(out / "checkpoint.bin");
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* says;
+  };
+  // Before: step 1000000 resumed as done with an MFU of 125309%, optimizer_steps -1 ended as "the
+  // loss became NaN", step 0 trained the schedule again over trained parameters.
+  const std::vector<Case> cases{{"step", 1000000, "its step 1000000 is outside the run's steps, 1 to 12"},
+                                {"step", 0, "its step 0 is outside the run's steps, 1 to 12"},
+                                {"optimizer_steps", -1, "its optimizer_steps -1 is not its step 6"},
+                                {"seconds", -1e300, "its seconds -1e+300 is not a finite number of seconds >= 0"},
+                                {"step_seconds", "x", "its step_seconds \"x\" is not a finite number"},
+                                {"lanes", 0, "its lanes 0 is not a whole number >= 1"}};
+  for (const Case& k : cases) {
+    write_text(out / "checkpoint.bin", good);
+    rewrite_as_v2(out / "checkpoint.bin", [&](nlohmann::json& m) { m[k.key] = k.value; });
+    INFO(k.key);
+    CHECK_THROWS_WITH(train::train(tiny_config(out)), Catch::Contains("checkpoint.bin is corrupt: " + std::string(k.says)));
+  }
+  refused("train --config " + (out / "config.json").string() + " --resume", "checkpoint.bin is corrupt: its lanes 0");
+  // The same checkpoint as it was, in version 2, still resumes.
+  write_text(out / "checkpoint.bin", good);
+  rewrite_as_v2(out / "checkpoint.bin", [](nlohmann::json&) {});
+  CHECK(tiny_train(out).status == "done");
+  fs::remove_all(out);
+}

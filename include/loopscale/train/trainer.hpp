@@ -262,6 +262,30 @@ struct RunInputs {
   std::optional<Checkpoint<float>> checkpoint;  // the checkpoint a resumed run continues from
 };
 
+// The progress a checkpoint records, against the run's `steps`: a step in [1, steps] (a checkpoint
+// is written after a step), one optimiser update per step, times that are finite and not
+// negative, and splits of the batch of at least one. Version 3 checkpoints are checksummed, but
+// versions 1 and 2 are read as they are: a step of 1000000 in a run of 781 steps was resumed as
+// done, 128000000 tokens in 3 s at an MFU of 125309%; optimizer_steps -1 ended as "the loss became
+// NaN"; step 0 trained the whole schedule again over trained parameters; seconds -1e300 printed
+// "tokens in ?". Each is a checkpoint_error naming the field.
+inline void check_progress(const Checkpoint<float>& c, int64 steps) {
+  const nlohmann::json& m = c.meta;
+  const auto corrupt = [&](const std::string& why) { return checkpoint_error("checkpoint " + c.path.string() + " is corrupt: " + why); };
+  const int64 step = m.at("step").get<int64>();  // an integer (checkpoint_to_resume checked)
+  if (step < 1 || step > steps) throw corrupt(fmt::format("its step {} is outside the run's steps, 1 to {}", step, steps));
+  // Version 1 checkpoints name the count adam_steps; one missing is named where it is read (restore).
+  const char* updates = m.contains("optimizer_steps") ? "optimizer_steps" : "adam_steps";
+  if (m.contains(updates) && !(m.at(updates).is_number_integer() && m.at(updates).get<int64>() == step))
+    throw corrupt(fmt::format("its {} {} is not its step {} (one update per step)", updates, json_brief(m.at(updates)), step));
+  for (const char* k : {"seconds", "step_seconds"})
+    if (m.contains(k) && !(m.at(k).is_number() && std::isfinite(m.at(k).get<double>()) && m.at(k).get<double>() >= 0))
+      throw corrupt(fmt::format("its {} {} is not a finite number of seconds >= 0", k, json_brief(m.at(k))));
+  for (const char* k : {"ranks", "accum", "lanes"})
+    if (m.contains(k) && !(m.at(k).is_number_integer() && m.at(k).get<int64>() >= 1))
+      throw corrupt(fmt::format("its {} {} is not a whole number >= 1", k, json_brief(m.at(k))));
+}
+
 // The checkpoint to resume from, if the run folder holds one (checkpoint.bin, or only
 // checkpoint.prev.bin: a crash while a checkpoint was replaced where hard links are not supported,
 // checkpoint.hpp's keep_previous): only with config.resume, and only when the run was started with
@@ -343,6 +367,7 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
       }
     throw config_error("config: cannot resume " + files.out.string() + ": the run was started with a different '" + field + "'");
   }
+  check_progress(ckpt, training_length(cfg).steps);
   return ckpt;
 }
 
