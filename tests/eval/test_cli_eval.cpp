@@ -166,6 +166,58 @@ TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
   CHECK_THAT(missing.out, Catch::Contains("the run folder /nonexistent/run does not exist") && !Catch::Contains("eval:"));
 }
 
+TEST_CASE("eval: a run's relative corpus is read from the folder train ran in, and another corpus found there is refused", "[eval][cli]") {
+  // `loopscale ARGS` run in the folder `dir`.
+  const auto run_in = [](const fs::path& dir, const std::string& args) {
+    loopscale::test::CliResult r;
+    FILE* p = popen(("cd '" + dir.string() + "' && " + std::string(LOOPSCALE_CLI) + " " + args + " 2>&1").c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+    const int status = pclose(p);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  };
+  const fs::path root = loopscale::test::temp_dir("eval_relative_corpus");
+  fs::create_directories(root / "work");
+  fs::create_directory_symlink(fs::absolute(corpus()), root / "work" / "corp");
+  // ./corp beside work/: another byte-level corpus under the same name.
+  fs::create_directories(root / "corp");
+  std::vector<std::int32_t> text;
+  for (int i = 0; i < 5000; ++i) text.push_back('a' + i * 7 % 26);
+  loopscale::data::write_token_file((root / "corp" / "train.bin").string(), text, 256);
+  loopscale::data::write_token_file((root / "corp" / "val.bin").string(), text, 256);
+  const auto t = run_in(root / "work", "train --data corp --d-model 32 --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --seq-len 32 --batch 4 "
+                                        "--tokens 8192 --threads 2 --eval-tokens 1024 --peak-flops 1e11 --out run");
+  INFO(t.out);
+  REQUIRE(t.rc == 0);
+  std::ifstream sf(root / "work" / "run" / "summary.json");
+  const double val_loss = nlohmann::json::parse(sf).at("val_loss").get<double>();
+  const auto loss = [](const std::string& out) { return parse_json(out).at("results")[0].at("validation").at("loss").get<double>(); };
+  // From the training folder and from the one above it (which scored ./corp, the other corpus,
+  // without a word): the run's own corpus, its val_loss.
+  for (const auto& [dir, arg] : {std::pair{root / "work", std::string("run")}, std::pair{root, std::string("work/run")}}) {
+    const auto e = run_in(dir, "eval " + arg + " --tasks none --threads 2 --json");
+    INFO(arg << "\n" << e.out);
+    REQUIRE(e.rc == 0);
+    CHECK(loss(e.out) == Approx(val_loss).epsilon(1e-5));
+  }
+  // A copy of the run folder elsewhere: only ./corp is found, and it is not the recorded corpus.
+  fs::copy(root / "work" / "run", root / "moved", fs::copy_options::recursive);
+  const auto m = run_in(root, "eval moved --tasks none");
+  INFO(m.out);
+  CHECK(m.rc == 2);
+  CHECK(loopscale::test::count_lines(m.out) == 1);
+  CHECK_THAT(m.out, Catch::Contains("moved: the run was trained on corpus xxh3-64:") && Catch::Contains(", and corp is xxh3-64:") &&
+                        Catch::Contains("give --corpus DIR"));
+  // --corpus is taken as given.
+  const auto c = run_in(root, "eval moved --tasks none --threads 2 --json --corpus work/corp");
+  INFO(c.out);
+  REQUIRE(c.rc == 0);
+  CHECK(loss(c.out) == Approx(val_loss).epsilon(1e-5));
+  fs::remove_all(root);
+}
+
 TEST_CASE("train --mix-probes: the probes' training text is written beside the run and recorded in its config", "[eval][cli]") {
   const fs::path out = trained_run().parent_path() / "mixed";
   fs::remove_all(out);
