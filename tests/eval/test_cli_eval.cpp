@@ -146,6 +146,9 @@ TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
   // Its corpus not found from here (config.json's relative path, read from another folder): an
   // error where nothing else is asked for, not an empty report.
   bad("eval " + run.string() + " --tasks none --corpus /nonexistent/corpus", "/nonexistent/corpus");
+  // A file given as the run folder is named as a file (it was said not to exist).
+  bad("eval " + (run / "config.json").string(), "is a file, not a folder");
+  bad("sample " + (run / "config.json").string() + " --prompt x", "is a file, not a folder");
   // A sample past the split's distinct windows (1.3M of them) is refused, as the trainer's is; it
   // ran for ever, printing nothing. From --val-tokens, and from config.json's eval_tokens.
   bad("eval " + run.string() + " --tasks none --val-tokens 99999999999999", "--val-tokens (99999999999999) asks for");
