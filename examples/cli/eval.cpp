@@ -53,15 +53,68 @@ nlohmann::json run_config(const std::filesystem::path& run) {
   return j;
 }
 
+// The folder `train` ran in, where config.json's relative "data" was read: the run folder's path
+// without config.json's "out" when that is relative and the path ends with it (`train --out run`
+// in work/, evaluated as work/run: work), or nothing when that cannot be told (an absolute or
+// moved run folder).
+std::optional<std::filesystem::path> training_folder(const std::string& run, const nlohmann::json& cfg) {
+  const std::string out = cfg.value("out", std::string());
+  const auto parts = [](const std::filesystem::path& p) {
+    std::vector<std::filesystem::path> v;
+    for (const std::filesystem::path& e : p.lexically_normal())
+      if (!e.empty() && e != ".") v.push_back(e);
+    return v;
+  };
+  const std::filesystem::path o(out);
+  if (out.empty() || o.is_absolute()) return std::nullopt;
+  const std::vector<std::filesystem::path> r = parts(run), tail = parts(o);
+  if (tail.empty() || tail.size() > r.size() || std::find(tail.begin(), tail.end(), "..") != tail.end()) return std::nullopt;
+  if (!std::equal(tail.begin(), tail.end(), r.end() - static_cast<std::ptrdiff_t>(tail.size()))) return std::nullopt;
+  std::filesystem::path base = std::filesystem::path(run).lexically_normal();
+  if (base.filename().empty()) base = base.parent_path();  // "work/run/"
+  for (std::size_t i = 0; i < tail.size(); ++i) base = base.parent_path();
+  return base.empty() ? std::filesystem::path(".") : base;
+}
+
 // The corpus folder the probes' cloze lines and the validation windows come from: --corpus, or
-// the run's own (config.json "data", relative to the working directory as the trainer read it).
+// the run's own, config.json's "data" read as train read it: a relative path from the folder train
+// ran in (training_folder), then from the current folder. A folder found there must hold the
+// corpus the run recorded ("corpus", data::corpus_digest, as `train --resume` checks): eval read
+// "data" from the current folder only and never compared, so `eval work/run` from the folder
+// above scored whatever corpus of that name it found there, without a word. Found, but none the
+// recorded one: a usage_error. Not found: empty (the caller says so). --corpus is taken as given:
+// it is how a run is scored on another corpus.
 std::filesystem::path corpus_of(const EvalArgs& a, const nlohmann::json& cfg) {
+  namespace fs = std::filesystem;
   if (!a.corpus.empty()) return a.corpus;
   const std::string d = cfg.value("data", std::string());
   if (d.empty()) return {};
-  const std::filesystem::path p(d);
-  // Either layout: val.bin, or a manifest's shards (`data prepare`, `data import`).
-  return std::filesystem::exists(p / "val.bin") || data::has_manifest(p) ? p : std::filesystem::path();
+  const fs::path p(d);
+  std::vector<fs::path> candidates;
+  if (!p.is_absolute())
+    if (const std::optional<fs::path> base = training_folder(a.run, cfg)) candidates.push_back((*base / p).lexically_normal());
+  if (candidates.empty() || candidates.front() != p.lexically_normal()) candidates.push_back(p);
+  const auto it = cfg.find("corpus");
+  const std::string recorded = it != cfg.end() && it->is_string() ? it->get<std::string>() : std::string();  // runs before 5 Dec 2026 record none
+  std::string other;  // the first folder found that holds another corpus
+  for (const fs::path& c : candidates) {
+    std::error_code ec;
+    // Either layout: val.bin, or a manifest's shards (`data prepare`, `data import`).
+    if (!fs::exists(c / "val.bin", ec) && !data::has_manifest(c)) continue;
+    if (recorded.empty()) return c;
+    std::string digest;
+    try {
+      digest = data::corpus_digest(data::open_corpus(c, data::Split::train, data::Verify::headers), data::open_corpus(c, data::Split::val, data::Verify::headers));
+    } catch (const std::invalid_argument& e) {
+      digest = fmt::format("unreadable ({})", e.what());
+    }
+    if (digest == recorded) return c;
+    if (other.empty()) other = fmt::format("{} is {}", c.string(), digest);
+  }
+  if (!other.empty())
+    throw usage_error(fmt::format("{}: the run was trained on corpus {}, and {}; give --corpus DIR (the corpus it was trained on, or another to score it on)",
+                                  a.run, recorded, other));
+  return {};
 }
 
 // The seed of the probes' text a run trained on (`train --mix-probes` records it in probes.json),
@@ -154,8 +207,16 @@ void run_eval(EvalArgs a) {
   }
   if (a.val_tokens != 0 && !corpus.empty()) {
     val = data::open_corpus(corpus, data::Split::val);
-    windows = a.val_tokens ? std::max<int64>(1, *a.val_tokens / seq)
-                           : eval::trainer_validation_windows(cfg.value("eval_tokens", train::TrainConfig{}.eval_tokens), cfg.value("batch", train::TrainConfig{}.batch), seq, *val);
+    // Bounded as the trainer's sample is (train::check_validation_windows: the split's distinct
+    // windows): a huge --val-tokens or config.json eval_tokens ran for ever, printing nothing.
+    if (a.val_tokens) {
+      windows = std::max<int64>(1, *a.val_tokens / seq);
+      train::check_validation_windows(windows, 1, seq, *val, "--val-tokens", *a.val_tokens);
+    } else {
+      const train::TrainConfig defaults;  // one named object: g++ 12 -O3 warned (maybe-uninitialized) about two temporaries here
+      windows = eval::trainer_validation_windows(cfg.value("eval_tokens", defaults.eval_tokens), cfg.value("batch", defaults.batch), seq, *val,
+                                                 (std::filesystem::path(a.run) / "config.json").string() + ": eval_tokens (the default of --val-tokens)");
+    }
   } else if (a.val_tokens > 0) {
     throw usage_error("--val-tokens: the run's corpus was not found; give --corpus DIR");
   }

@@ -287,6 +287,9 @@ const bool registered_train = add_command([](CLI::App& app) {
       // context (the probe tasks above), and (on the host) the memory below.
       const data::Corpus train_split = train::detail::open_run_corpus(cfg, data::Split::train, data::Verify::headers);
       const data::Corpus val_split = train::detail::open_run_corpus(cfg, data::Split::val, data::Verify::headers);
+      // The token file mixed in (--mix-probes writes its probes.bin only when the run starts).
+      if (sub->get_option("--mix-probes")->count() == 0 || std::filesystem::exists(cfg.mix_data))
+        (void)train::detail::open_mix_corpus(cfg, data::Verify::headers);
       // The run folder as the run finds it: a process training there, a run there without
       // --resume, a resume whose recipe, settings or tokenizer differ, a folder where a file goes.
       const train::detail::RunFiles files(cfg.out);

@@ -284,7 +284,11 @@ TEST_CASE("packing: training reads a packed split row by row, in order, epoch af
   REQUIRE(train::validation_batches(std::int64_t{1} << 30, 4, 32, va) == vr / 4);
   REQUIRE(train::validation_batches(2 * 32, 2, 32, va) == 1);
   REQUIRE(train::validation_batches(0, 2, 32, va) == 1);
-  REQUIRE(train::validation_batches(std::int64_t{1} << 20, vr + 1, 32, va) == (std::int64_t{1} << 20) / ((vr + 1) * 32));
+  // Rows repeated up to the bound of every sample (train::max_validation_windows: the default
+  // sample's 2^17 tokens where the split has fewer windows), past it refused: 2^20 tokens, 640
+  // reads of each of these rows, ran before 5 Dec 2026, and so did 1e14.
+  REQUIRE(train::validation_batches(std::int64_t{1} << 17, vr + 1, 32, va) == (std::int64_t{1} << 17) / ((vr + 1) * 32));
+  REQUIRE_THROWS_WITH(train::validation_batches(std::int64_t{1} << 20, vr + 1, 32, va), Catch::Contains("distinct ones (more only score the same windows again)"));
   REQUIRE(eval::trainer_validation_windows(std::int64_t{1} << 30, 4, 32, va) == vr / 4 * 4);
   // A packed split is read in rows of its own length only.
   REQUIRE_THROWS_WITH(train::TrainSampler(tr, 7, 16, std::nullopt, 0, 0, B), Catch::Contains("rows of 33") && Catch::Contains("--seq-len 32"));

@@ -146,10 +146,79 @@ TEST_CASE("eval, sample: bad input is one line and exit 2", "[eval][cli]") {
   // Its corpus not found from here (config.json's relative path, read from another folder): an
   // error where nothing else is asked for, not an empty report.
   bad("eval " + run.string() + " --tasks none --corpus /nonexistent/corpus", "/nonexistent/corpus");
+  // A file given as the run folder is named as a file (it was said not to exist).
+  bad("eval " + (run / "config.json").string(), "is a file, not a folder");
+  bad("sample " + (run / "config.json").string() + " --prompt x", "is a file, not a folder");
+  // A sample past the split's distinct windows (1.3M of them) is refused, as the trainer's is; it
+  // ran for ever, printing nothing. From --val-tokens, and from config.json's eval_tokens.
+  bad("eval " + run.string() + " --tasks none --val-tokens 99999999999999", "--val-tokens (99999999999999) asks for");
+  {
+    const fs::path huge = run.parent_path() / "huge_eval_tokens";
+    fs::remove_all(huge);
+    fs::copy(run, huge, fs::copy_options::recursive);
+    std::ifstream cf(run / "config.json");
+    nlohmann::json cfg = nlohmann::json::parse(cf);
+    cfg["eval_tokens"] = 100000000000000;
+    std::ofstream(huge / "config.json") << cfg.dump();
+    bad("eval " + huge.string() + " --tasks none", "config.json: eval_tokens (the default of --val-tokens) (100000000000000) asks for");
+    fs::remove_all(huge);
+  }
   // A run folder's errors name the folder, not a subcommand (sample once printed "eval: ...").
   const auto missing = run_cli("sample /nonexistent/run --prompt x");
   CHECK(missing.rc == 2);
   CHECK_THAT(missing.out, Catch::Contains("the run folder /nonexistent/run does not exist") && !Catch::Contains("eval:"));
+}
+
+TEST_CASE("eval: a run's relative corpus is read from the folder train ran in, and another corpus found there is refused", "[eval][cli]") {
+  // `loopscale ARGS` run in the folder `dir`.
+  const auto run_in = [](const fs::path& dir, const std::string& args) {
+    loopscale::test::CliResult r;
+    FILE* p = popen(("cd '" + dir.string() + "' && " + std::string(LOOPSCALE_CLI) + " " + args + " 2>&1").c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+    const int status = pclose(p);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  };
+  const fs::path root = loopscale::test::temp_dir("eval_relative_corpus");
+  fs::create_directories(root / "work");
+  fs::create_directory_symlink(fs::absolute(corpus()), root / "work" / "corp");
+  // ./corp beside work/: another byte-level corpus under the same name.
+  fs::create_directories(root / "corp");
+  std::vector<std::int32_t> text;
+  for (int i = 0; i < 5000; ++i) text.push_back('a' + i * 7 % 26);
+  loopscale::data::write_token_file((root / "corp" / "train.bin").string(), text, 256);
+  loopscale::data::write_token_file((root / "corp" / "val.bin").string(), text, 256);
+  const auto t = run_in(root / "work", "train --data corp --d-model 32 --heads 2 --depth 4 --prelude 1 --coda 1 --r 2 --seq-len 32 --batch 4 "
+                                        "--tokens 8192 --threads 2 --eval-tokens 1024 --peak-flops 1e11 --out run");
+  INFO(t.out);
+  REQUIRE(t.rc == 0);
+  std::ifstream sf(root / "work" / "run" / "summary.json");
+  const double val_loss = nlohmann::json::parse(sf).at("val_loss").get<double>();
+  const auto loss = [](const std::string& out) { return parse_json(out).at("results")[0].at("validation").at("loss").get<double>(); };
+  // From the training folder and from the one above it (which scored ./corp, the other corpus,
+  // without a word): the run's own corpus, its val_loss.
+  for (const auto& [dir, arg] : {std::pair{root / "work", std::string("run")}, std::pair{root, std::string("work/run")}}) {
+    const auto e = run_in(dir, "eval " + arg + " --tasks none --threads 2 --json");
+    INFO(arg << "\n" << e.out);
+    REQUIRE(e.rc == 0);
+    CHECK(loss(e.out) == Approx(val_loss).epsilon(1e-5));
+  }
+  // A copy of the run folder elsewhere: only ./corp is found, and it is not the recorded corpus.
+  fs::copy(root / "work" / "run", root / "moved", fs::copy_options::recursive);
+  const auto m = run_in(root, "eval moved --tasks none");
+  INFO(m.out);
+  CHECK(m.rc == 2);
+  CHECK(loopscale::test::count_lines(m.out) == 1);
+  CHECK_THAT(m.out, Catch::Contains("moved: the run was trained on corpus xxh3-64:") && Catch::Contains(", and corp is xxh3-64:") &&
+                        Catch::Contains("give --corpus DIR"));
+  // --corpus is taken as given.
+  const auto c = run_in(root, "eval moved --tasks none --threads 2 --json --corpus work/corp");
+  INFO(c.out);
+  REQUIRE(c.rc == 0);
+  CHECK(loss(c.out) == Approx(val_loss).epsilon(1e-5));
+  fs::remove_all(root);
 }
 
 TEST_CASE("train --mix-probes: the probes' training text is written beside the run and recorded in its config", "[eval][cli]") {

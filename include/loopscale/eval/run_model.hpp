@@ -193,7 +193,10 @@ inline std::optional<data::Tokenizer> recorded_tokenizer(const nlohmann::json& r
 inline RunModel load_run(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw train::config_error(concat("the run folder ", dir.string(), " does not exist"));
+  // A file given for the folder was said not to exist, naming the wrong problem.
+  if (!fs::is_directory(dir, ec))
+    throw train::config_error(fs::exists(dir, ec) ? concat("the run folder ", dir.string(), " is a file, not a folder (give the folder train --out wrote)")
+                                                  : concat("the run folder ", dir.string(), " does not exist"));
   const train::detail::RunFiles files(dir);
   if (!fs::exists(files.config, ec))
     throw train::config_error(concat(files.config.string(), " is missing: ", dir.string(),

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,9 +38,10 @@ inline nlohmann::json to_json(const ValidationResult& v) {
 }
 
 // The trainer's number of validation windows for a config over its validation split
-// (train::validation_batches batches of `batch` windows).
-inline std::int64_t trainer_validation_windows(std::int64_t eval_tokens, std::int64_t batch, std::int64_t seq_len, const data::Corpus& val) {
-  return train::validation_batches(eval_tokens, batch, seq_len, val) * batch;
+// (train::validation_batches batches of `batch` windows; `what` names eval_tokens in its error).
+inline std::int64_t trainer_validation_windows(std::int64_t eval_tokens, std::int64_t batch, std::int64_t seq_len, const data::Corpus& val,
+                                               const std::string& what = "config: eval_tokens") {
+  return train::validation_batches(eval_tokens, batch, seq_len, val, what) * batch;
 }
 
 // The numbers of recurrences of a trained-r model's test-time recurrence curve: 1, 2, 4, ... up to

@@ -147,10 +147,52 @@ class TrainSampler {
 // than `batch` rows at the end. Only a split of fewer rows than one batch is read with rows
 // repeated. The one rule for the trainer and for `loopscale eval` (eval/validation.hpp), which
 // reproduces the trainer's val_loss on the same windows.
-inline int64 validation_batches(int64 eval_tokens, int64 batch, int64 seq_len, const Corpus& val) {
+//
+// A sample larger than the split is bounded (check_validation_windows): `what` names the setting
+// for the error (the config's eval_tokens, or a run's config.json read by `loopscale eval`).
+inline int64 validation_batches(int64 eval_tokens, int64 batch, int64 seq_len, const Corpus& val,
+                                const std::string& what = "config: eval_tokens");
+
+// TrainConfig's default eval_tokens (train_config.hpp), the floor of the bound below.
+inline constexpr int64 default_eval_tokens = 1 << 17;
+
+// The most windows a validation sample of `val` may have: one per distinct window of the split
+// (its rows, packed; else its start positions, tokens - seq_len), or the default sample's
+// (default_eval_tokens / seq_len) where that is more. Past the distinct windows a sample only
+// scores the same windows again, so a larger one adds time and nothing else: eval_tokens
+// 99999999999999 asked for 3e12 windows of a 1.3M-token split, and the trainer allocated a loss
+// per forward pass after the whole run had trained (std::bad_alloc, the run lost), `loopscale eval`
+// ran for ever. The default's floor keeps the default sample (which overlaps on a toy split)
+// accepted, as it always was.
+inline std::uint64_t distinct_validation_windows(const Corpus& val, int64 seq_len) {
+  if (val.row_tokens() > 0) return val.rows();
+  return val.tokens() > static_cast<std::uint64_t>(seq_len) ? val.tokens() - static_cast<std::uint64_t>(seq_len) : 1;
+}
+inline int64 max_validation_windows(const Corpus& val, int64 seq_len) {
+  const std::uint64_t cap = std::uint64_t{1} << 40;  // far above any split; keeps the tokens of the bound (x seq_len <= 2^20) in an int64
+  const std::uint64_t floor = static_cast<std::uint64_t>(std::max<int64>(1, default_eval_tokens / seq_len));
+  return static_cast<int64>(std::max(std::min(distinct_validation_windows(val, seq_len), cap), floor));
+}
+
+// Refuses `windows` validation windows (asked for by `what` = `tokens`, in groups of `batch`
+// windows) past max_validation_windows, rounded up to whole groups: one line naming the setting,
+// the split and the most it may be, before any work (the trainer checks it before its first step,
+// `train --dry-run` and `loopscale eval` before they score).
+inline void check_validation_windows(int64 windows, int64 batch, int64 seq_len, const Corpus& val, const std::string& what, int64 tokens) {
+  const int64 groups = (max_validation_windows(val, seq_len) + batch - 1) / batch;  // whole groups: the last may repeat a few windows
+  if (windows <= groups * batch) return;
+  throw corpus_error(what + " (" + std::to_string(tokens) + ") asks for " + std::to_string(windows) + " validation windows of " +
+                     std::to_string(seq_len + 1) + " tokens, but the validation split " + val.name() + " holds " +
+                     std::to_string(distinct_validation_windows(val, seq_len)) +
+                     " distinct ones (more only score the same windows again); give at most " + std::to_string(groups * batch * seq_len) +
+                     " tokens");
+}
+
+inline int64 validation_batches(int64 eval_tokens, int64 batch, int64 seq_len, const Corpus& val, const std::string& what) {
   int64 n = std::max<int64>(1, eval_tokens / (batch * seq_len));
   if (val.row_tokens() > 0 && val.rows() >= static_cast<std::uint64_t>(batch))
     n = std::min<int64>(n, static_cast<int64>(val.rows() / static_cast<std::uint64_t>(batch)));
+  check_validation_windows(n * batch, batch, seq_len, val, what, eval_tokens);
   return n;
 }
 

@@ -209,21 +209,38 @@ void set_moe_bias(M& model, const nlohmann::json& b) {
   }
 }
 
-// Keeps the lines of log.jsonl up to and including `step`.
-inline void cut_log(const std::filesystem::path& log, int64 step) {
-  std::ifstream in(log);
+// The text of log.jsonl up to and including the lines of `step` (its lines are in step order; the
+// lines after it are the steps a resume trains again, and are cut). A damaged line (not a JSON
+// object, or a "step" that is not a whole number) is cut with them where it is the file's last
+// line (one torn by a kill: it never parses, every line begins with '{') or the next whole line is
+// past `step`. A damaged line before a line the resume keeps is a config_error naming file:line,
+// and the log is left as it is: cutting there, as happened until 5 Dec 2026, deleted every
+// finished line after it without a word. A missing log is empty.
+inline std::string log_through(const std::filesystem::path& log, int64 step) {
+  std::ifstream in(log, std::ios::binary);
   std::string line, kept;
+  std::int64_t number = 0, damaged = 0;  // the first damaged line's number (1-based), 0: none yet
   while (std::getline(in, line)) {
+    ++number;
     if (line.empty()) continue;
-    try {
-      if (nlohmann::json::parse(line).value("step", int64{0}) > step) break;
-    } catch (const nlohmann::json::exception&) {
-      break;  // a line torn by the kill
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    const bool whole = !j.is_discarded() && j.is_object() && (!j.contains("step") || j.at("step").is_number_integer());
+    if (whole && j.value("step", int64{0}) > step) break;
+    if (damaged != 0)  // a line the resume would keep after the damaged one: that one was not torn by a kill
+      throw config_error("config: cannot resume: " + log.string() + ":" + std::to_string(damaged) +
+                         " is not a JSON object with a whole-number step, and it is not the last line (one torn by a kill); "
+                         "repair or remove that line, then resume again");
+    if (!whole) {
+      damaged = number;
+      continue;
     }
     kept += line + "\n";
   }
-  write_file_atomic(log, kept);
+  return kept;
 }
+
+// Keeps the lines of log.jsonl up to and including `step` (log_through).
+inline void cut_log(const std::filesystem::path& log, int64 step) { write_file_atomic(log, log_through(log, step)); }
 
 // The files of a run folder (see the top of this file).
 struct RunFiles {
@@ -245,6 +262,30 @@ struct RunInputs {
   std::optional<Checkpoint<float>> checkpoint;  // the checkpoint a resumed run continues from
 };
 
+// The progress a checkpoint records, against the run's `steps`: a step in [1, steps] (a checkpoint
+// is written after a step), one optimiser update per step, times that are finite and not
+// negative, and splits of the batch of at least one. Version 3 checkpoints are checksummed, but
+// versions 1 and 2 are read as they are: a step of 1000000 in a run of 781 steps was resumed as
+// done, 128000000 tokens in 3 s at an MFU of 125309%; optimizer_steps -1 ended as "the loss became
+// NaN"; step 0 trained the whole schedule again over trained parameters; seconds -1e300 printed
+// "tokens in ?". Each is a checkpoint_error naming the field.
+inline void check_progress(const Checkpoint<float>& c, int64 steps) {
+  const nlohmann::json& m = c.meta;
+  const auto corrupt = [&](const std::string& why) { return checkpoint_error("checkpoint " + c.path.string() + " is corrupt: " + why); };
+  const int64 step = m.at("step").get<int64>();  // an integer (checkpoint_to_resume checked)
+  if (step < 1 || step > steps) throw corrupt(fmt::format("its step {} is outside the run's steps, 1 to {}", step, steps));
+  // Version 1 checkpoints name the count adam_steps; one missing is named where it is read (restore).
+  const char* updates = m.contains("optimizer_steps") ? "optimizer_steps" : "adam_steps";
+  if (m.contains(updates) && !(m.at(updates).is_number_integer() && m.at(updates).get<int64>() == step))
+    throw corrupt(fmt::format("its {} {} is not its step {} (one update per step)", updates, json_brief(m.at(updates)), step));
+  for (const char* k : {"seconds", "step_seconds"})
+    if (m.contains(k) && !(m.at(k).is_number() && std::isfinite(m.at(k).get<double>()) && m.at(k).get<double>() >= 0))
+      throw corrupt(fmt::format("its {} {} is not a finite number of seconds >= 0", k, json_brief(m.at(k))));
+  for (const char* k : {"ranks", "accum", "lanes"})
+    if (m.contains(k) && !(m.at(k).is_number_integer() && m.at(k).get<int64>() >= 1))
+      throw corrupt(fmt::format("its {} {} is not a whole number >= 1", k, json_brief(m.at(k))));
+}
+
 // The checkpoint to resume from, if the run folder holds one (checkpoint.bin, or only
 // checkpoint.prev.bin: a crash while a checkpoint was replaced where hard links are not supported,
 // checkpoint.hpp's keep_previous): only with config.resume, and only when the run was started with
@@ -258,10 +299,18 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
   // again from step 1 and replaced its log and summary without a word. A folder with a log only is
   // a run killed before its first checkpoint, and one whose summary says it diverged or stopped
   // before one: those start again, as they must.
+  // A summary that cannot say (not JSON, torn, or a status that is not a string) is refused: taken
+  // for "not finished" (until 5 Dec 2026) it restarted a finished run from step 1, and a status of
+  // another kind escaped as the JSON library's own error, exit 1. loopscale writes summary.json
+  // atomically, so such a file was damaged or edited.
   const auto finished = [&] {
     std::ifstream in(files.summary);
     const nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
-    return !s.is_discarded() && s.is_object() && s.value("status", std::string()) == "done";
+    if (s.is_discarded() || !s.is_object() || !s.contains("status") || !s.at("status").is_string())
+      throw config_error("config: " + files.summary.string() + " is damaged (not a JSON object with a string \"status\"), and " +
+                         files.out.string() + " holds no checkpoint: it may be a finished run; choose another --out, or remove " +
+                         files.summary.string() + " to train it again from the start");
+    return s.at("status").get<std::string>() == "done";
   };
   if (!current && !previous && std::filesystem::is_regular_file(files.summary) && finished())
     throw config_error("config: " + files.out.string() + " holds a finished run (summary.json) but neither " + files.checkpoint.filename().string() +
@@ -318,6 +367,7 @@ inline std::optional<Checkpoint<float>> checkpoint_to_resume(const TrainConfig& 
       }
     throw config_error("config: cannot resume " + files.out.string() + ": the run was started with a different '" + field + "'");
   }
+  check_progress(ckpt, training_length(cfg).steps);
   return ckpt;
 }
 
@@ -345,6 +395,9 @@ inline std::optional<Checkpoint<float>> resumable_checkpoint(const TrainConfig& 
                                                              const std::string& corpus) {
   std::optional<Checkpoint<float>> c = checkpoint_to_resume(cfg, files);
   if (!c) return c;
+  // A log damaged before its last line is refused now, before anything is written (and by
+  // --dry-run), not when the resume cuts it.
+  (void)log_through(files.log, c->meta.at("step").get<int64>());
   data::check_same_tokenizer(c->meta.value("tokenizer", nlohmann::json()), tokenizer, c->path.string());
   const auto it = c->meta.find("corpus");
   if (it != c->meta.end() && *it != corpus)
@@ -359,6 +412,21 @@ inline std::optional<Checkpoint<float>> resumable_checkpoint(const TrainConfig& 
 // seq_len + 1 tokens (`--dry-run` reads the headers only).
 inline Corpus open_run_corpus(const TrainConfig& cfg, data::Split split, data::Verify verify = data::Verify::checksums) {
   Corpus c = data::open_corpus(cfg.data, split, verify);
+  data::check_vocab(c, cfg.spec, c.name());
+  data::check_fits(c, cfg.seq_len);
+  return c;
+}
+
+// The token file mixed into the training windows (TrainConfig::mix_data, when mix_frac > 0),
+// checked against the run as the splits are: its checksum and its tokens (as open_corpus does,
+// before the run folder is written; `--dry-run`, Verify::headers, maps it and reads its header),
+// the model's vocabulary and a window. One function for both, so the dry run refuses what the run
+// refuses (it approved a mix_data that did not exist until 5 Dec 2026).
+inline std::optional<Corpus> open_mix_corpus(const TrainConfig& cfg, data::Verify verify = data::Verify::checksums) {
+  if (!(cfg.mix_frac > 0)) return std::nullopt;
+  const data::TokenFile mix = data::read_token_file(cfg.mix_data);
+  if (verify == data::Verify::checksums) data::verify_tokens(mix);
+  Corpus c(mix);
   data::check_vocab(c, cfg.spec, c.name());
   data::check_fits(c, cfg.seq_len);
   return c;
@@ -385,13 +453,10 @@ RunInputs read_inputs(const TrainConfig& cfg, const RunFiles& files, int ranks =
   in.val = open_run_corpus(cfg, data::Split::val);
   in.tokenizer = data::tokenizer_record(data, in.train);
   in.corpus = data::corpus_digest(in.train, in.val);
-  if (cfg.mix_frac > 0) {
-    const data::TokenFile mix = data::read_token_file(cfg.mix_data);
-    data::verify_tokens(mix);  // as open_corpus does: its checksum and its tokens, before the run folder is written
-    in.mix = Corpus(mix);
-    data::check_vocab(*in.mix, cfg.spec, in.mix->name());
-    data::check_fits(*in.mix, cfg.seq_len);
-  }
+  // The validation sample's bound (train/data.hpp), here and not first in the Trainer: a sample
+  // past it failed only when the run's last step was trained.
+  (void)validation_batches(cfg.eval_tokens, cfg.batch, cfg.seq_len, in.val);
+  in.mix = open_mix_corpus(cfg);
 
   B::set_threads(cfg.threads);
   in.length = training_length(cfg);
@@ -636,7 +701,12 @@ class Trainer {
       }
     }
     if (!std::isfinite(res_.val_loss)) {  // resumed after the last step: evaluate the final model
-      res_.val_loss = *evaluate();
+      // Interruptible as the validations of the loop are: a run stopped by a signal in its final
+      // validation is resumed here, and a second signal was caught and then ignored, so only
+      // SIGKILL ended it. The last step's checkpoint is on disk (the run resumed from it).
+      const std::optional<double> v = evaluate(true);
+      if (!v) return interrupted(interrupt_signal(), res_.steps);
+      res_.val_loss = *v;
       res_.val_bpb = valset_.corpus().bits_per_byte(res_.val_loss);
     }
     return finish("done", "trained " + std::to_string(res_.steps) + " steps, " + std::to_string(res_.tokens) + " tokens");
@@ -871,17 +941,27 @@ class Trainer {
   // rank count). `interruptible`: nothing where a signal comes during it (one rank only: ranks
   // would have to agree first), so a stop request waits for a forward pass, not for a whole
   // validation sample that can take minutes.
+  //
+  // The losses are gathered in blocks of eval_block passes, the same for every rank count, and
+  // added in order as they come, so the sum is the one a gather of all of them gives, in memory
+  // that does not grow with the sample (one loss per pass of the whole sample was allocated after
+  // the whole run had trained: 3e12 of them for eval_tokens 1e14, std::bad_alloc, the run lost).
+  static constexpr int64 eval_block = 4096;
   std::optional<double> evaluate(bool interruptible = false) {
     const int64 calls = eval_batches_ * cfg_.batch / micro_;
-    eval_loss_.assign(static_cast<std::size_t>(calls), 0.0);
-    for (int64 k = comm_.rank(); k < calls; k += comm_.size()) {
-      if (interruptible && comm_.size() == 1 && interrupt_signal() != 0) return std::nullopt;
-      valset_.batch(k * micro_, micro_, inputs_.data(), targets_.data());
-      eval_loss_[static_cast<std::size_t>(k)] = micro_pass(false);
-    }
-    comm_.sum(std::span<double>(eval_loss_), Reduction::allreduce, "the gather of the validation losses");
+    const int64 ranks = comm_.size();
     double sum = 0;
-    for (const double l : eval_loss_) sum += l;
+    for (int64 first = 0; first < calls; first += eval_block) {
+      const int64 n = std::min(eval_block, calls - first);
+      eval_loss_.assign(static_cast<std::size_t>(n), 0.0);
+      for (int64 k = first + ((comm_.rank() - first) % ranks + ranks) % ranks; k < first + n; k += ranks) {  // pass k is rank k % ranks's
+        if (interruptible && ranks == 1 && interrupt_signal() != 0) return std::nullopt;
+        valset_.batch(k * micro_, micro_, inputs_.data(), targets_.data());
+        eval_loss_[static_cast<std::size_t>(k - first)] = micro_pass(false);
+      }
+      comm_.sum(std::span<double>(eval_loss_), Reduction::allreduce, "the gather of the validation losses");
+      for (const double l : eval_loss_) sum += l;
+    }
     return sum / static_cast<double>(calls);
   }
 
@@ -1117,7 +1197,7 @@ class Trainer {
   std::int64_t device_used_ = -1, device_total_ = 0;  // device backends: memory in use after the first step
   std::vector<kernels::MoeStats> moe_sum_;  // with MoE and chunks_ > 1: the step's routing statistics
   std::vector<double> moe_flat_;            // sum_moe_stats: moe_sum_ as one buffer for the sum over the ranks
-  std::vector<double> eval_loss_;   // evaluate(): the loss of each forward pass
+  std::vector<double> eval_loss_;   // evaluate(): the loss of each forward pass of a block
   std::string resplit_;             // resumed with another split of the batch: what changed
   TrainResult res_;
   int64 step0_ = 0;      // the step the run starts (or resumes) from
