@@ -18,23 +18,9 @@ using namespace loopscale::test;
 
 namespace {
 
-// run_cli under `timeout 60`: a refusal that regresses into a read of a pipe fails (rc 124)
-// instead of hanging the test program.
-CliResult run_cli_bounded(const std::string& args) {
-  CliResult r;
-  FILE* p = popen(("timeout 60 " + std::string(LOOPSCALE_CLI) + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-// Exit code 2 and a single line that contains every one of `parts`.
+// Exit code 2 and a single line that contains every one of `parts`, under `timeout 60` (run_cli.hpp).
 void expect_bad(const std::string& args, const std::vector<std::string>& parts) {
-  const CliResult r = run_cli_bounded(args);
+  const CliResult r = run_cli(args, "timeout 60 ");
   INFO("loopscale " << args << "\n" << r.out);
   REQUIRE(r.rc == 2);
   REQUIRE(count_lines(r.out) == 1);

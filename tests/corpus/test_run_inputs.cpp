@@ -58,18 +58,6 @@ train::TrainConfig tiny_config(const fs::path& out) {
   return c;
 }
 
-// Starts `loopscale ARGS` in a child with its output in ERR; returns its pid.
-pid_t start(const std::string& args, const fs::path& err) {
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const std::string cmd = "exec " + std::string(LOOPSCALE_CLI) + " " + args + " > '" + err.string() + "' 2>&1";
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
 std::size_t lines_of(const fs::path& p) {
   std::ifstream f(p);
   std::size_t n = 0;
@@ -141,7 +129,7 @@ TEST_CASE("run inputs: SIGTERM or SIGINT stops a resumed run in its final valida
   const fs::path data = real_corpus(), out = temp_path("final_validation");
   const std::string args = cli_args(data) + " --eval-tokens 40000000 --out " + out.string();
   const fs::path err = out.string() + ".err";
-  const pid_t first = start(args, err);
+  const pid_t first = start_cli(args, err.string());
   for (int i = 0; i < 3000 && lines_of(out / "log.jsonl") < 155; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(lines_of(out / "log.jsonl") == 155);  // step 156 is written after its validation
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -150,7 +138,7 @@ TEST_CASE("run inputs: SIGTERM or SIGINT stops a resumed run in its final valida
   INFO(slurp(err));
   REQUIRE(nlohmann::json::parse(slurp(out / "summary.json")).at("steps") == 156);
   for (const int sig : {SIGTERM, SIGINT}) {
-    const pid_t again = start(args + " --resume", err);
+    const pid_t again = start_cli(args + " --resume", err.string());
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     const auto t0 = std::chrono::steady_clock::now();
     kill(again, sig);

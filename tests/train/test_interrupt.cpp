@@ -22,6 +22,7 @@
 
 using namespace loopscale;
 using namespace loopscale::train;
+using loopscale::test::start_cli;
 using loopscale::test::slurp;
 using loopscale::test::temp_path;
 namespace fs = std::filesystem;
@@ -63,18 +64,6 @@ std::vector<nlohmann::json> steps_of(const fs::path& log) {
   return v;
 }
 
-// Starts `loopscale ARGS` in a child with its output in ERR; returns its pid.
-pid_t start_cli(const std::string& args, const fs::path& err) {
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const std::string cmd = "exec " + std::string(LOOPSCALE_CLI) + " " + args + " > '" + err.string() + "' 2>&1";
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
 // Waits until OUT/log.jsonl has `lines` lines (false: the child ended first).
 bool wait_for_steps(pid_t pid, const fs::path& out, std::size_t lines) {
   for (int i = 0; i < 3000; ++i) {
@@ -114,7 +103,7 @@ TEST_CASE("loopscale train: SIGTERM, SIGINT or SIGUSR1 at a random step exits 75
     const fs::path part = temp_path("part" + std::to_string(round)), err = part.string() + ".err";
     // A random step, between checkpoints or not; the last round sends the signal twice.
     const std::size_t at = std::uniform_int_distribution<std::size_t>(1, 110)(rng);
-    const pid_t pid = start_cli(args + " --out " + part.string(), err);
+    const pid_t pid = start_cli(args + " --out " + part.string(), err.string());
     REQUIRE(wait_for_steps(pid, part, at));
     kill(pid, sig);
     if (round == 4) kill(pid, sig);  // a second signal while stopping: no harm
@@ -158,7 +147,7 @@ TEST_CASE("loopscale train: a second process on the same --out exits 2 at once n
   const fs::path data = interrupt_corpus();
   const std::string args = args_of(data);
   const fs::path out = temp_path("locked"), err = out.string() + ".err";
-  const pid_t first = start_cli(args + " --out " + out.string(), err);
+  const pid_t first = start_cli(args + " --out " + out.string(), err.string());
   REQUIRE(wait_for_steps(first, out, 2));
   // Held still, so that it is alive (and holds the lock) while the second one starts: its 150 steps
   // take under a second.
