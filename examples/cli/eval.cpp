@@ -196,14 +196,17 @@ void run_eval(EvalArgs a) {
   int64 windows = 0;
   const int64 seq = model.seq_len;
   if (corpus.empty() && !a.val_tokens) {
-    // Not found where config.json says (a relative path read from another folder, say): without
-    // tasks there is nothing to do; with them the validation line is left out, and said so.
+    // Not found where config.json says (corpus_of looks from the folder train ran in, then from
+    // here): without tasks there is nothing to do; with them the validation line is left out, and
+    // said so.
     const std::string where = cfg.value("data", std::string("(none recorded)"));
+    const std::optional<std::filesystem::path> base = training_folder(a.run, cfg);
+    const std::string from = (base ? base->string() + " or " : std::string()) + std::filesystem::current_path().string();
     if (!tasks)
       throw usage_error(fmt::format("nothing to evaluate: the run's corpus {} was not found from {} (give --corpus DIR) and --tasks is none",
-                                    where, std::filesystem::current_path().string()));
+                                    where, from));
     std::fprintf(stderr, "loopscale: warning: the run's corpus %s was not found from %s: no validation windows (give --corpus DIR)\n",
-                 where.c_str(), std::filesystem::current_path().string().c_str());
+                 where.c_str(), from.c_str());
   }
   if (a.val_tokens != 0 && !corpus.empty()) {
     val = data::open_corpus(corpus, data::Split::val);
