@@ -141,9 +141,8 @@ inline Manifest read_manifest(const std::filesystem::path& dir) {
   try {
     j = parse_json_bounded<corpus_error>(text_in.str(), "data: " + p);
   } catch (const nlohmann::json::exception& e) {
-    // nlohmann's text without its "[json.exception.parse_error.101] " tag (1e400 is out_of_range).
-    const std::string what = e.what(), why = what.substr(what.find("] ") == std::string::npos ? 0 : what.find("] ") + 2);
-    throw corpus_error("data: " + p + " is not a valid manifest: " + why);
+    // nlohmann's text without its tag (json_error_text; 1e400 is out_of_range, not parse_error).
+    throw corpus_error("data: " + p + " is not a valid manifest: " + json_error_text(e));
   }
   if (!j.is_object() || !j.contains("format") || j.at("format") != "loopscale-corpus")
     throw corpus_error("data: " + p + " is not a loopscale corpus manifest");

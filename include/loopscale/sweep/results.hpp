@@ -88,10 +88,10 @@ inline RunResult result_from_json(const nlohmann::json& j) {
       r.m = j.at("m").get<double>();
     }
   } catch (const nlohmann::json::exception& e) {
-    // nlohmann's text without its "[json.exception.out_of_range.403] " tag, and the line in brief:
-    // a train log given as results dumped a few hundred characters of it.
-    const std::string what = e.what(), why = what.substr(what.find("] ") == std::string::npos ? 0 : what.find("] ") + 2);
-    throw sweep_error(fmt::format("result line lacks a field or has a wrong type ({}): not a line of sweep results? {}", why, json_brief(j)));
+    // nlohmann's text without its tag (json_error_text), and the line in brief: a train log given
+    // as results dumped a few hundred characters of it.
+    throw sweep_error(fmt::format("result line lacks a field or has a wrong type ({}): not a line of sweep results? {}", json_error_text(e),
+                                  json_brief(j)));
   }
   // What the fits read: an infinite loss printed R^2 -nan and a shifted phi without a word.
   for (const auto& [k, v] : {std::pair<const char*, double>{"C", r.budget}, {"N_once", r.n_once}, {"N_rec", r.n_rec}, {"D", r.tokens}, {"loss", r.loss}})
